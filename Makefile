@@ -1,0 +1,133 @@
+# Reflexor - one non-recursive Makefile.
+#
+#   make run        build and start the server on the embedded builtin brain
+#   make test       install what is missing, then every test: plain, ASan/UBSan, valgrind
+#   make check      the unit tests once, in this build (SANITIZE=... picks a sanitizer)
+#   make valgrind   the unit tests under valgrind
+#   make fuzz       the libFuzzer target for parse + transition, bounded in time
+#   make format / make format-check
+#
+# Objects go under build/ (build/san/ for a sanitizer build), with automatic header
+# dependencies; changing the flags rebuilds everything (build/FLAGS).
+
+CC      ?= cc
+WERROR  ?= -Werror
+WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
+           -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings -fno-common \
+           -Wno-overlength-strings
+PKGS    := libmicrohttpd jansson uuid libcurl sqlite3
+OPT     ?= -O2 -g
+
+ifdef SANITIZE
+BUILD   := build/san
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+BUILD   := build
+SANFLAGS :=
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) check 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+LDLIBS += $(PKG_LIBS) -lpthread -lm
+
+SM_SRC   := $(wildcard state_machine/*.c)
+FX_SRC   := $(wildcard effects/*.c)
+SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(FX_SRC))
+SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
+
+UNIT_SRC := $(filter-out tests/check_main.c tests/check_integration.c tests/fuzz_%.c \
+              tests/helper_%.c,$(wildcard tests/check_*.c))
+UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/check_main.c)
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+.PHONY: all deps run test check valgrind fuzz format format-check clean
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/reflexor $(BUILD)/tests/check_unit $(EXAMPLES)
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/libreflexor.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The unit runner finds every suite by its file name: tests/check_<m>.c exports
+# `Suite *<m>_suite(void)`, so adding a test file needs no edit anywhere else.
+$(BUILD)/tests/suites.inc: $(UNIT_SRC) Makefile
+	@mkdir -p $(@D)
+	@for f in $(UNIT_SRC); do m=$${f#tests/check_}; echo "SUITE($${m%.c})"; done >$@
+
+$(BUILD)/tests/check_main.o: $(BUILD)/tests/suites.inc
+$(BUILD)/tests/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
+
+$(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(BUILD)/FLAGS
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/FLAGS: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(ALL_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS)' >$@
+
+FORCE:
+
+run: deps $(BUILD)/reflexor
+	./$(BUILD)/reflexor --config config/reflexor.json
+
+check: $(BUILD)/tests/check_unit
+	./$(BUILD)/tests/check_unit
+
+# The whole suite, as CI runs it. Each step prints Check's summary; the last
+# lines of the output are the summary of the final run.
+test: deps
+	$(MAKE) all
+	$(MAKE) SANITIZE=address,undefined all
+	$(MAKE) valgrind
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) SANITIZE=address,undefined check
+	$(MAKE) check
+
+VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+            --errors-for-leak-kinds=definite,indirect --error-exitcode=1
+
+valgrind: $(BUILD)/tests/check_unit
+	@scripts/deps.sh valgrind
+	CK_FORK=no RX_TEST_QUICK=1 $(VALGRIND) ./$(BUILD)/tests/check_unit
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/deps.sh clang
+	@mkdir -p build/fuzz
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. $(shell pkg-config --cflags jansson uuid) \
+	  -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_machine \
+	  tests/fuzz_machine.c $(SM_SRC) $(shell pkg-config --libs jansson uuid)
+	mkdir -p build/fuzz/corpus
+	cp tests/data/fuzz/* build/fuzz/corpus/ 2>/dev/null || true
+	build/fuzz/fuzz_machine -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  build/fuzz/corpus
+
+FORMAT_FILES = $(wildcard state_machine/*.[ch] effects/*.[ch] server/*.[ch] \
+                 tests/*.[ch] examples/*.[ch] bench/*.[ch])
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,97 @@
+/*
+ * rx_input - the inputs of the Reflexor machine (SPEC 3.2): parse, validate
+ * shape, encode.
+ *
+ * Pure: no I/O, clock or globals. Shape validation (types, required fields)
+ * happens here and names the offending field; rules that depend on the state
+ * (duplicates, unknown ids, time) live in rx_machine.
+ * Ownership: struct rx_input is caller-allocated (rx_input_parse fills it,
+ * rx_input_release frees its strings). The json_t given to rx_input_parse is
+ * borrowed; nothing keeps a reference to it.
+ */
+#ifndef RX_INPUT_H
+#define RX_INPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "state_machine/rx_buf.h"
+#include "state_machine/rx_state.h"
+
+/* X-macro: enum name, wire name, origin (who may send it). */
+#define RX_INPUT_TYPES(X)                                                               \
+    X(USER_SEND_MESSAGE, "user-send-message", RX_ORIGIN_USER)                           \
+    X(USER_CANCEL, "user-cancel", RX_ORIGIN_USER)                                       \
+    X(BRAIN_SEND_MESSAGE_START, "brain-send-message-start", RX_ORIGIN_BRAIN)            \
+    X(BRAIN_SEND_MESSAGE_COMPLETE, "brain-send-message-complete", RX_ORIGIN_BRAIN)      \
+    X(BRAIN_CALL_TOOLS, "brain-call-tools", RX_ORIGIN_BRAIN)                            \
+    X(BRAIN_COMPRESS_HISTORY, "brain-compress-history", RX_ORIGIN_BRAIN)                \
+    X(BRAIN_LOAD_TOOL_CALL, "brain-load-tool-call", RX_ORIGIN_BRAIN)                    \
+    X(TOOLKIT_RESPOND, "toolkit-respond", RX_ORIGIN_TOOLKIT)                            \
+    X(TOOLKIT_ERROR, "toolkit-error", RX_ORIGIN_TOOLKIT)
+
+enum rx_input_type {
+#define RX_X(e, name, origin) RX_IN_##e,
+    RX_INPUT_TYPES(RX_X)
+#undef RX_X
+        RX_IN__COUNT
+};
+
+enum rx_origin { RX_ORIGIN_USER, RX_ORIGIN_BRAIN, RX_ORIGIN_TOOLKIT };
+
+/* One entry of brain-call-tools' `toolCalls`, or of user-cancel's partials. */
+struct rx_input_call {
+    char *id;
+    char *name;       /* tool name; for partials unused (NULL) */
+    char *parameters; /* JSON text; for partials the streamed text */
+};
+
+struct rx_input {
+    enum rx_input_type type;
+    int64_t timestamp;
+    bool has_timestamp;
+    int64_t called_brain_at; /* brain inputs */
+    char *message_id;        /* user-send-message (may be NULL before the server
+                                fills it), brain-send-message-* */
+    char *content;           /* user-send-message, brain-send-message-complete */
+    char *tool_call_id;      /* brain-load-tool-call, toolkit-* */
+    char *text;              /* toolkit-respond `result`, toolkit-error `error`,
+                                brain-compress-history `summary` */
+    int64_t cut_at;          /* brain-compress-history */
+    /* brain-call-tools `toolCalls` (document order); user-cancel
+       `partialContents` ({messageId: text so far}) */
+    struct rx_input_call *calls;
+    size_t n_calls;
+};
+
+const char *rx_input_type_name(enum rx_input_type t);
+enum rx_origin rx_input_type_origin(enum rx_input_type t);
+/* 0 and *out, or -EINVAL for an unknown name. */
+int rx_input_type_parse(const char *name, enum rx_input_type *out) RX_WUR;
+
+/*
+ * Parse one input from JSON (borrowed). 0; -EINVAL with `field` set to the
+ * offending field name (a static string; "type" for an unknown type) and `err`
+ * (RX_ERR_LEN bytes, may be NULL) to a human sentence; -ENOMEM. Unknown fields
+ * are ignored. A missing `timestamp` is allowed (the server stamps inputs).
+ * On failure `in` needs no release.
+ */
+int rx_input_parse(json_t *json, struct rx_input *in, const char **field,
+                   char *err) RX_WUR;
+void rx_input_release(struct rx_input *in);
+
+/* Append the input as compact JSON (what the log stores and the SSE sends). */
+int rx_input_encode(const struct rx_input *in, struct rx_buf *b) RX_WUR;
+/* Deep copy. 0 or -ENOMEM. */
+int rx_input_copy(const struct rx_input *src, struct rx_input *dst) RX_WUR;
+
+/* Set or replace a string field (duplicated). 0 or -ENOMEM, old value kept. */
+int rx_input_set_str(char **field, const char *value) RX_WUR;
+/* Add a user-cancel partial {message id, text so far}. 0 or -ENOMEM. */
+int rx_input_add_partial(struct rx_input *in, const char *message_id,
+                         const char *text) RX_WUR;
+
+#endif

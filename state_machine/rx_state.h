@@ -1,0 +1,113 @@
+/*
+ * rx_state - the Reflexor session state (SPEC 3.1) as plain C records.
+ *
+ * Pure: no I/O, clock, threads or globals; nothing from server/ or effects/.
+ * The state is mutated in place by rx_machine (never copied per input), so a
+ * long conversation costs what its newest input touches.
+ *
+ * Invariants (rx_state_check_invariants): ids are unique within each list;
+ * user and assistant messages have content != NULL; tool records have
+ * id/name/parameters != NULL and, when answered, a result text != NULL;
+ * every time in a record is <= updated_at; `*_len <= *_cap`.
+ * Ownership: struct rx_state is caller-allocated (rx_state_init/_release) and
+ * owns every string and record in it. Pointers returned by the find helpers are
+ * borrowed and valid until the next transition.
+ */
+#ifndef RX_STATE_H
+#define RX_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "state_machine/rx_buf.h"
+
+enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
+
+struct rx_message {
+    char *id;
+    char *content;
+    int64_t received_at;
+    /* Assistant messages only. */
+    int64_t updated_at;
+    int64_t called_brain_at;
+    enum rx_status status;
+};
+
+struct rx_tool_result {
+    bool present; /* false: the call is pending ("result":null) */
+    bool is_success;
+    char *text; /* "content" on success, "error" on failure */
+    int64_t received_at;
+};
+
+struct rx_tool_call {
+    char *id;
+    char *name;
+    char *parameters; /* a JSON text, as the brain sent it */
+    int64_t called_at;
+    struct rx_tool_result result;
+    bool is_loaded;
+};
+
+struct rx_message_list {
+    struct rx_message *items;
+    size_t len, cap;
+};
+
+struct rx_tool_call_list {
+    struct rx_tool_call *items;
+    size_t len, cap;
+};
+
+struct rx_state {
+    int64_t updated_at;
+    struct rx_message_list user;
+    struct rx_message_list assistant;
+    struct rx_tool_call_list tools;
+    int64_t called_brain_at;
+    char *context_summary; /* never NULL once initialised; "" = none */
+    int64_t summary_cut_at;
+};
+
+/* The initial state (SPEC 3.1): everything zero or empty. 0 or -ENOMEM. */
+int rx_state_init(struct rx_state *s) RX_WUR;
+void rx_state_release(struct rx_state *s);
+
+/* Borrowed lookups by id, or NULL. */
+struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id);
+struct rx_message *rx_state_find_assistant(const struct rx_state *s, const char *id);
+struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id);
+/* Number of tool calls whose result is still null. */
+size_t rx_state_pending_tools(const struct rx_state *s);
+
+const char *rx_status_name(enum rx_status st);
+int rx_status_parse(const char *name, enum rx_status *out) RX_WUR;
+
+/*
+ * Append the state as compact JSON in the seed's key order to `b`.
+ * Encoding, decoding and encoding again gives identical bytes.
+ * 0, or -ENOMEM / -E2BIG (the buffer is left as it was).
+ */
+int rx_state_encode(const struct rx_state *s, struct rx_buf *b) RX_WUR;
+/* Encoders for one record, in the same shape as inside the state. */
+int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf *b) RX_WUR;
+int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b) RX_WUR;
+
+/*
+ * Build a state from its JSON form (`json` borrowed). 0, -EINVAL (err names the
+ * offending field when err != NULL, up to RX_ERR_LEN bytes) or -ENOMEM. On
+ * failure `out` is left uninitialised-safe: rx_state_release need not be called.
+ */
+#define RX_ERR_LEN 160
+int rx_state_decode(json_t *json, struct rx_state *out, char *err) RX_WUR;
+
+/* Deep copy (for forks and tests). 0 or -ENOMEM. */
+int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;
+
+/* True when the invariants above hold; tests call it after every step. */
+bool rx_state_check_invariants(const struct rx_state *s);
+
+#endif
