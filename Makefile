@@ -97,6 +97,7 @@ test: deps
 	$(MAKE) all
 	$(MAKE) SANITIZE=address,undefined all
 	$(MAKE) valgrind
+	$(if $(TEST_EXTRA),$(MAKE) $(TEST_EXTRA))
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) SANITIZE=address,undefined check
 	$(MAKE) check
 
@@ -129,5 +130,10 @@ format-check:
 
 clean:
 	rm -rf build
+
+# Fragments for parts with build steps of their own (web UI, fake LLM, nginx...).
+# Each may add targets to TEST_EXTRA, which `make test` runs after the unit tests.
+TEST_EXTRA :=
+include $(sort $(wildcard mk/*.mk))
 
 -include $(shell find build -name '*.d' 2>/dev/null)
