@@ -19,8 +19,8 @@
 #define RX_WUR __attribute__((warn_unused_result))
 
 /* Bounds of the buffers the project uses (curl DYN_* style). */
-#define RX_BUF_STATE_MAX  (256u << 20) /* an encoded session state */
-#define RX_BUF_SMALL_MAX  (1u << 20)   /* one input, event or message record */
+#define RX_BUF_STATE_MAX (256u << 20) /* an encoded session state */
+#define RX_BUF_SMALL_MAX (1u << 20)   /* one input, event or message record */
 
 struct rx_buf {
     char *data;

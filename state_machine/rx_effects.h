@@ -21,8 +21,8 @@ enum rx_effect_kind { RX_EFFECT_ASK_BRAIN, RX_EFFECT_REQUEST_TOOLKIT };
 
 struct rx_effect {
     enum rx_effect_kind kind;
-    int64_t signals_cut_at;   /* ask-brain */
-    char *tool_call_id;       /* request-toolkit (owned) */
+    int64_t signals_cut_at;      /* ask-brain */
+    char *tool_call_id;          /* request-toolkit (owned) */
     char key[RX_EFFECT_KEY_LEN]; /* "ask-brain-<T>" / "request-toolkit-<id>" */
 };
 

@@ -22,15 +22,15 @@
 #include "state_machine/rx_state.h"
 
 /* X-macro: enum name, wire name, origin (who may send it). */
-#define RX_INPUT_TYPES(X)                                                               \
-    X(USER_SEND_MESSAGE, "user-send-message", RX_ORIGIN_USER)                           \
-    X(USER_CANCEL, "user-cancel", RX_ORIGIN_USER)                                       \
-    X(BRAIN_SEND_MESSAGE_START, "brain-send-message-start", RX_ORIGIN_BRAIN)            \
-    X(BRAIN_SEND_MESSAGE_COMPLETE, "brain-send-message-complete", RX_ORIGIN_BRAIN)      \
-    X(BRAIN_CALL_TOOLS, "brain-call-tools", RX_ORIGIN_BRAIN)                            \
-    X(BRAIN_COMPRESS_HISTORY, "brain-compress-history", RX_ORIGIN_BRAIN)                \
-    X(BRAIN_LOAD_TOOL_CALL, "brain-load-tool-call", RX_ORIGIN_BRAIN)                    \
-    X(TOOLKIT_RESPOND, "toolkit-respond", RX_ORIGIN_TOOLKIT)                            \
+#define RX_INPUT_TYPES(X)                                                                \
+    X(USER_SEND_MESSAGE, "user-send-message", RX_ORIGIN_USER)                            \
+    X(USER_CANCEL, "user-cancel", RX_ORIGIN_USER)                                        \
+    X(BRAIN_SEND_MESSAGE_START, "brain-send-message-start", RX_ORIGIN_BRAIN)             \
+    X(BRAIN_SEND_MESSAGE_COMPLETE, "brain-send-message-complete", RX_ORIGIN_BRAIN)       \
+    X(BRAIN_CALL_TOOLS, "brain-call-tools", RX_ORIGIN_BRAIN)                             \
+    X(BRAIN_COMPRESS_HISTORY, "brain-compress-history", RX_ORIGIN_BRAIN)                 \
+    X(BRAIN_LOAD_TOOL_CALL, "brain-load-tool-call", RX_ORIGIN_BRAIN)                     \
+    X(TOOLKIT_RESPOND, "toolkit-respond", RX_ORIGIN_TOOLKIT)                             \
     X(TOOLKIT_ERROR, "toolkit-error", RX_ORIGIN_TOOLKIT)
 
 enum rx_input_type {
@@ -41,6 +41,9 @@ enum rx_input_type {
 };
 
 enum rx_origin { RX_ORIGIN_USER, RX_ORIGIN_BRAIN, RX_ORIGIN_TOOLKIT };
+
+/* Longest message or tool call id accepted: ids become effect keys. */
+#define RX_ID_MAX 128
 
 /* One entry of brain-call-tools' `toolCalls`, or of user-cancel's partials. */
 struct rx_input_call {

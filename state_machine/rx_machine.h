@@ -17,15 +17,15 @@
 
 enum rx_verdict { RX_ACCEPTED, RX_UNCHANGED, RX_REJECTED };
 
-#define RX_REASONS(X)                                                                   \
-    X(NONE, "none")                                                                     \
-    X(STALE_TIMESTAMP, "stale-timestamp")                                               \
-    X(DUPLICATE_ID, "duplicate-id")                                                     \
-    X(UNKNOWN_ID, "unknown-id")                                                         \
-    X(NOT_STREAMING, "not-streaming")                                                   \
-    X(ALREADY_ANSWERED, "already-answered")                                             \
-    X(CUT_BACKWARDS, "cut-backwards")                                                   \
-    X(CUT_IN_FUTURE, "cut-in-future")                                                   \
+#define RX_REASONS(X)                                                                    \
+    X(NONE, "none")                                                                      \
+    X(STALE_TIMESTAMP, "stale-timestamp")                                                \
+    X(DUPLICATE_ID, "duplicate-id")                                                      \
+    X(UNKNOWN_ID, "unknown-id")                                                          \
+    X(NOT_STREAMING, "not-streaming")                                                    \
+    X(ALREADY_ANSWERED, "already-answered")                                              \
+    X(CUT_BACKWARDS, "cut-backwards")                                                    \
+    X(CUT_IN_FUTURE, "cut-in-future")                                                    \
     X(INVALID, "invalid")
 
 enum rx_reason {
@@ -41,20 +41,20 @@ enum rx_reason {
  * RX_CHANGED_* (a JSON Patch can be made from it and the new state).
  */
 enum {
-    RX_CHANGED_USER = 1 << 0,       /* userMessages[first_index..] appended */
-    RX_CHANGED_ASSISTANT = 1 << 1,  /* assistantMessages[index] set or appended */
-    RX_CHANGED_TOOLS = 1 << 2,      /* toolCallRecords: see below */
-    RX_CHANGED_SUMMARY = 1 << 3,    /* contextSummary, summaryCutAt */
+    RX_CHANGED_USER = 1 << 0,      /* userMessages[first_index..] appended */
+    RX_CHANGED_ASSISTANT = 1 << 1, /* assistantMessages[index] set or appended */
+    RX_CHANGED_TOOLS = 1 << 2,     /* toolCallRecords: see below */
+    RX_CHANGED_SUMMARY = 1 << 3,   /* contextSummary, summaryCutAt */
     RX_CHANGED_CALLED_BRAIN = 1 << 4,
     RX_CHANGED_MANY = 1 << 5, /* user-cancel / compress: several records changed */
 };
 
 struct rx_outcome {
     enum rx_verdict verdict;
-    enum rx_reason reason;   /* RX_REASON_NONE unless rejected */
-    const char *field;       /* for RX_REASON_INVALID: the offending field */
-    unsigned changed;        /* RX_CHANGED_* on RX_ACCEPTED */
-    size_t index;            /* first touched record of the changed list */
+    enum rx_reason reason; /* RX_REASON_NONE unless rejected */
+    const char *field;     /* for RX_REASON_INVALID: the offending field */
+    unsigned changed;      /* RX_CHANGED_* on RX_ACCEPTED */
+    size_t index;          /* first touched record of the changed list */
 };
 
 /*

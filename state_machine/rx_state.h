@@ -93,7 +93,8 @@ int rx_status_parse(const char *name, enum rx_status *out) RX_WUR;
  */
 int rx_state_encode(const struct rx_state *s, struct rx_buf *b) RX_WUR;
 /* Encoders for one record, in the same shape as inside the state. */
-int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf *b) RX_WUR;
+int rx_message_encode(const struct rx_message *m, bool assistant,
+                      struct rx_buf *b) RX_WUR;
 int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b) RX_WUR;
 
 /*

@@ -1,0 +1,395 @@
+/*
+ * rx_input - parse, encode and copy the Reflexor inputs. See rx_input.h.
+ */
+#include "state_machine/rx_input.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "state_machine/rx_alloc.h"
+
+static const struct {
+    const char *name;
+    enum rx_origin origin;
+} types[] = {
+#define RX_X(e, name, origin) {name, origin},
+    RX_INPUT_TYPES(RX_X)
+#undef RX_X
+};
+
+const char *rx_input_type_name(enum rx_input_type t)
+{
+    return types[t].name;
+}
+
+enum rx_origin rx_input_type_origin(enum rx_input_type t)
+{
+    return types[t].origin;
+}
+
+int rx_input_type_parse(const char *name, enum rx_input_type *out)
+{
+    for (size_t i = 0; i < RX_IN__COUNT; i++) {
+        if (!strcmp(name, types[i].name)) {
+            *out = (enum rx_input_type)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static void calls_release(struct rx_input_call *calls, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        rx_free(calls[i].id);
+        rx_free(calls[i].name);
+        rx_free(calls[i].parameters);
+    }
+    rx_free(calls);
+}
+
+void rx_input_release(struct rx_input *in)
+{
+    rx_free(in->message_id);
+    rx_free(in->content);
+    rx_free(in->tool_call_id);
+    rx_free(in->text);
+    calls_release(in->calls, in->n_calls);
+    memset(in, 0, sizeof(*in));
+}
+
+int rx_input_set_str(char **field, const char *value)
+{
+    char *d = rx_strdup(value);
+
+    if (!d)
+        return -ENOMEM;
+    rx_free(*field);
+    *field = d;
+    return 0;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+struct parse {
+    json_t *json;
+    const char **field;
+    char *err;
+};
+
+static int bad(struct parse *p, const char *field, const char *why)
+{
+    *p->field = field;
+    if (p->err)
+        snprintf(p->err, RX_ERR_LEN, "'%s' %s", field, why);
+    return -EINVAL;
+}
+
+static int want_time(struct parse *p, const char *key, int64_t *out, bool *present)
+{
+    json_t *v = json_object_get(p->json, key);
+
+    if (present)
+        *present = v && !json_is_null(v);
+    if ((!v || json_is_null(v)) && present)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return bad(p, key, "must be a non-negative integer (milliseconds)");
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* A required string, or an optional one when `optional` (absent/null -> NULL). */
+static int want_str(struct parse *p, const char *key, char **out, bool optional)
+{
+    json_t *v = json_object_get(p->json, key);
+
+    if (optional && (!v || json_is_null(v)))
+        return 0;
+    if (!json_is_string(v))
+        return bad(p, key, "must be a string");
+    *out = rx_strndup(json_string_value(v), json_string_length(v));
+    return *out ? 0 : -ENOMEM;
+}
+
+/* Strings that must name something: an empty id would be a key to nothing. */
+static int want_id(struct parse *p, const char *key, char **out, bool optional)
+{
+    int rc = want_str(p, key, out, optional);
+
+    if (!rc && *out && (!**out || strlen(*out) > RX_ID_MAX))
+        return bad(p, key, "must be 1 to 128 bytes long");
+    return rc;
+}
+
+static int parse_tool_calls(struct parse *p, struct rx_input *in)
+{
+    json_t *calls = json_object_get(p->json, "toolCalls"), *v;
+    const char *id;
+    size_t i = 0;
+
+    if (!json_is_object(calls) || !json_object_size(calls))
+        return bad(p, "toolCalls", "must be a non-empty object {id: {name, parameters}}");
+    in->calls = rx_malloc(json_object_size(calls) * sizeof(*in->calls));
+    if (!in->calls)
+        return -ENOMEM;
+    memset(in->calls, 0, json_object_size(calls) * sizeof(*in->calls));
+    /* jansson keeps insertion order, so this is document order. */
+    json_object_foreach(calls, id, v)
+    {
+        json_t *name = json_object_get(v, "name");
+        json_t *params = json_object_get(v, "parameters");
+        struct rx_input_call *c = &in->calls[i];
+
+        if (!*id || strlen(id) > RX_ID_MAX)
+            return bad(p, "toolCalls", "ids must be 1 to 128 bytes long");
+        if (!json_is_object(v) || !json_is_string(name) || !json_string_length(name))
+            return bad(p, "toolCalls.name", "must be a non-empty string");
+        if (!json_is_string(params) && !json_is_object(params))
+            return bad(p, "toolCalls.parameters", "must be a JSON text or an object");
+        in->n_calls = ++i;
+        c->id = rx_strdup(id);
+        c->name = rx_strdup(json_string_value(name));
+        /* An object is kept as its compact text: the state stores text. */
+        c->parameters = json_is_string(params)
+                            ? rx_strdup(json_string_value(params))
+                            : json_dumps(params, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!c->id || !c->name || !c->parameters)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_partials(struct parse *p, struct rx_input *in)
+{
+    json_t *parts = json_object_get(p->json, "partialContents"), *v;
+    const char *id;
+    size_t i = 0;
+
+    if (!parts || json_is_null(parts))
+        return 0;
+    if (!json_is_object(parts))
+        return bad(p, "partialContents", "must be an object {messageId: text}");
+    in->calls = rx_malloc((json_object_size(parts) + 1) * sizeof(*in->calls));
+    if (!in->calls)
+        return -ENOMEM;
+    memset(in->calls, 0, (json_object_size(parts) + 1) * sizeof(*in->calls));
+    json_object_foreach(parts, id, v)
+    {
+        if (!json_is_string(v))
+            return bad(p, "partialContents", "values must be strings");
+        in->n_calls = ++i;
+        in->calls[i - 1].id = rx_strdup(id);
+        in->calls[i - 1].parameters = rx_strdup(json_string_value(v));
+        if (!in->calls[i - 1].id || !in->calls[i - 1].parameters)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_body(struct parse *p, struct rx_input *in)
+{
+    int rc = 0;
+
+    if (rx_input_type_origin(in->type) == RX_ORIGIN_BRAIN &&
+        (rc = want_time(p, "calledBrainAt", &in->called_brain_at, NULL)))
+        return rc;
+    switch (in->type) {
+    case RX_IN_USER_SEND_MESSAGE:
+        if ((rc = want_id(p, "messageId", &in->message_id, true)) ||
+            (rc = want_str(p, "content", &in->content, false)))
+            return rc;
+        if (!in->content[strspn(in->content, " \t\r\n")])
+            return bad(p, "content", "must not be blank");
+        return 0;
+    case RX_IN_USER_CANCEL:
+        return parse_partials(p, in);
+    case RX_IN_BRAIN_SEND_MESSAGE_START:
+        return want_id(p, "messageId", &in->message_id, false);
+    case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
+        if ((rc = want_id(p, "messageId", &in->message_id, false)))
+            return rc;
+        return want_str(p, "content", &in->content, false);
+    case RX_IN_BRAIN_CALL_TOOLS:
+        return parse_tool_calls(p, in);
+    case RX_IN_BRAIN_COMPRESS_HISTORY:
+        if ((rc = want_str(p, "summary", &in->text, false)))
+            return rc;
+        return want_time(p, "cutAt", &in->cut_at, NULL);
+    case RX_IN_BRAIN_LOAD_TOOL_CALL:
+        return want_id(p, "toolCallId", &in->tool_call_id, false);
+    case RX_IN_TOOLKIT_RESPOND:
+    case RX_IN_TOOLKIT_ERROR:
+        if ((rc = want_id(p, "toolCallId", &in->tool_call_id, false)))
+            return rc;
+        return want_str(p, in->type == RX_IN_TOOLKIT_RESPOND ? "result" : "error",
+                        &in->text, false);
+    case RX_IN__COUNT:
+        break;
+    }
+    return bad(p, "type", "is not an input type");
+}
+
+int rx_input_parse(json_t *json, struct rx_input *in, const char **field, char *err)
+{
+    const char *dummy;
+    struct parse p = {json, field ? field : &dummy, err};
+    struct rx_input tmp;
+    json_t *type = json_object_get(json, "type");
+    int rc;
+
+    memset(&tmp, 0, sizeof(tmp));
+    *p.field = NULL;
+    if (!json_is_object(json))
+        return bad(&p, "input", "must be a JSON object");
+    if (!json_is_string(type))
+        return bad(&p, "type", "must be a string");
+    if (rx_input_type_parse(json_string_value(type), &tmp.type))
+        return bad(&p, "type", "is not a known input type");
+    if ((rc = want_time(&p, "timestamp", &tmp.timestamp, &tmp.has_timestamp)) ||
+        (rc = parse_body(&p, &tmp))) {
+        rx_input_release(&tmp);
+        return rc;
+    }
+    *in = tmp;
+    return 0;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+#define PUT(call)                                                                        \
+    do {                                                                                 \
+        if ((err = (call)))                                                              \
+            goto out_truncate;                                                           \
+    } while (0)
+
+static int put_key_str(struct rx_buf *b, const char *key, const char *v)
+{
+    int err;
+
+    if ((err = rx_buf_printf(b, ",\"%s\":", key)))
+        return err;
+    return rx_buf_put_json_str(b, v);
+}
+
+int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
+{
+    size_t start = b->len;
+    int err;
+
+    PUT(rx_buf_printf(b,
+                      "{\"type\":\"%s\",\"timestamp\":", rx_input_type_name(in->type)));
+    PUT(rx_buf_put_i64(b, in->timestamp));
+    if (rx_input_type_origin(in->type) == RX_ORIGIN_BRAIN) {
+        PUT(rx_buf_puts(b, ",\"calledBrainAt\":"));
+        PUT(rx_buf_put_i64(b, in->called_brain_at));
+    }
+    if (in->message_id)
+        PUT(put_key_str(b, "messageId", in->message_id));
+    if (in->content)
+        PUT(put_key_str(b, "content", in->content));
+    if (in->tool_call_id)
+        PUT(put_key_str(b, "toolCallId", in->tool_call_id));
+    if (in->text) {
+        static const char *const text_key[RX_IN__COUNT] = {
+            [RX_IN_TOOLKIT_RESPOND] = "result",
+            [RX_IN_TOOLKIT_ERROR] = "error",
+            [RX_IN_BRAIN_COMPRESS_HISTORY] = "summary",
+        };
+        if (text_key[in->type])
+            PUT(put_key_str(b, text_key[in->type], in->text));
+    }
+    if (in->type == RX_IN_BRAIN_COMPRESS_HISTORY) {
+        PUT(rx_buf_puts(b, ",\"cutAt\":"));
+        PUT(rx_buf_put_i64(b, in->cut_at));
+    }
+    if (in->type == RX_IN_BRAIN_CALL_TOOLS || in->n_calls) {
+        bool tools = in->type == RX_IN_BRAIN_CALL_TOOLS;
+
+        PUT(rx_buf_puts(b, tools ? ",\"toolCalls\":{" : ",\"partialContents\":{"));
+        for (size_t i = 0; i < in->n_calls; i++) {
+            if (i)
+                PUT(rx_buf_putc(b, ','));
+            PUT(rx_buf_put_json_str(b, in->calls[i].id));
+            if (tools) {
+                PUT(rx_buf_puts(b, ":{\"name\":"));
+                PUT(rx_buf_put_json_str(b, in->calls[i].name));
+                PUT(rx_buf_puts(b, ",\"parameters\":"));
+                PUT(rx_buf_put_json_str(b, in->calls[i].parameters));
+                PUT(rx_buf_putc(b, '}'));
+            } else {
+                PUT(rx_buf_putc(b, ':'));
+                PUT(rx_buf_put_json_str(b, in->calls[i].parameters));
+            }
+        }
+        PUT(rx_buf_putc(b, '}'));
+    }
+    PUT(rx_buf_putc(b, '}'));
+    return 0;
+
+out_truncate:
+    b->len = start;
+    if (b->data)
+        b->data[start] = '\0';
+    return err;
+}
+
+/* ---- copying ------------------------------------------------------------- */
+
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = src ? rx_strdup(src) : NULL;
+    return src && !*dst ? -ENOMEM : 0;
+}
+
+int rx_input_copy(const struct rx_input *src, struct rx_input *dst)
+{
+    struct rx_input t = *src;
+
+    t.message_id = t.content = t.tool_call_id = t.text = NULL;
+    t.calls = NULL;
+    t.n_calls = 0;
+    if (dup_opt(&t.message_id, src->message_id) || dup_opt(&t.content, src->content) ||
+        dup_opt(&t.tool_call_id, src->tool_call_id) || dup_opt(&t.text, src->text))
+        goto out_release;
+    if (src->n_calls) {
+        t.calls = rx_malloc(src->n_calls * sizeof(*t.calls));
+        if (!t.calls)
+            goto out_release;
+        memset(t.calls, 0, src->n_calls * sizeof(*t.calls));
+        for (size_t i = 0; i < src->n_calls; i++) {
+            t.n_calls = i + 1;
+            if (dup_opt(&t.calls[i].id, src->calls[i].id) ||
+                dup_opt(&t.calls[i].name, src->calls[i].name) ||
+                dup_opt(&t.calls[i].parameters, src->calls[i].parameters))
+                goto out_release;
+        }
+    }
+    *dst = t;
+    return 0;
+
+out_release:
+    rx_input_release(&t);
+    return -ENOMEM;
+}
+
+int rx_input_add_partial(struct rx_input *in, const char *message_id, const char *text)
+{
+    struct rx_input_call c = {0}, *calls;
+
+    c.id = rx_strdup(message_id);
+    c.parameters = rx_strdup(text);
+    calls = rx_realloc(in->calls, in->n_calls * sizeof(*calls),
+                       (in->n_calls + 1) * sizeof(*calls));
+    if (!c.id || !c.parameters || !calls) {
+        rx_free(c.id);
+        rx_free(c.parameters);
+        if (calls)
+            in->calls = calls;
+        return -ENOMEM;
+    }
+    calls[in->n_calls++] = c;
+    in->calls = calls;
+    return 0;
+}

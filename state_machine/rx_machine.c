@@ -1,0 +1,517 @@
+/*
+ * rx_machine - the Reflexor transition. See rx_machine.h.
+ *
+ * Each input is handled in two phases, as the seed 000 design has it:
+ *   1. prepare: validate against the state and build a partial update (struct
+ *      update) holding every new string and record, with list capacity
+ *      reserved. This is the only phase that allocates or can fail.
+ *   2. merge: fold the update into the state key by key through the reducers
+ *      of SPEC 2 (updatedAt: replace, calledBrainAt: max, message lists:
+ *      add_messages, tool records: patch_by_id). It cannot fail.
+ * A rejection or -ENOMEM in phase 1 frees the update and leaves the state as
+ * it was, which is what makes every transition atomic without copying state.
+ * (Phase 1 may grow a list's capacity, never its contents, so it takes the
+ * state mutable.)
+ */
+#include "state_machine/rx_machine.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "state_machine/rx_alloc.h"
+
+static const char *const reason_names[] = {
+#define RX_X(e, name) name,
+    RX_REASONS(RX_X)
+#undef RX_X
+};
+
+const char *rx_reason_name(enum rx_reason r)
+{
+    return reason_names[r];
+}
+
+const char *rx_verdict_name(enum rx_verdict v)
+{
+    static const char *const names[] = {"accepted", "unchanged", "rejected"};
+
+    return names[v];
+}
+
+/* One record change of a list: replace records[index], or append when index == len. */
+struct message_put {
+    size_t index;
+    struct rx_message msg;
+};
+
+struct tool_patch {
+    size_t index;
+    bool set_result;
+    struct rx_tool_result result;
+    bool set_loaded;
+    bool is_loaded;
+};
+
+struct update {
+    int64_t updated_at;
+    bool has_called_brain_at;
+    int64_t called_brain_at;
+    bool has_user;
+    struct rx_message user; /* appended */
+    struct message_put *assistant;
+    size_t n_assistant;
+    struct rx_tool_call *new_tools;
+    size_t n_new_tools;
+    struct tool_patch *tool_patches;
+    size_t n_tool_patches;
+    char *summary; /* non-NULL: replaces contextSummary, with cut_at */
+    int64_t cut_at;
+};
+
+static void update_release(struct update *u)
+{
+    rx_free(u->user.id);
+    rx_free(u->user.content);
+    for (size_t i = 0; i < u->n_assistant; i++) {
+        rx_free(u->assistant[i].msg.id);
+        rx_free(u->assistant[i].msg.content);
+    }
+    rx_free(u->assistant);
+    for (size_t i = 0; i < u->n_new_tools; i++) {
+        rx_free(u->new_tools[i].id);
+        rx_free(u->new_tools[i].name);
+        rx_free(u->new_tools[i].parameters);
+    }
+    rx_free(u->new_tools);
+    for (size_t i = 0; i < u->n_tool_patches; i++)
+        rx_free(u->tool_patches[i].result.text);
+    rx_free(u->tool_patches);
+    rx_free(u->summary);
+}
+
+/* Make room for `extra` more records so the merge phase never allocates. */
+static int reserve(void **items, size_t len, size_t *cap, size_t extra, size_t size)
+{
+    size_t want = len + extra, ncap;
+    void *p;
+
+    if (want <= *cap)
+        return 0;
+    ncap = *cap ? *cap : 8;
+    while (ncap < want)
+        ncap *= 2;
+    p = rx_realloc(*items, *cap * size, ncap * size);
+    if (!p)
+        return -ENOMEM;
+    *items = p;
+    *cap = ncap;
+    return 0;
+}
+
+static int reserve_messages(struct rx_message_list *l, size_t extra)
+{
+    return reserve((void **)&l->items, l->len, &l->cap, extra, sizeof(*l->items));
+}
+
+/* ---- phase 1: one prepare function per input type ------------------------- */
+
+struct verdict {
+    enum rx_verdict verdict;
+    enum rx_reason reason;
+    const char *field;
+};
+
+#define ACCEPT     ((struct verdict){RX_ACCEPTED, RX_REASON_NONE, NULL})
+#define UNCHANGED  ((struct verdict){RX_UNCHANGED, RX_REASON_NONE, NULL})
+#define REJECT(r)  ((struct verdict){RX_REJECTED, RX_REASON_##r, NULL})
+#define INVALID(f) ((struct verdict){RX_REJECTED, RX_REASON_INVALID, f})
+
+static bool is_blank(const char *s)
+{
+    return !s[strspn(s, " \t\r\n")];
+}
+
+/* Record `m` with `content` as the new assistantMessages[index]; copies both strings. */
+static int add_assistant_put(struct update *u, size_t index, const struct rx_message *m,
+                             const char *content)
+{
+    struct message_put *p = &u->assistant[u->n_assistant];
+
+    p->index = index;
+    p->msg = *m;
+    p->msg.id = rx_strdup(m->id);
+    p->msg.content = rx_strdup(content);
+    u->n_assistant++;
+    return p->msg.id && p->msg.content ? 0 : -ENOMEM;
+}
+
+static int prep_user_message(struct rx_state *s, const struct rx_input *in,
+                             struct update *u, struct verdict *v)
+{
+    const struct rx_message *old;
+
+    if (!in->message_id || !*in->message_id)
+        return *v = INVALID("messageId"), 0;
+    if (!in->content || is_blank(in->content))
+        return *v = INVALID("content"), 0;
+    old = rx_state_find_user(s, in->message_id);
+    if (old) {
+        /* A retried POST of the same message is a success that changes nothing. */
+        *v = strcmp(old->content, in->content) ? REJECT(DUPLICATE_ID) : UNCHANGED;
+        return 0;
+    }
+    if (reserve_messages(&s->user, 1))
+        return -ENOMEM;
+    u->has_user = true;
+    u->user.received_at = in->timestamp;
+    u->user.id = rx_strdup(in->message_id);
+    u->user.content = rx_strdup(in->content);
+    return u->user.id && u->user.content ? 0 : -ENOMEM;
+}
+
+static const char *partial_for(const struct rx_input *in, const char *message_id)
+{
+    for (size_t i = 0; i < in->n_calls; i++)
+        if (in->calls[i].id && !strcmp(in->calls[i].id, message_id))
+            return in->calls[i].parameters;
+    return NULL;
+}
+
+static int prep_cancel(struct rx_state *s, const struct rx_input *in, struct update *u)
+{
+    size_t n_streaming = 0, n_pending = rx_state_pending_tools(s);
+
+    for (size_t i = 0; i < s->assistant.len; i++)
+        n_streaming += s->assistant.items[i].status == RX_STATUS_STREAMING;
+    u->assistant = rx_malloc((n_streaming + 1) * sizeof(*u->assistant));
+    u->tool_patches = rx_malloc((n_pending + 1) * sizeof(*u->tool_patches));
+    if (!u->assistant || !u->tool_patches)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->assistant.len; i++) {
+        struct rx_message m = s->assistant.items[i];
+        const char *partial;
+
+        if (m.status != RX_STATUS_STREAMING)
+            continue;
+        partial = partial_for(in, m.id);
+        m.status = RX_STATUS_STOPPED;
+        m.updated_at = in->timestamp;
+        if (add_assistant_put(u, i, &m, partial ? partial : m.content))
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->tools.len; i++) {
+        struct tool_patch *p = &u->tool_patches[u->n_tool_patches];
+
+        if (s->tools.items[i].result.present)
+            continue;
+        memset(p, 0, sizeof(*p));
+        p->index = i;
+        p->set_result = true;
+        p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
+        u->n_tool_patches++;
+        p->result.text = rx_strdup("cancelled");
+        if (!p->result.text)
+            return -ENOMEM;
+    }
+    /* No new ask may start until the next user message. */
+    u->has_called_brain_at = true;
+    u->called_brain_at = in->timestamp;
+    return 0;
+}
+
+static int prep_message_start(struct rx_state *s, const struct rx_input *in,
+                              struct update *u, struct verdict *v)
+{
+    struct rx_message m = {0};
+
+    if (!in->message_id || !*in->message_id)
+        return *v = INVALID("messageId"), 0;
+    if (rx_state_find_assistant(s, in->message_id))
+        return *v = REJECT(DUPLICATE_ID), 0;
+    u->assistant = rx_malloc(sizeof(*u->assistant));
+    if (!u->assistant || reserve_messages(&s->assistant, 1))
+        return -ENOMEM;
+    m.id = in->message_id;
+    m.received_at = m.updated_at = in->timestamp;
+    m.called_brain_at = in->called_brain_at;
+    m.status = RX_STATUS_STREAMING;
+    return add_assistant_put(u, s->assistant.len, &m, "");
+}
+
+static int prep_message_complete(struct rx_state *s, const struct rx_input *in,
+                                 struct update *u, struct verdict *v)
+{
+    const struct rx_message *old;
+    struct rx_message m = {0};
+    size_t index = s->assistant.len;
+
+    if (!in->message_id || !*in->message_id)
+        return *v = INVALID("messageId"), 0;
+    if (!in->content)
+        return *v = INVALID("content"), 0;
+    old = rx_state_find_assistant(s, in->message_id);
+    if (old && old->status != RX_STATUS_STREAMING)
+        return *v = REJECT(NOT_STREAMING), 0;
+    u->assistant = rx_malloc(sizeof(*u->assistant));
+    if (!u->assistant)
+        return -ENOMEM;
+    if (old) {
+        m = *old;
+        index = (size_t)(old - s->assistant.items);
+    } else {
+        /* A brain that does not stream sends only the complete input. */
+        if (reserve_messages(&s->assistant, 1))
+            return -ENOMEM;
+        m.id = in->message_id;
+        m.received_at = in->timestamp;
+        m.called_brain_at = in->called_brain_at;
+    }
+    m.updated_at = in->timestamp;
+    m.status = RX_STATUS_COMPLETE;
+    return add_assistant_put(u, index, &m, in->content);
+}
+
+static int prep_call_tools(struct rx_state *s, const struct rx_input *in,
+                           struct update *u, struct verdict *v)
+{
+    struct rx_tool_call_list *tools = &s->tools;
+
+    if (!in->n_calls)
+        return *v = INVALID("toolCalls"), 0;
+    for (size_t i = 0; i < in->n_calls; i++) {
+        if (!in->calls[i].id || !*in->calls[i].id ||
+            strlen(in->calls[i].id) > RX_ID_MAX || !in->calls[i].name ||
+            !in->calls[i].parameters)
+            return *v = INVALID("toolCalls"), 0;
+        if (rx_state_find_tool(s, in->calls[i].id))
+            return *v = REJECT(DUPLICATE_ID), 0;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(in->calls[j].id, in->calls[i].id))
+                return *v = REJECT(DUPLICATE_ID), 0;
+    }
+    if (reserve((void **)&tools->items, tools->len, &tools->cap, in->n_calls,
+                sizeof(*tools->items)))
+        return -ENOMEM;
+    u->new_tools = rx_malloc(in->n_calls * sizeof(*u->new_tools));
+    if (!u->new_tools)
+        return -ENOMEM;
+    memset(u->new_tools, 0, in->n_calls * sizeof(*u->new_tools));
+    for (size_t i = 0; i < in->n_calls; i++) {
+        struct rx_tool_call *c = &u->new_tools[i];
+
+        u->n_new_tools++;
+        c->called_at = in->timestamp;
+        c->id = rx_strdup(in->calls[i].id);
+        c->name = rx_strdup(in->calls[i].name);
+        c->parameters = rx_strdup(in->calls[i].parameters);
+        if (!c->id || !c->name || !c->parameters)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int prep_compress(struct rx_state *s, const struct rx_input *in, struct update *u,
+                         struct verdict *v)
+{
+    size_t n = 0;
+
+    if (!in->text)
+        return *v = INVALID("summary"), 0;
+    if (in->cut_at < s->summary_cut_at)
+        return *v = REJECT(CUT_BACKWARDS), 0;
+    if (in->cut_at > in->timestamp)
+        return *v = REJECT(CUT_IN_FUTURE), 0;
+    for (size_t i = 0; i < s->tools.len; i++)
+        n += s->tools.items[i].called_at <= in->cut_at && s->tools.items[i].is_loaded;
+    u->tool_patches = rx_malloc((n + 1) * sizeof(*u->tool_patches));
+    u->summary = rx_strdup(in->text);
+    if (!u->tool_patches || !u->summary)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->tools.len; i++) {
+        if (s->tools.items[i].called_at > in->cut_at || !s->tools.items[i].is_loaded)
+            continue;
+        u->tool_patches[u->n_tool_patches++] =
+            (struct tool_patch){.index = i, .set_loaded = true, .is_loaded = false};
+    }
+    u->cut_at = in->cut_at;
+    return 0;
+}
+
+static int prep_load(struct rx_state *s, const struct rx_input *in, struct update *u,
+                     struct verdict *v)
+{
+    const struct rx_tool_call *c;
+
+    if (!in->tool_call_id)
+        return *v = INVALID("toolCallId"), 0;
+    c = rx_state_find_tool(s, in->tool_call_id);
+    if (!c)
+        return *v = REJECT(UNKNOWN_ID), 0;
+    if (c->is_loaded)
+        return *v = UNCHANGED, 0;
+    u->tool_patches = rx_malloc(sizeof(*u->tool_patches));
+    if (!u->tool_patches)
+        return -ENOMEM;
+    u->tool_patches[0] = (struct tool_patch){
+        .index = (size_t)(c - s->tools.items), .set_loaded = true, .is_loaded = true};
+    u->n_tool_patches = 1;
+    return 0;
+}
+
+static int prep_tool_result(struct rx_state *s, const struct rx_input *in,
+                            struct update *u, struct verdict *v)
+{
+    const struct rx_tool_call *c;
+    struct tool_patch *p;
+
+    if (!in->tool_call_id)
+        return *v = INVALID("toolCallId"), 0;
+    if (!in->text)
+        return *v = INVALID(in->type == RX_IN_TOOLKIT_RESPOND ? "result" : "error"), 0;
+    c = rx_state_find_tool(s, in->tool_call_id);
+    if (!c)
+        return *v = REJECT(UNKNOWN_ID), 0;
+    if (c->result.present) /* the first answer wins */
+        return *v = REJECT(ALREADY_ANSWERED), 0;
+    p = u->tool_patches = rx_malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    memset(p, 0, sizeof(*p));
+    u->n_tool_patches = 1;
+    p->index = (size_t)(c - s->tools.items);
+    p->set_result = true;
+    p->result.present = true;
+    p->result.is_success = in->type == RX_IN_TOOLKIT_RESPOND;
+    p->result.received_at = in->timestamp;
+    p->result.text = rx_strdup(in->text);
+    return p->result.text ? 0 : -ENOMEM;
+}
+
+static int prepare(struct rx_state *s, const struct rx_input *in, struct update *u,
+                   struct verdict *v)
+{
+    if (!in->has_timestamp)
+        return *v = INVALID("timestamp"), 0;
+    /* Time irreversibility: live inputs are stamped in order, replays must be too. */
+    if (in->timestamp < s->updated_at)
+        return *v = REJECT(STALE_TIMESTAMP), 0;
+    u->updated_at = in->timestamp;
+    if (rx_input_type_origin(in->type) == RX_ORIGIN_BRAIN) {
+        u->has_called_brain_at = true;
+        u->called_brain_at = in->called_brain_at;
+    }
+    switch (in->type) {
+    case RX_IN_USER_SEND_MESSAGE:
+        return prep_user_message(s, in, u, v);
+    case RX_IN_USER_CANCEL:
+        return prep_cancel(s, in, u);
+    case RX_IN_BRAIN_SEND_MESSAGE_START:
+        return prep_message_start(s, in, u, v);
+    case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
+        return prep_message_complete(s, in, u, v);
+    case RX_IN_BRAIN_CALL_TOOLS:
+        return prep_call_tools(s, in, u, v);
+    case RX_IN_BRAIN_COMPRESS_HISTORY:
+        return prep_compress(s, in, u, v);
+    case RX_IN_BRAIN_LOAD_TOOL_CALL:
+        return prep_load(s, in, u, v);
+    case RX_IN_TOOLKIT_RESPOND:
+    case RX_IN_TOOLKIT_ERROR:
+        return prep_tool_result(s, in, u, v);
+    case RX_IN__COUNT:
+        break;
+    }
+    return *v = INVALID("type"), 0;
+}
+
+/* ---- phase 2: the reducers; nothing here allocates or fails --------------- */
+
+/* add_messages for one record: replace in place (position kept) or append. */
+static void put_message(struct rx_message_list *l, struct rx_message *m, size_t index)
+{
+    if (index < l->len) {
+        rx_free(l->items[index].id);
+        rx_free(l->items[index].content);
+        l->items[index] = *m;
+    } else {
+        l->items[l->len++] = *m;
+    }
+    m->id = m->content = NULL; /* moved into the state */
+}
+
+/* patch_by_id: only the fields the patch names change. */
+static void patch_tool(struct rx_tool_call *c, struct tool_patch *p)
+{
+    if (p->set_result) {
+        rx_free(c->result.text);
+        c->result = p->result;
+        p->result.text = NULL;
+    }
+    if (p->set_loaded)
+        c->is_loaded = p->is_loaded;
+}
+
+static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
+{
+    s->updated_at = u->updated_at; /* replace */
+    if (u->has_called_brain_at && u->called_brain_at > s->called_brain_at) {
+        s->called_brain_at = u->called_brain_at; /* max: never backwards */
+        out->changed |= RX_CHANGED_CALLED_BRAIN;
+    }
+    if (u->has_user) {
+        out->changed |= RX_CHANGED_USER;
+        out->index = s->user.len;
+        put_message(&s->user, &u->user, s->user.len);
+    }
+    for (size_t i = 0; i < u->n_assistant; i++) {
+        out->changed |= RX_CHANGED_ASSISTANT;
+        if (i == 0)
+            out->index = u->assistant[i].index;
+        put_message(&s->assistant, &u->assistant[i].msg, u->assistant[i].index);
+    }
+    if (u->n_new_tools) {
+        out->changed |= RX_CHANGED_TOOLS;
+        out->index = s->tools.len;
+        memcpy(s->tools.items + s->tools.len, u->new_tools,
+               u->n_new_tools * sizeof(*u->new_tools));
+        s->tools.len += u->n_new_tools;
+        u->n_new_tools = 0; /* moved */
+    }
+    for (size_t i = 0; i < u->n_tool_patches; i++) {
+        out->changed |= RX_CHANGED_TOOLS;
+        if (i == 0 && !(out->changed & RX_CHANGED_ASSISTANT))
+            out->index = u->tool_patches[i].index;
+        patch_tool(&s->tools.items[u->tool_patches[i].index], &u->tool_patches[i]);
+    }
+    if (u->summary) {
+        out->changed |= RX_CHANGED_SUMMARY;
+        rx_free(s->context_summary);
+        s->context_summary = u->summary;
+        s->summary_cut_at = u->cut_at;
+        u->summary = NULL;
+    }
+    if (u->n_assistant > 1 || u->n_tool_patches > 1 ||
+        (u->n_assistant && u->n_tool_patches))
+        out->changed |= RX_CHANGED_MANY;
+}
+
+int rx_machine_apply(struct rx_state *s, const struct rx_input *in,
+                     struct rx_outcome *out)
+{
+    struct update u;
+    struct verdict v = ACCEPT;
+    int err;
+
+    memset(&u, 0, sizeof(u));
+    memset(out, 0, sizeof(*out));
+    err = prepare(s, in, &u, &v);
+    if (!err && v.verdict == RX_ACCEPTED)
+        merge(s, &u, out);
+    update_release(&u);
+    if (err)
+        return err;
+    out->verdict = v.verdict;
+    out->reason = v.reason;
+    out->field = v.field;
+    return 0;
+}

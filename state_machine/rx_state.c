@@ -1,0 +1,520 @@
+/*
+ * rx_state - the Reflexor session state: records, encoding, decoding.
+ * See rx_state.h.
+ */
+#include "state_machine/rx_state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "state_machine/rx_alloc.h"
+
+static const char *const status_names[] = {
+    [RX_STATUS_STREAMING] = "streaming",
+    [RX_STATUS_COMPLETE] = "complete",
+    [RX_STATUS_STOPPED] = "stopped",
+};
+
+const char *rx_status_name(enum rx_status st)
+{
+    return status_names[st];
+}
+
+int rx_status_parse(const char *name, enum rx_status *out)
+{
+    for (size_t i = 0; i < sizeof(status_names) / sizeof(status_names[0]); i++) {
+        if (!strcmp(name, status_names[i])) {
+            *out = (enum rx_status)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int rx_state_init(struct rx_state *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->context_summary = rx_strdup("");
+    return s->context_summary ? 0 : -ENOMEM;
+}
+
+static void message_release(struct rx_message *m)
+{
+    rx_free(m->id);
+    rx_free(m->content);
+}
+
+static void tool_call_release(struct rx_tool_call *c)
+{
+    rx_free(c->id);
+    rx_free(c->name);
+    rx_free(c->parameters);
+    rx_free(c->result.text);
+}
+
+void rx_state_release(struct rx_state *s)
+{
+    for (size_t i = 0; i < s->user.len; i++)
+        message_release(&s->user.items[i]);
+    for (size_t i = 0; i < s->assistant.len; i++)
+        message_release(&s->assistant.items[i]);
+    for (size_t i = 0; i < s->tools.len; i++)
+        tool_call_release(&s->tools.items[i]);
+    rx_free(s->user.items);
+    rx_free(s->assistant.items);
+    rx_free(s->tools.items);
+    rx_free(s->context_summary);
+    memset(s, 0, sizeof(*s));
+}
+
+/*
+ * Lookups scan from the newest record: the ids an input names are nearly
+ * always recent ones, so the common case stops after a few comparisons.
+ */
+static struct rx_message *find_message(const struct rx_message_list *l, const char *id)
+{
+    for (size_t i = l->len; i-- > 0;)
+        if (!strcmp(l->items[i].id, id))
+            return &l->items[i];
+    return NULL;
+}
+
+struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id)
+{
+    return find_message(&s->user, id);
+}
+
+struct rx_message *rx_state_find_assistant(const struct rx_state *s, const char *id)
+{
+    return find_message(&s->assistant, id);
+}
+
+struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id)
+{
+    for (size_t i = s->tools.len; i-- > 0;)
+        if (!strcmp(s->tools.items[i].id, id))
+            return &s->tools.items[i];
+    return NULL;
+}
+
+size_t rx_state_pending_tools(const struct rx_state *s)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < s->tools.len; i++)
+        n += !s->tools.items[i].result.present;
+    return n;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+/* Appends a sequence of pieces; the first failure stops and is returned. */
+#define PUT(call)                                                                        \
+    do {                                                                                 \
+        if ((err = (call)))                                                              \
+            goto out_truncate;                                                           \
+    } while (0)
+
+int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf *b)
+{
+    size_t start = b->len;
+    int err;
+
+    PUT(rx_buf_puts(b, assistant ? "{\"kind\":\"assistant\",\"id\":"
+                                 : "{\"kind\":\"user\",\"id\":"));
+    PUT(rx_buf_put_json_str(b, m->id));
+    PUT(rx_buf_puts(b, ",\"content\":"));
+    PUT(rx_buf_put_json_str(b, m->content));
+    PUT(rx_buf_puts(b, ",\"receivedAt\":"));
+    PUT(rx_buf_put_i64(b, m->received_at));
+    if (assistant) {
+        PUT(rx_buf_puts(b, ",\"updatedAt\":"));
+        PUT(rx_buf_put_i64(b, m->updated_at));
+        PUT(rx_buf_puts(b, ",\"status\":\""));
+        PUT(rx_buf_puts(b, rx_status_name(m->status)));
+        PUT(rx_buf_puts(b, "\",\"calledBrainAt\":"));
+        PUT(rx_buf_put_i64(b, m->called_brain_at));
+    }
+    PUT(rx_buf_putc(b, '}'));
+    return 0;
+
+out_truncate:
+    b->len = start;
+    if (b->data)
+        b->data[start] = '\0';
+    return err;
+}
+
+int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b)
+{
+    size_t start = b->len;
+    int err;
+
+    PUT(rx_buf_puts(b, "{\"id\":"));
+    PUT(rx_buf_put_json_str(b, c->id));
+    PUT(rx_buf_puts(b, ",\"name\":"));
+    PUT(rx_buf_put_json_str(b, c->name));
+    PUT(rx_buf_puts(b, ",\"parameters\":"));
+    PUT(rx_buf_put_json_str(b, c->parameters));
+    PUT(rx_buf_puts(b, ",\"calledAt\":"));
+    PUT(rx_buf_put_i64(b, c->called_at));
+    PUT(rx_buf_puts(b, ",\"result\":"));
+    if (!c->result.present) {
+        PUT(rx_buf_puts(b, "null"));
+    } else {
+        PUT(rx_buf_puts(b, c->result.is_success ? "{\"isSuccess\":true,\"content\":"
+                                                : "{\"isSuccess\":false,\"error\":"));
+        PUT(rx_buf_put_json_str(b, c->result.text));
+        PUT(rx_buf_puts(b, ",\"receivedAt\":"));
+        PUT(rx_buf_put_i64(b, c->result.received_at));
+        PUT(rx_buf_putc(b, '}'));
+    }
+    PUT(rx_buf_puts(b, c->is_loaded ? ",\"isLoaded\":true}" : ",\"isLoaded\":false}"));
+    return 0;
+
+out_truncate:
+    b->len = start;
+    if (b->data)
+        b->data[start] = '\0';
+    return err;
+}
+
+static int encode_messages(const struct rx_message_list *l, bool assistant,
+                           struct rx_buf *b)
+{
+    int err;
+
+    if ((err = rx_buf_putc(b, '[')))
+        return err;
+    for (size_t i = 0; i < l->len; i++) {
+        if (i && (err = rx_buf_putc(b, ',')))
+            return err;
+        if ((err = rx_message_encode(&l->items[i], assistant, b)))
+            return err;
+    }
+    return rx_buf_putc(b, ']');
+}
+
+int rx_state_encode(const struct rx_state *s, struct rx_buf *b)
+{
+    size_t start = b->len;
+    int err;
+
+    PUT(rx_buf_puts(b, "{\"updatedAt\":"));
+    PUT(rx_buf_put_i64(b, s->updated_at));
+    PUT(rx_buf_puts(b, ",\"userMessages\":"));
+    PUT(encode_messages(&s->user, false, b));
+    PUT(rx_buf_puts(b, ",\"assistantMessages\":"));
+    PUT(encode_messages(&s->assistant, true, b));
+    PUT(rx_buf_puts(b, ",\"toolCallRecords\":["));
+    for (size_t i = 0; i < s->tools.len; i++) {
+        if (i)
+            PUT(rx_buf_putc(b, ','));
+        PUT(rx_tool_call_encode(&s->tools.items[i], b));
+    }
+    PUT(rx_buf_puts(b, "],\"calledBrainAt\":"));
+    PUT(rx_buf_put_i64(b, s->called_brain_at));
+    PUT(rx_buf_puts(b, ",\"contextSummary\":"));
+    PUT(rx_buf_put_json_str(b, s->context_summary));
+    PUT(rx_buf_puts(b, ",\"summaryCutAt\":"));
+    PUT(rx_buf_put_i64(b, s->summary_cut_at));
+    PUT(rx_buf_putc(b, '}'));
+    return 0;
+
+out_truncate:
+    b->len = start;
+    if (b->data)
+        b->data[start] = '\0';
+    return err;
+}
+
+/* ---- decoding ------------------------------------------------------------ */
+
+static int fail(char *err, const char *field, const char *why)
+{
+    if (err)
+        snprintf(err, RX_ERR_LEN, "'%s' %s", field, why);
+    return -EINVAL;
+}
+
+static int get_time(json_t *o, const char *key, int64_t *out, char *err)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return fail(err, key, "must be a non-negative integer");
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int get_str(json_t *o, const char *key, char **out, char *err)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!json_is_string(v))
+        return fail(err, key, "must be a string");
+    *out = rx_strndup(json_string_value(v), json_string_length(v));
+    return *out ? 0 : -ENOMEM;
+}
+
+static int decode_message(json_t *j, bool assistant, struct rx_message *m, char *err)
+{
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (!json_is_object(j))
+        return fail(err, assistant ? "assistantMessages" : "userMessages",
+                    "must hold objects");
+    if (!kind || strcmp(kind, assistant ? "assistant" : "user"))
+        return fail(err, "kind",
+                    assistant ? "must be \"assistant\"" : "must be \"user\"");
+    if ((rc = get_time(j, "receivedAt", &m->received_at, err)))
+        return rc;
+    if (assistant) {
+        const char *st = json_string_value(json_object_get(j, "status"));
+
+        if ((rc = get_time(j, "updatedAt", &m->updated_at, err)) ||
+            (rc = get_time(j, "calledBrainAt", &m->called_brain_at, err)))
+            return rc;
+        if (!st || rx_status_parse(st, &m->status))
+            return fail(err, "status", "must be streaming, complete or stopped");
+    }
+    if ((rc = get_str(j, "id", &m->id, err)))
+        return rc;
+    if ((rc = get_str(j, "content", &m->content, err))) {
+        message_release(m);
+        return rc;
+    }
+    return 0;
+}
+
+static int decode_result(json_t *j, struct rx_tool_result *r, char *err)
+{
+    json_t *ok = json_object_get(j, "isSuccess");
+    int rc;
+
+    if (json_is_null(j))
+        return 0;
+    if (!json_is_object(j) || !json_is_boolean(ok))
+        return fail(err, "result",
+                    "must be null or {isSuccess, content|error, receivedAt}");
+    r->is_success = json_is_true(ok);
+    if ((rc = get_time(j, "receivedAt", &r->received_at, err)))
+        return rc;
+    if ((rc = get_str(j, r->is_success ? "content" : "error", &r->text, err)))
+        return rc;
+    r->present = true;
+    return 0;
+}
+
+static int decode_tool_call(json_t *j, struct rx_tool_call *c, char *err)
+{
+    json_t *loaded = json_object_get(j, "isLoaded");
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    if (!json_is_object(j))
+        return fail(err, "toolCallRecords", "must hold objects");
+    if (!json_is_boolean(loaded))
+        return fail(err, "isLoaded", "must be a boolean");
+    c->is_loaded = json_is_true(loaded);
+    if ((rc = get_time(j, "calledAt", &c->called_at, err)))
+        return rc;
+    if ((rc = get_str(j, "id", &c->id, err)) ||
+        (rc = get_str(j, "name", &c->name, err)) ||
+        (rc = get_str(j, "parameters", &c->parameters, err)) ||
+        (rc = decode_result(json_object_get(j, "result"), &c->result, err)))
+        goto out_release;
+    return 0;
+
+out_release:
+    tool_call_release(c);
+    return rc;
+}
+
+static int decode_messages(json_t *arr, bool assistant, struct rx_message_list *l,
+                           char *err)
+{
+    size_t n = json_array_size(arr);
+    int rc;
+
+    if (!json_is_array(arr))
+        return fail(err, assistant ? "assistantMessages" : "userMessages",
+                    "must be an array");
+    l->items = rx_malloc(n * sizeof(*l->items));
+    if (!l->items)
+        return -ENOMEM;
+    l->cap = n;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = decode_message(json_array_get(arr, i), assistant, &l->items[i], err)))
+            return rc;
+        l->len++;
+    }
+    return 0;
+}
+
+int rx_state_decode(json_t *json, struct rx_state *out, char *err)
+{
+    struct rx_state s;
+    json_t *tools = json_object_get(json, "toolCallRecords");
+    size_t n;
+    int rc;
+
+    if (!json_is_object(json))
+        return fail(err, "state", "must be an object");
+    if ((rc = rx_state_init(&s)))
+        return rc;
+    if ((rc = get_time(json, "updatedAt", &s.updated_at, err)) ||
+        (rc = get_time(json, "calledBrainAt", &s.called_brain_at, err)) ||
+        (rc = get_time(json, "summaryCutAt", &s.summary_cut_at, err)))
+        goto out_release;
+    rx_free(s.context_summary);
+    s.context_summary = NULL;
+    if ((rc = get_str(json, "contextSummary", &s.context_summary, err)))
+        goto out_release;
+    if ((rc = decode_messages(json_object_get(json, "userMessages"), false, &s.user,
+                              err)) ||
+        (rc = decode_messages(json_object_get(json, "assistantMessages"), true,
+                              &s.assistant, err)))
+        goto out_release;
+    if (!json_is_array(tools)) {
+        rc = fail(err, "toolCallRecords", "must be an array");
+        goto out_release;
+    }
+    n = json_array_size(tools);
+    s.tools.items = rx_malloc(n * sizeof(*s.tools.items));
+    if (!s.tools.items) {
+        rc = -ENOMEM;
+        goto out_release;
+    }
+    s.tools.cap = n;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = decode_tool_call(json_array_get(tools, i), &s.tools.items[i], err)))
+            goto out_release;
+        s.tools.len++;
+    }
+    if (!rx_state_check_invariants(&s)) {
+        rc = fail(err, "state",
+                  "breaks an invariant (duplicate id or time after updatedAt)");
+        goto out_release;
+    }
+    *out = s;
+    return 0;
+
+out_release:
+    rx_state_release(&s);
+    return rc;
+}
+
+/* ---- copy and invariants ------------------------------------------------- */
+
+static int copy_str(char **dst, const char *src)
+{
+    if (!src) {
+        *dst = NULL;
+        return 0;
+    }
+    *dst = rx_strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static int copy_messages(const struct rx_message_list *src, struct rx_message_list *dst)
+{
+    dst->items = rx_malloc(src->len * sizeof(*dst->items));
+    if (!dst->items)
+        return -ENOMEM;
+    dst->cap = src->len;
+    for (size_t i = 0; i < src->len; i++) {
+        struct rx_message *d = &dst->items[i];
+
+        *d = src->items[i];
+        d->id = d->content = NULL;
+        if (copy_str(&d->id, src->items[i].id) ||
+            copy_str(&d->content, src->items[i].content)) {
+            message_release(d);
+            return -ENOMEM;
+        }
+        dst->len++;
+    }
+    return 0;
+}
+
+int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
+{
+    struct rx_state s;
+
+    memset(&s, 0, sizeof(s));
+    s.updated_at = src->updated_at;
+    s.called_brain_at = src->called_brain_at;
+    s.summary_cut_at = src->summary_cut_at;
+    if (copy_str(&s.context_summary, src->context_summary) ||
+        copy_messages(&src->user, &s.user) ||
+        copy_messages(&src->assistant, &s.assistant))
+        goto out_release;
+    s.tools.items = rx_malloc(src->tools.len * sizeof(*s.tools.items));
+    if (!s.tools.items)
+        goto out_release;
+    s.tools.cap = src->tools.len;
+    for (size_t i = 0; i < src->tools.len; i++) {
+        const struct rx_tool_call *c = &src->tools.items[i];
+        struct rx_tool_call *d = &s.tools.items[i];
+
+        *d = *c;
+        d->id = d->name = d->parameters = d->result.text = NULL;
+        if (copy_str(&d->id, c->id) || copy_str(&d->name, c->name) ||
+            copy_str(&d->parameters, c->parameters) ||
+            copy_str(&d->result.text, c->result.text)) {
+            tool_call_release(d);
+            goto out_release;
+        }
+        s.tools.len++;
+    }
+    *dst = s;
+    return 0;
+
+out_release:
+    rx_state_release(&s);
+    return -ENOMEM;
+}
+
+/* Quadratic, on purpose: it is a test oracle, independent of any index. */
+static bool messages_sane(const struct rx_message_list *l, int64_t updated_at,
+                          bool assistant)
+{
+    if (l->len > l->cap)
+        return false;
+    for (size_t i = 0; i < l->len; i++) {
+        const struct rx_message *m = &l->items[i];
+
+        if (!m->id || !m->content || m->received_at > updated_at)
+            return false;
+        if (assistant && (m->updated_at > updated_at || m->updated_at < m->received_at))
+            return false;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(l->items[j].id, m->id))
+                return false;
+    }
+    return true;
+}
+
+bool rx_state_check_invariants(const struct rx_state *s)
+{
+    if (!s->context_summary || !messages_sane(&s->user, s->updated_at, false) ||
+        !messages_sane(&s->assistant, s->updated_at, true) || s->tools.len > s->tools.cap)
+        return false;
+    for (size_t i = 0; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        if (!c->id || !c->name || !c->parameters || c->called_at > s->updated_at)
+            return false;
+        if (c->result.present &&
+            (!c->result.text || c->result.received_at > s->updated_at))
+            return false;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->tools.items[j].id, c->id))
+                return false;
+    }
+    return true;
+}
