@@ -1,0 +1,104 @@
+/*
+ * toolkit - the tools a brain may call: a registry of name, description and
+ * JSON-Schema `parameters` (what LLM APIs take), and the code that runs them.
+ *
+ * Kinds of tool:
+ *  - built-in: `calculator` {"expression": string} (effects/calculator, no
+ *    shell, no eval) and `clock` {"timezone"?: "UTC" | "+02:00" | "-0530"},
+ *    whose result is {"iso":"2025-01-02T03:04:05.678Z","epoch_ms":...,
+ *    "timezone":"UTC"} as JSON text;
+ *  - command tools from the config: the program in `command` runs with no
+ *    shell (posix_spawn), in a process group of its own, with the arguments
+ *    JSON on its stdin; its stdout, less one trailing newline, is the result.
+ *    A non-zero exit, a signal, a timeout or output past the bound is an error
+ *    result naming the cause (with the first line of stderr when there is one).
+ *    On timeout or cancel the whole process group is killed; the child is
+ *    always reaped and every descriptor closed before toolkit_call returns.
+ *
+ * Results and errors are valid UTF-8 (invalid bytes become U+FFFD), so they
+ * can go into inputs and JSON as they are.
+ *
+ * Depends on effects/calculator and jansson; nothing from server/.
+ * Threads: set the toolkit up (toolkit_add_*) before sharing it; after that
+ * it is read-only, and any number of toolkit_call()s may run concurrently.
+ * Ownership: struct toolkit is a heap object (toolkit_create/_destroy). It
+ * keeps its own copies of everything it is given: the json_t passed to
+ * toolkit_add_from_config is borrowed. toolkit_schemas returns a NEW
+ * reference. toolkit_call's *result is malloc'd and the caller's to free(3).
+ */
+#ifndef TOOLKIT_H
+#define TOOLKIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#define TOOLKIT_WUR __attribute__((warn_unused_result))
+
+/* Size of the `err` buffer toolkit_add_from_config fills. */
+#define TOOLKIT_ERR_LEN 256
+/* Defaults and bounds of a command tool's `timeout_ms`. */
+#define TOOLKIT_TIMEOUT_DEFAULT_MS 5000
+#define TOOLKIT_TIMEOUT_MAX_MS     (3600 * 1000)
+/* Defaults and bounds of a command tool's stdout (`max_output_bytes`). */
+#define TOOLKIT_OUTPUT_DEFAULT (64u << 10)
+#define TOOLKIT_OUTPUT_MAX     (16u << 20)
+/* Bytes of stderr kept for the error message of a failed command. */
+#define TOOLKIT_STDERR_MAX 4096
+/* Longest `params_json` accepted by toolkit_call. */
+#define TOOLKIT_PARAMS_MAX (1u << 20)
+/* Longest tool name (the OpenAI limit: [A-Za-z0-9_-]{1,64}). */
+#define TOOLKIT_NAME_MAX 64
+
+struct toolkit;
+
+/* An empty toolkit, or NULL when out of memory. */
+struct toolkit *toolkit_create(void) TOOLKIT_WUR;
+/* Kill nothing (calls must have returned), free everything. NULL is fine. */
+void toolkit_destroy(struct toolkit *tk);
+
+/* Add `calculator` and `clock`. 0, -EEXIST (already there) or -ENOMEM. */
+int toolkit_add_builtins(struct toolkit *tk) TOOLKIT_WUR;
+
+/*
+ * Add the command tools of a config `tools` array (borrowed), each
+ *   {"name": "weather", "description": "...", "parameters": {JSON Schema},
+ *    "command": ["/usr/bin/prog", "arg"], "timeout_ms": 5000,
+ *    "max_output_bytes": 65536}
+ * where description, parameters, timeout_ms and max_output_bytes are optional
+ * and unknown fields are ignored. All or nothing: 0, or -EINVAL / -EEXIST /
+ * -ENOMEM with the toolkit unchanged and `err` (TOOLKIT_ERR_LEN bytes, may be
+ * NULL) a one-line message naming the field, e.g.
+ *   "tools[1].command: must be a non-empty array of strings".
+ * A command whose path contains '/' must be executable now; a bare name is
+ * looked up in PATH when the tool runs.
+ */
+int toolkit_add_from_config(struct toolkit *tk, json_t *tools, char *err) TOOLKIT_WUR;
+
+/* Number of tools, and whether `name` is one of them. */
+size_t toolkit_count(const struct toolkit *tk);
+bool toolkit_has(const struct toolkit *tk, const char *name);
+
+/*
+ * The OpenAI `tools` array, in the order the tools were added:
+ *   [{"type":"function","function":{"name","description","parameters"}}]
+ * A NEW reference, or NULL when out of memory.
+ */
+json_t *toolkit_schemas(const struct toolkit *tk) TOOLKIT_WUR;
+
+/*
+ * Run tool `name` with `params_json` (a JSON object as text; NULL or blank
+ * means {}). Blocks until the tool ends, fails, times out or is cancelled.
+ * `cancel_fd` (or -1) is polled: once it is readable the call stops promptly,
+ * killing a command's process group.
+ * Returns 0 with *result a malloc'd NUL-terminated text and *is_error telling
+ * whether it is the tool's result or an error message for a `toolkit-error`
+ * (unknown tool, parameters that are not a JSON object or lack a required
+ * argument or have the wrong type, a failing command...). Returns -ECANCELED
+ * or -ENOMEM with *result and *is_error unchanged.
+ */
+int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
+                 int cancel_fd, char **result, bool *is_error) TOOLKIT_WUR;
+
+#endif

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Test fixture: never reads its input, then succeeds.
+echo ok

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Test fixture: dies by a signal.
+kill -9 $$

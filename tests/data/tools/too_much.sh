@@ -1,0 +1,3 @@
+#!/bin/sh
+# Test fixture: prints without end, past any output bound.
+exec yes 0123456789abcdef
