@@ -1,0 +1,22 @@
+# mk/library.mk - the embeddable library's extras (state_machine/rx_graph...):
+#   make examples-check   run every example and check its output (in make test)
+#   make bench            invoke overhead of rx_graph (build/bench/bench_graph)
+
+.PHONY: examples-check bench
+
+examples-check: $(EXAMPLES)
+	test "$$($(BUILD)/examples/echo '你好')" = '你好'
+	$(BUILD)/examples/chain | grep -qx 'hello world! -- reflexor'
+	$(BUILD)/examples/map_reduce | grep -qx 'map=3 reduce=6 with=4 send=4 '
+	$(BUILD)/examples/map_reduce | grep -qx 'total: 17'
+	$(BUILD)/examples/interrupt | grep -qx 'resumed with true: outcome done'
+	if [ -x $(BUILD)/examples/react ]; then $(BUILD)/examples/react | grep -q 'answer: .*42'; fi
+	@echo "examples-check: every example printed what it should"
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BUILD)/bench/bench_graph
+	./$(BUILD)/bench/bench_graph
+
+TEST_EXTRA += examples-check
