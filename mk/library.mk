@@ -10,7 +10,7 @@ examples-check: $(EXAMPLES)
 	$(BUILD)/examples/map_reduce | grep -qx 'map=3 reduce=6 with=4 send=4 '
 	$(BUILD)/examples/map_reduce | grep -qx 'total: 17'
 	$(BUILD)/examples/interrupt | grep -qx 'resumed with true: outcome done'
-	$(BUILD)/examples/react | grep -qx 'answer: 6*7 = 42'
+	$(BUILD)/examples/react | grep -qxF 'answer: 6*7 = 42'
 	@echo "examples-check: every example printed what it should"
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libreflexor.a
