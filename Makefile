@@ -3,6 +3,7 @@
 #   make run        build and start the server on the embedded builtin brain
 #   make test       install what is missing, then every test: plain, ASan/UBSan, valgrind
 #   make check      the unit tests once, in this build (SANITIZE=... picks a sanitizer)
+#   make integration  the real server on 127.0.0.1, driven over HTTP/SSE
 #   make valgrind   the unit tests under valgrind
 #   make fuzz       the libFuzzer target for parse + transition, bounded in time
 #   make format / make format-check
@@ -45,10 +46,12 @@ UNIT_SRC := $(filter-out tests/check_main.c tests/check_integration.c tests/fuzz
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps run test check valgrind fuzz format format-check clean
+.PHONY: all deps run test check integration nginx-test valgrind fuzz format format-check clean
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/reflexor $(BUILD)/tests/check_unit $(EXAMPLES)
+INTEG    := $(BUILD)/tests/check_integration
+
+all: $(BUILD)/reflexor $(BUILD)/tests/check_unit $(INTEG) $(EXAMPLES)
 
 deps:
 	@scripts/deps.sh
@@ -75,6 +78,10 @@ $(BUILD)/tests/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
+# Integration tests: the real binary on 127.0.0.1, driven over HTTP/SSE.
+$(INTEG): $(BUILD)/tests/check_integration.o $(BUILD)/tests/itest.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
 $(BUILD)/%.o: %.c $(BUILD)/FLAGS
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -85,11 +92,18 @@ $(BUILD)/FLAGS: FORCE
 
 FORCE:
 
-run: deps $(BUILD)/reflexor
+run: deps $(BUILD)/reflexor $(if $(wildcard mk/web.mk),web-assets)
 	./$(BUILD)/reflexor --config config/reflexor.json
 
 check: $(BUILD)/tests/check_unit
 	./$(BUILD)/tests/check_unit
+
+integration: $(BUILD)/reflexor $(INTEG)
+	RX_SERVER=./$(BUILD)/reflexor ./$(INTEG)
+
+nginx-test: $(BUILD)/reflexor
+	@scripts/deps.sh nginx
+	RX_SERVER=./$(BUILD)/reflexor tests/nginx_test.sh
 
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
@@ -97,6 +111,8 @@ test: deps
 	$(MAKE) all
 	$(MAKE) SANITIZE=address,undefined all
 	$(MAKE) valgrind
+	ASAN_OPTIONS=detect_leaks=1 $(MAKE) SANITIZE=address,undefined integration
+	$(MAKE) integration
 	$(if $(TEST_EXTRA),$(MAKE) $(TEST_EXTRA))
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) SANITIZE=address,undefined check
 	$(MAKE) check
@@ -133,7 +149,7 @@ clean:
 
 # Fragments for parts with build steps of their own (web UI, fake LLM, nginx...).
 # Each may add targets to TEST_EXTRA, which `make test` runs after the unit tests.
-TEST_EXTRA :=
+TEST_EXTRA := nginx-test
 include $(sort $(wildcard mk/*.mk))
 
 -include $(shell find build -name '*.d' 2>/dev/null)

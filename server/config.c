@@ -1,0 +1,243 @@
+/*
+ * config - defaults, file, environment. See config.h.
+ */
+#include "server/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int config_set_str(char **field, const char *value)
+{
+    char *d = strdup(value);
+
+    if (!d)
+        return -ENOMEM;
+    free(*field);
+    *field = d;
+    return 0;
+}
+
+int config_init(struct config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->listen_port = 8080;
+    c->body_max = 1 << 20;
+    c->message_max = 256 << 10;
+    c->max_sessions = 10000;
+    c->max_connections = 1024;
+    c->sse_queue_max = 1024;
+    c->session_queue_max = 64;
+    c->sse_retry_ms = 2000;
+    c->sse_ping_ms = 15000;
+    c->backoff_ms = 250;
+    c->backoff_max_ms = 10000;
+    c->snapshot_every = 200;
+    c->retention_max_age_days = 0;
+    c->json = json_object();
+    if (!c->json || config_set_str(&c->listen_host, "127.0.0.1") ||
+        config_set_str(&c->prefix, "/api/reflexor") ||
+        config_set_str(&c->web_root, "build/web") ||
+        config_set_str(&c->db_path, ":memory:") ||
+        config_set_str(&c->system_prompt, "You are Reflexor, a helpful assistant.") ||
+        config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin")) {
+        config_release(c);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void config_release(struct config *c)
+{
+    free(c->listen_host);
+    free(c->prefix);
+    free(c->web_root);
+    free(c->db_path);
+    free(c->system_prompt);
+    free(c->auth_token);
+    free(c->brain);
+    json_decref(c->json);
+    memset(c, 0, sizeof(*c));
+}
+
+static int bad(struct cfg_error *err, const char *file, const char *field,
+               const char *why)
+{
+    if (err)
+        snprintf(err->text, sizeof(err->text), "%s: '%s' %s", file, field, why);
+    return -EINVAL;
+}
+
+/* Read a dotted path ("limits.body_max") from the file, or NULL. */
+static json_t *at(json_t *root, const char *path)
+{
+    char buf[128], *save = NULL, *part;
+    json_t *v = root;
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (part = strtok_r(buf, ".", &save); part && v; part = strtok_r(NULL, ".", &save))
+        v = json_object_get(v, part);
+    return v;
+}
+
+static int get_str(json_t *root, const char *file, const char *path, char **out,
+                   struct cfg_error *err)
+{
+    json_t *v = at(root, path);
+
+    if (!v)
+        return 0;
+    if (!json_is_string(v))
+        return bad(err, file, path, "must be a string");
+    return config_set_str(out, json_string_value(v));
+}
+
+static int get_int(json_t *root, const char *file, const char *path, long lo, long hi,
+                   long *out, struct cfg_error *err)
+{
+    json_t *v = at(root, path);
+    char why[96];
+
+    if (!v)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        snprintf(why, sizeof(why), "must be an integer from %ld to %ld", lo, hi);
+        return bad(err, file, path, why);
+    }
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+#define INT_FIELD(path, field, lo, hi)                                                   \
+    do {                                                                                 \
+        long v_ = (long)(field);                                                         \
+        if ((rc = get_int(root, file, path, lo, hi, &v_, err)))                          \
+            goto out_decref;                                                             \
+        (field) = v_;                                                                    \
+    } while (0)
+
+int config_load_file(struct config *c, const char *file, struct cfg_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(file, 0, &jerr), *v;
+    int rc = 0;
+
+    if (!root) {
+        if (err)
+            snprintf(err->text, sizeof(err->text), "%s:%d: %s", file, jerr.line,
+                     jerr.text);
+        return -EINVAL;
+    }
+    if (!json_is_object(root)) {
+        rc = bad(err, file, "(top level)", "must be an object");
+        goto out_decref;
+    }
+    if ((v = at(root, "listen"))) {
+        struct cfg_error e2;
+
+        if (!json_is_string(v) || config_set_listen(c, json_string_value(v), &e2)) {
+            rc = bad(err, file, "listen", "must be \"HOST:PORT\"");
+            goto out_decref;
+        }
+    }
+    if ((rc = get_str(root, file, "api_prefix", &c->prefix, err)) ||
+        (rc = get_str(root, file, "web_root", &c->web_root, err)) ||
+        (rc = get_str(root, file, "db", &c->db_path, err)) ||
+        (rc = get_str(root, file, "system_prompt", &c->system_prompt, err)) ||
+        (rc = get_str(root, file, "auth.token", &c->auth_token, err)) ||
+        (rc = get_str(root, file, "brain.provider", &c->brain, err)))
+        goto out_decref;
+    if ((v = at(root, "api.allow_agent_inputs"))) {
+        if (!json_is_boolean(v)) {
+            rc = bad(err, file, "api.allow_agent_inputs", "must be true or false");
+            goto out_decref;
+        }
+        c->allow_agent_inputs = json_is_true(v);
+    }
+    INT_FIELD("limits.body_max", c->body_max, 64, 1L << 30);
+    INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);
+    INT_FIELD("limits.max_sessions", c->max_sessions, 1, 10000000);
+    INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
+    INT_FIELD("limits.sse_queue_max", c->sse_queue_max, 4, 1000000);
+    INT_FIELD("limits.session_queue_max", c->session_queue_max, 1, 1000000);
+    INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);
+    INT_FIELD("sse.ping_ms", c->sse_ping_ms, 100, 3600000);
+    INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);
+    INT_FIELD("runtime.backoff_max_ms", c->backoff_max_ms, 1, 3600000);
+    INT_FIELD("store.snapshot_every", c->snapshot_every, 1, 1000000);
+    INT_FIELD("retention.max_age_days", c->retention_max_age_days, 0, 100000);
+    if (*c->prefix != '/' || c->prefix[strlen(c->prefix) - 1] == '/') {
+        rc = bad(err, file, "api_prefix", "must start with '/' and not end with one");
+        goto out_decref;
+    }
+    if (strcmp(c->brain, "builtin") && strcmp(c->brain, "openai")) {
+        rc = bad(err, file, "brain.provider", "must be \"builtin\" or \"openai\"");
+        goto out_decref;
+    }
+    json_decref(c->json);
+    c->json = json_incref(root);
+
+out_decref:
+    json_decref(root);
+    return rc;
+}
+
+int config_load_env(struct config *c, struct cfg_error *err)
+{
+    const char *v;
+
+    if ((v = getenv("REFLEXOR_LISTEN")) && config_set_listen(c, v, err))
+        return -EINVAL;
+    if ((v = getenv("REFLEXOR_DB")) && config_set_str(&c->db_path, v))
+        return -ENOMEM;
+    if ((v = getenv("REFLEXOR_AUTH_TOKEN")) && config_set_str(&c->auth_token, v))
+        return -ENOMEM;
+    /* A key or an endpoint in the environment means: use a real LLM. */
+    if (((v = getenv("OPENAI_API_KEY")) && *v) ||
+        ((v = getenv("REFLEXOR_LLM_BASE_URL")) && *v)) {
+        if (config_set_str(&c->brain, "openai"))
+            return -ENOMEM;
+    }
+    if ((v = getenv("REFLEXOR_BRAIN")) && *v) {
+        if (strcmp(v, "builtin") && strcmp(v, "openai")) {
+            if (err)
+                snprintf(err->text, sizeof(err->text),
+                         "REFLEXOR_BRAIN: must be \"builtin\" or \"openai\"");
+            return -EINVAL;
+        }
+        if (config_set_str(&c->brain, v))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int config_set_listen(struct config *c, const char *hostport, struct cfg_error *err)
+{
+    const char *colon = strrchr(hostport, ':');
+    char *end;
+    long port;
+
+    if (!colon || colon == hostport)
+        goto out_bad;
+    port = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port < 0 || port > 65535)
+        goto out_bad;
+    free(c->listen_host);
+    c->listen_host = strndup(hostport, (size_t)(colon - hostport));
+    if (!c->listen_host)
+        return -ENOMEM;
+    c->listen_port = (int)port;
+    return 0;
+
+out_bad:
+    if (err)
+        snprintf(err->text, sizeof(err->text), "listen address '%s': expected HOST:PORT",
+                 hostport);
+    return -EINVAL;
+}
+
+json_t *config_brain_section(const struct config *c, const char *name)
+{
+    return json_object_get(json_object_get(c->json, "brain"), name);
+}

@@ -1,0 +1,67 @@
+/*
+ * config - the server's settings: defaults, then the JSON config file, then
+ * environment overrides, then command-line flags (later wins).
+ *
+ * Every field is documented in config/README.md. A bad value fails with one
+ * line naming the file, the field and why (struct cfg_error).
+ * Ownership: struct config is caller-allocated (config_init/_release) and
+ * owns its strings and `json` (NEW reference to the parsed file, from which
+ * brain and tool settings are read).
+ */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#define CFG_WUR __attribute__((warn_unused_result))
+
+struct cfg_error {
+    char text[512];
+};
+
+struct config {
+    char *listen_host;
+    int listen_port;
+    char *prefix;   /* API prefix, e.g. "/api/reflexor" */
+    char *web_root; /* static files */
+    char *db_path;  /* ":memory:" for none */
+    char *system_prompt;
+    char *auth_token; /* "" = no auth */
+    bool allow_agent_inputs;
+    char *brain; /* "builtin" or "openai" */
+    size_t body_max;
+    size_t message_max;
+    int max_sessions;
+    int max_connections;
+    int sse_queue_max;
+    int session_queue_max;
+    int sse_retry_ms;
+    int sse_ping_ms;
+    int backoff_ms;
+    int backoff_max_ms;
+    int snapshot_every;
+    int retention_max_age_days;
+    json_t *json; /* the whole file ({} when none) */
+};
+
+/* Defaults only. 0 or -ENOMEM. */
+int config_init(struct config *c) CFG_WUR;
+void config_release(struct config *c);
+
+/* Read a config file over the defaults. 0 or -EINVAL with `err`. */
+int config_load_file(struct config *c, const char *path, struct cfg_error *err) CFG_WUR;
+/* Apply REFLEXOR_* and LLM environment variables. 0 or -EINVAL with `err`. */
+int config_load_env(struct config *c, struct cfg_error *err) CFG_WUR;
+/* "HOST:PORT" into listen_host/listen_port. 0 or -EINVAL with `err`. */
+int config_set_listen(struct config *c, const char *hostport,
+                      struct cfg_error *err) CFG_WUR;
+/* Replace a string setting. 0 or -ENOMEM. */
+int config_set_str(char **field, const char *value) CFG_WUR;
+
+/* The brain's section: json["brain"][name] (borrowed, may be NULL). */
+json_t *config_brain_section(const struct config *c, const char *name);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * http - the HTTP face of Reflexor on libmicrohttpd: routes of SPEC 4, JSON
+ * errors, SSE responses, static files, /healthz and /metrics.
+ *
+ * MHD runs one internal epoll thread; streams suspend while idle. A request
+ * is answered on the access handler's second call at the earliest (answering
+ * on the first makes MHD close the connection), after its body is read.
+ * Depends on server/session, server/static_files, server/metrics.
+ * Ownership: struct http_server is caller-allocated; it borrows the config
+ * and the session table, which must outlive http_server_stop().
+ */
+#ifndef HTTP_H
+#define HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/config.h"
+#include "server/session.h"
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    const struct config *cfg;
+    struct session_table *sessions;
+    const char *brain_name;
+    char *web_root; /* realpath of cfg->web_root, NULL when absent */
+    int port;       /* the bound port (useful with port 0) */
+    int64_t started_ms;
+    bool stopping;
+};
+
+/* Bind and start serving. 0, or a negative errno with a logged reason. */
+int http_server_start(struct http_server *srv, const struct config *cfg,
+                      struct session_table *sessions, const char *brain_name)
+    __attribute__((warn_unused_result));
+/* Stop accepting connections; new inputs get 503. */
+void http_server_quiesce(struct http_server *srv);
+/* Close every connection and free the daemon. */
+void http_server_stop(struct http_server *srv);
+
+#endif

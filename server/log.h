@@ -1,0 +1,23 @@
+/*
+ * log - one line per event that matters, to stderr, with a time and a level.
+ *
+ * The level is set once at start-up (log_set_level); lines below it cost a
+ * comparison. Thread-safe: each line is written with one write(2).
+ */
+#ifndef LOG_H
+#define LOG_H
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+void log_set_level(enum log_level level);
+/* 0 and *out for "debug", "info", "warn", "error"; -EINVAL otherwise. */
+int log_level_parse(const char *name, enum log_level *out);
+void log_msg(enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

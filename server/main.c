@@ -1,0 +1,326 @@
+/*
+ * main - wiring only: settings, brain, tools, sessions, HTTP, signals.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "effects/brain_builtin.h"
+#include "effects/brain_openai.h"
+#include "effects/toolkit.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/session.h"
+#include "server/sse.h"
+
+static const char usage[] =
+    "usage: reflexor [options]\n"
+    "\n"
+    "An event-driven HTTP/SSE AI-agent server.\n"
+    "\n"
+    "  -c, --config FILE      JSON config (see config/README.md); flags override it\n"
+    "  -l, --listen HOST:PORT address to serve on (default 127.0.0.1:8080; port 0\n"
+    "                         picks a free port, printed at start-up)\n"
+    "      --db PATH          input log database, ':memory:' for none\n"
+    "      --web DIR          static files of the web UI (default build/web)\n"
+    "      --brain NAME       'builtin' (embedded, offline) or 'openai'\n"
+    "      --log-level LEVEL  debug, info, warn or error (default info)\n"
+    "  -h, --help             this text\n"
+    "\n"
+    "Environment: OPENAI_API_KEY or REFLEXOR_LLM_BASE_URL select the openai brain\n"
+    "(REFLEXOR_LLM_MODEL picks the model); REFLEXOR_LISTEN, REFLEXOR_DB,\n"
+    "REFLEXOR_AUTH_TOKEN and REFLEXOR_BRAIN override the config file.\n"
+    "SIGINT or SIGTERM stop the server gracefully.\n";
+
+struct options {
+    const char *config;
+    const char *listen;
+    const char *db;
+    const char *web;
+    const char *brain;
+    const char *log_level;
+};
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    static const struct option longs[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"listen", required_argument, NULL, 'l'},
+        {"db", required_argument, NULL, 'd'},
+        {"web", required_argument, NULL, 'w'},
+        {"brain", required_argument, NULL, 'b'},
+        {"log-level", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    while ((c = getopt_long(argc, argv, "c:l:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->config = optarg;
+            break;
+        case 'l':
+            o->listen = optarg;
+            break;
+        case 'd':
+            o->db = optarg;
+            break;
+        case 'w':
+            o->web = optarg;
+            break;
+        case 'b':
+            o->brain = optarg;
+            break;
+        case 'v':
+            o->log_level = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            exit(0);
+        default:
+            fputs(usage, stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "reflexor: unexpected argument '%s'\n", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Settings: defaults < file < environment < flags. */
+static int load_config(struct config *cfg, const struct options *o)
+{
+    struct cfg_error err = {""};
+    enum log_level level;
+
+    if (config_init(cfg))
+        return -ENOMEM;
+    if ((o->config && config_load_file(cfg, o->config, &err)) ||
+        config_load_env(cfg, &err) ||
+        (o->listen && config_set_listen(cfg, o->listen, &err)))
+        goto out_bad;
+    if ((o->db && config_set_str(&cfg->db_path, o->db)) ||
+        (o->web && config_set_str(&cfg->web_root, o->web)) ||
+        (o->brain && config_set_str(&cfg->brain, o->brain)))
+        goto out_nomem;
+    if (strcmp(cfg->brain, "builtin") && strcmp(cfg->brain, "openai")) {
+        snprintf(err.text, sizeof(err.text), "--brain: '%s' is not 'builtin' or 'openai'",
+                 cfg->brain);
+        goto out_bad;
+    }
+    if (o->log_level) {
+        if (log_level_parse(o->log_level, &level)) {
+            snprintf(err.text, sizeof(err.text), "--log-level: '%s' is not a level",
+                     o->log_level);
+            goto out_bad;
+        }
+        log_set_level(level);
+    }
+    return 0;
+
+out_nomem:
+    snprintf(err.text, sizeof(err.text), "out of memory");
+out_bad:
+    fprintf(stderr, "reflexor: %s\n", err.text);
+    config_release(cfg);
+    return -EINVAL;
+}
+
+static struct toolkit *make_tools(const struct config *cfg)
+{
+    struct toolkit *tk = toolkit_create();
+    char err[256] = "";
+    json_t *tools = json_object_get(cfg->json, "tools");
+
+    if (!tk || toolkit_add_builtins(tk))
+        goto out_destroy;
+    if (tools && toolkit_add_from_config(tk, tools, err)) {
+        fprintf(stderr, "reflexor: config 'tools': %s\n", err);
+        goto out_destroy;
+    }
+    return tk;
+
+out_destroy:
+    if (tk)
+        toolkit_destroy(tk);
+    return NULL;
+}
+
+/* brain.builtin: every field an integer, each optional. */
+static struct brain *make_builtin(json_t *section, char *err)
+{
+    static const char *const keys[] = {"chunk_chars", "chunk_delay_ms", "slow_factor",
+                                       "compress_after", "compress_keep"};
+    struct brain_builtin_config bc;
+    int *fields[] = {&bc.chunk_chars, &bc.chunk_delay_ms, &bc.slow_factor,
+                     &bc.compress_after, &bc.compress_keep};
+
+    brain_builtin_config_init(&bc);
+    if (section && !json_is_object(section)) {
+        snprintf(err, 256, "must be an object");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        json_t *v = json_object_get(section, keys[i]);
+
+        if (!v)
+            continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > 1000000) {
+            snprintf(err, 256, "'%s' must be an integer from 0 to 1000000", keys[i]);
+            return NULL;
+        }
+        *fields[i] = (int)json_integer_value(v);
+    }
+    return brain_builtin_create(&bc);
+}
+
+static struct brain *make_brain(const struct config *cfg, const struct toolkit *tk)
+{
+    char err[256] = "";
+    struct brain *b;
+
+    if (!strcmp(cfg->brain, "openai")) {
+        b = brain_openai_create(config_brain_section(cfg, "openai"), tk, err);
+        if (!b)
+            fprintf(stderr, "reflexor: brain 'openai': %s\n", err);
+        return b;
+    }
+    b = make_builtin(config_brain_section(cfg, "builtin"), err);
+    if (!b)
+        fprintf(stderr, "reflexor: brain 'builtin': %s\n", err);
+    return b;
+}
+
+/* As many descriptors as connections need (each SSE client holds one). */
+static void raise_fd_limit(int connections)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)connections + 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+            log_warn("cannot raise the descriptor limit to %llu",
+                     (unsigned long long)want);
+    }
+}
+
+/* Pings every open stream so proxies keep idle ones open. */
+struct pinger {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stop;
+    int interval_ms;
+};
+
+static void *pinger_main(void *arg)
+{
+    struct pinger *p = arg;
+
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += p->interval_ms / 1000;
+        ts.tv_nsec += (long)(p->interval_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT && !p->stop) {
+            pthread_mutex_unlock(&p->lock);
+            sse_ping_everything();
+            pthread_mutex_lock(&p->lock);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opts = {0};
+    struct config cfg;
+    struct toolkit *tools = NULL;
+    struct brain *brain = NULL;
+    struct session_table *sessions = NULL;
+    struct http_server srv;
+    struct pinger pinger = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                            .wake = PTHREAD_COND_INITIALIZER};
+    sigset_t sigs;
+    int sig = 0, rc = 1;
+
+    if (parse_args(argc, argv, &opts) || load_config(&cfg, &opts))
+        return 2;
+    /* Signals go to this thread only (sigwait below); workers inherit the mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    raise_fd_limit(cfg.max_connections);
+
+    if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)))
+        goto out_release;
+    sessions = session_table_create(&(struct session_env){&cfg, brain, tools, NULL});
+    if (!sessions || session_table_create_session(sessions, "default", NULL)) {
+        fprintf(stderr, "reflexor: out of memory\n");
+        goto out_release;
+    }
+    if (http_server_start(&srv, &cfg, sessions, cfg.brain))
+        goto out_release;
+    pinger.interval_ms = cfg.sse_ping_ms;
+    if (pthread_create(&pinger.thread, NULL, pinger_main, &pinger)) {
+        http_server_stop(&srv);
+        goto out_release;
+    }
+    log_info("brain: %s; web root: %s", cfg.brain,
+             srv.web_root ? srv.web_root : "(none)");
+    printf("Reflexor listening on http://%s:%d/ (brain: %s)\n", cfg.listen_host, srv.port,
+           cfg.brain);
+    fflush(stdout);
+
+    sigwait(&sigs, &sig);
+    log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* Stop taking work, stop the work, end the streams, then close. */
+    http_server_quiesce(&srv);
+    session_table_cancel_all(sessions);
+    sse_close_everything();
+    pthread_mutex_lock(&pinger.lock);
+    pinger.stop = true;
+    pthread_cond_signal(&pinger.wake);
+    pthread_mutex_unlock(&pinger.lock);
+    pthread_join(pinger.thread, NULL);
+    session_table_destroy(sessions);
+    sessions = NULL;
+    http_server_stop(&srv);
+    log_info("stopped");
+    rc = 0;
+
+out_release:
+    session_table_destroy(sessions);
+    if (brain)
+        brain->destroy(brain);
+    if (tools)
+        toolkit_destroy(tools);
+    curl_global_cleanup();
+    config_release(&cfg);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * session - one Reflexor machine served over HTTP: its state, the effect
+ * runtime that acts on it, its SSE channel and the buffers of the answers
+ * that are streaming. And session_table, the sessions of the server.
+ *
+ * One input at a time: session_submit() stamps, applies, publishes and
+ * reconciles under the session's lock, whoever the input comes from (HTTP or
+ * an effect), so effects never go "deaf" and the order is the arrival order.
+ * Streaming text never enters the state (seed principle): it lives in a
+ * per-message buffer with its own SSE channel until the message completes.
+ * Depends on state_machine/, effects/ and server/sse.
+ * Ownership: sessions are refcounted; session_table_get() returns a new
+ * reference that the caller drops with session_unref(). Inputs passed to
+ * session_submit are borrowed (it may fill messageId, timestamp, partials).
+ */
+#ifndef SESSION_H
+#define SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "effects/runtime.h"
+#include "server/config.h"
+#include "server/sse.h"
+#include "state_machine/rx_machine.h"
+
+#define SESSION_WUR    __attribute__((warn_unused_result))
+#define SESSION_ID_MAX 64
+
+struct session;
+struct session_table;
+struct store;
+
+struct submit_result {
+    enum rx_verdict verdict;
+    enum rx_reason reason;
+    const char *field; /* for RX_REASON_INVALID */
+    int64_t timestamp;
+    int64_t seq;
+};
+
+/* What every session shares: settings, brain, tools, the store. Borrowed. */
+struct session_env {
+    const struct config *cfg;
+    struct brain *brain;
+    const struct toolkit *tools;
+    struct store *store; /* NULL: in memory only */
+};
+
+struct session_table *session_table_create(const struct session_env *env);
+/* Cancels every effect, waits for them, ends every stream, frees. */
+void session_table_destroy(struct session_table *t);
+
+/* Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENOSPC (limit) or -ENOMEM. */
+int session_table_create_session(struct session_table *t, const char *id,
+                                 struct session **out) SESSION_WUR;
+/* A new reference to the session, or NULL. */
+struct session *session_table_get(struct session_table *t, const char *id);
+/* Remove and stop a session. 0 or -ENOENT. */
+int session_table_delete(struct session_table *t, const char *id) SESSION_WUR;
+/* NEW reference: [{id, createdAt, updatedAt, title, messageCount}], newest first. */
+json_t *session_table_list(struct session_table *t);
+size_t session_table_count(struct session_table *t);
+/* Cancel every effect of every session (shutdown, step one). */
+void session_table_cancel_all(struct session_table *t);
+/* Number of running effects across sessions. */
+int session_table_effects_running(struct session_table *t);
+
+void session_ref(struct session *s);
+void session_unref(struct session *s);
+const char *session_id(const struct session *s);
+
+/*
+ * Stamp and apply one input, then publish and reconcile. `cause` is the
+ * effect that sent it (NULL for a client). 0 with `res` filled (accepted,
+ * unchanged or rejected); -EBUSY when too many inputs wait for this session;
+ * -ENOENT when the session was deleted; -ENOMEM.
+ */
+int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
+                   struct submit_result *res) SESSION_WUR;
+
+/* NEW reference: the state as JSON. NULL on ENOMEM. */
+json_t *session_state_json(struct session *s);
+
+/*
+ * An SSE response for the session's stream: the retry line, the current
+ * state, then live events. NULL on ENOMEM.
+ */
+struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection *conn);
+
+/*
+ * The stream of one assistant message: SSE (snapshot, chunks, complete or
+ * stopped) when `sse`, else a JSON answer. 0 with *resp set, -ENOENT for an
+ * unknown message, -ENOMEM.
+ */
+int session_message_response(struct session *s, const char *message_id, bool sse,
+                             struct MHD_Connection *conn,
+                             struct MHD_Response **resp) SESSION_WUR;
+
+/* Milliseconds since the epoch (the clock every stamp comes from). */
+int64_t session_now_ms(void);
+
+#endif

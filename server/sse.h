@@ -1,0 +1,95 @@
+/*
+ * sse - Server-Sent Events fan-out over libmicrohttpd.
+ *
+ * A channel is one stream of events (a session's moorex stream, or one
+ * message's chunks). Each event is encoded once into a refcounted frame and
+ * shared by every client of the channel. Each client has a bounded queue;
+ * a client whose queue overflows is dropped (its stream ends, the browser
+ * reconnects and resyncs) so a slow reader never stalls the others.
+ *
+ * Connections are suspended while their queue is empty (the reader never
+ * returns 0 without suspending: that would busy-loop MHD's thread) and
+ * resumed by a publish. Depends on libmicrohttpd and state_machine/rx_buf.
+ *
+ * Ownership: frames are refcounted (sse_frame_ref/_unref); publishing takes
+ * no reference from the caller. A client is owned jointly by its channel and
+ * its MHD response; whichever lets go last frees it.
+ */
+#ifndef SSE_H
+#define SSE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#define SSE_WUR __attribute__((warn_unused_result))
+
+struct sse_frame {
+    int refs; /* atomic */
+    size_t len;
+    char data[];
+};
+
+/* A frame `id: <id>\ndata: <json>\n\n` (id < 0: no id line). NULL on ENOMEM. */
+struct sse_frame *sse_frame_event(int64_t id, const char *json, size_t len);
+/* A raw frame (a comment, a retry line). NULL on ENOMEM. */
+struct sse_frame *sse_frame_raw(const char *text, size_t len);
+struct sse_frame *sse_frame_ref(struct sse_frame *f);
+void sse_frame_unref(struct sse_frame *f);
+
+struct sse_client;
+
+/*
+ * Membership of every channel is guarded by one process-wide lock (publishes
+ * are short: a pointer pushed per client); each client's queue by its own.
+ */
+struct sse_channel {
+    struct sse_client *clients; /* doubly linked */
+    size_t n_clients;
+    size_t queue_max; /* frames a client may have waiting */
+};
+
+void sse_channel_init(struct sse_channel *ch, size_t queue_max);
+/* Ends every client's stream, then frees the channel's resources. */
+void sse_channel_release(struct sse_channel *ch);
+
+/*
+ * Queue `f` to every client (the frame is shared, not copied). A client whose
+ * queue is full is closed. Takes no reference from the caller.
+ */
+void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f);
+/* End every client's stream after what is queued. */
+void sse_channel_close_all(struct sse_channel *ch);
+
+/*
+ * Create an MHD response streaming a new client of `ch`, with `first` frames
+ * (n_first of them, borrowed) queued before any live event. The caller queues
+ * the response and destroys its reference (MHD keeps it). `closed` true ends
+ * the stream after the first frames (a finished message). NULL on ENOMEM.
+ * To make "first frames, then live" atomic, call it under the lock the
+ * publisher of `ch` holds while publishing.
+ */
+struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,
+                                           struct MHD_Connection *conn,
+                                           struct sse_frame **first, size_t n_first,
+                                           bool closed);
+
+/* Frames every client of every channel gets: the retry line and pings. */
+struct sse_frame *sse_retry_frame(int retry_ms);
+
+/* Process-wide count of open SSE clients (for /metrics). */
+long sse_clients_open(void);
+/* Process-wide count of clients dropped for a full queue. */
+long sse_clients_dropped(void);
+
+/*
+ * Every client of every channel: end them all (shutdown), or queue a ping
+ * comment (keeps proxies from closing idle streams).
+ */
+void sse_close_everything(void);
+void sse_ping_everything(void);
+
+#endif

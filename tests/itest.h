@@ -1,0 +1,88 @@
+/*
+ * itest - helpers for the integration tests: start the real reflexor binary on
+ * 127.0.0.1 (port 0: it prints the port it bound), speak HTTP to it with
+ * libcurl, and follow SSE streams on a background thread.
+ *
+ * Test code only. The server binary is $RX_SERVER (default build/reflexor);
+ * $RX_SERVER_WRAPPER (e.g. "valgrind -q --error-exitcode=99") runs it under a tool.
+ * Ownership: struct itest_server / itest_sse are caller-allocated; _stop/_close
+ * release them. Responses (struct itest_resp) own their body: itest_resp_release.
+ */
+#ifndef ITEST_H
+#define ITEST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+struct itest_server {
+    pid_t pid;
+    int port;
+    char base[64];        /* "http://127.0.0.1:PORT" */
+    char config_path[64]; /* temp config file, removed at stop */
+    int out_fd;           /* the server's stdout */
+};
+
+/* Start with `config_json` (a JSON object text, may be NULL for "{}") plus
+ * extra argv entries (NULL-terminated, may be NULL). 0 or -1. */
+int itest_server_start(struct itest_server *s, const char *config_json,
+                       const char *const *extra_args);
+/* SIGTERM and wait; returns the exit status (0 clean), or -1. */
+int itest_server_stop(struct itest_server *s);
+
+struct itest_resp {
+    long status;
+    char *body;
+    size_t len;
+    char content_type[128];
+};
+
+/* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL. */
+int itest_request(const char *method, const char *url, const char *body,
+                  const char *const *headers, struct itest_resp *r);
+void itest_resp_release(struct itest_resp *r);
+/* The body as JSON (NEW reference) or NULL. */
+json_t *itest_resp_json(const struct itest_resp *r);
+
+/* A followed SSE stream: each event's data (JSON) lands in `events`. */
+struct itest_sse {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    char url[512];
+    char last_event_id[32];
+    json_t *events; /* array of {"id":..,"data":<parsed or string>} */
+    char *raw;      /* everything received, for checks on framing */
+    size_t raw_len;
+    long status;
+    char content_type[128];
+    bool done;
+    bool stop;
+    bool stall; /* stop reading (a stuck client) */
+};
+
+/* Open `url` with Accept: text/event-stream (and Last-Event-ID if set). */
+int itest_sse_open(struct itest_sse *e, const char *url, const char *last_event_id);
+/* Wait until an event whose data has "type" == type (and, if key != NULL,
+ * data[key] == value) arrives after index `from`. Returns its index or -1. */
+int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const char *key,
+                   const char *value, int timeout_ms);
+/* Wait until the stream ends. true if it did within the time. */
+bool itest_sse_wait_done(struct itest_sse *e, int timeout_ms);
+/* Borrowed data of event i (valid until close). */
+json_t *itest_sse_event(struct itest_sse *e, size_t i);
+size_t itest_sse_count(struct itest_sse *e);
+void itest_sse_close(struct itest_sse *e);
+
+/* Poll GET url until pred(json) or timeout; returns the last JSON (NEW) or NULL. */
+json_t *itest_poll_json(const char *url, bool (*pred)(json_t *, void *), void *arg,
+                        int timeout_ms);
+
+/* POST a JSON input to a session's moorex; returns the HTTP status. */
+long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
+                      json_t **answer);
+
+#endif
