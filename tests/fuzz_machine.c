@@ -1,0 +1,240 @@
+/*
+ * fuzz_machine - libFuzzer target for the pure layer (`make fuzz`).
+ *
+ * The data is split into lines, each one JSON input. Every line that parses
+ * is applied to one state (an input without a timestamp is stamped like the
+ * server does, updatedAt + 1). After every step: the state's invariants,
+ * updatedAt and calledBrainAt never decrease, a rejected or unchanged input
+ * leaves the bytes as they were, effects_at's invariants (unique keys, one
+ * request per pending call, no ask for new signals while a tool is pending),
+ * the context builds, state and input encodings round-trip. At the end the
+ * accepted inputs, replayed from the initial state, give the same bytes.
+ * Any violation aborts. Not part of the unit runner (the Makefile filters
+ * tests/fuzz_*.c out).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "state_machine/rx_buf.h"
+#include "state_machine/rx_context.h"
+#include "state_machine/rx_effects.h"
+#include "state_machine/rx_input.h"
+#include "state_machine/rx_machine.h"
+#include "state_machine/rx_state.h"
+
+#define MAX_LINES 64
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "fuzz_machine: %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+            abort();                                                                     \
+        }                                                                                \
+    } while (0)
+
+static char *encode_state(const struct rx_state *s)
+{
+    struct rx_buf b;
+
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    CHECK(rx_state_encode(s, &b) == 0, "encode failed");
+    return rx_buf_take(&b, NULL);
+}
+
+static void check_effects(const struct rx_state *s, int64_t *some_ask)
+{
+    struct rx_effect_set set;
+    size_t pending = rx_state_pending_tools(s), requests = 0;
+
+    rx_effect_set_init(&set);
+    CHECK(rx_effects_at(s, &set) == 0, "effects_at failed");
+    for (size_t i = 0; i < set.len; i++) {
+        const struct rx_effect *e = &set.items[i];
+
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(set.items[j].key, e->key), "duplicate key %s", e->key);
+        if (e->kind == RX_EFFECT_REQUEST_TOOLKIT) {
+            const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
+
+            CHECK(c && !c->result.present, "%s is not a pending call", e->key);
+            requests++;
+            continue;
+        }
+        CHECK(i == 0 || set.items[i - 1].kind != RX_EFFECT_ASK_BRAIN ||
+                  set.items[i - 1].signals_cut_at < e->signals_cut_at,
+              "asks out of order at %s", e->key);
+        *some_ask = e->signals_cut_at;
+        if (pending) {
+            int streaming = 0;
+
+            for (size_t j = 0; j < s->assistant.len; j++)
+                streaming |= s->assistant.items[j].status == RX_STATUS_STREAMING &&
+                             s->assistant.items[j].called_brain_at == e->signals_cut_at;
+            CHECK(streaming, "%s wanted while a tool is pending", e->key);
+        }
+    }
+    CHECK(requests == pending, "%zu requests for %zu pending calls", requests, pending);
+    rx_effect_set_release(&set);
+}
+
+static void check_context(const struct rx_state *s, int64_t cut)
+{
+    json_t *ctx = NULL;
+
+    CHECK(rx_context_build(s, "sys", cut, &ctx) == 0, "context build failed");
+    CHECK(json_is_array(ctx) && json_array_size(ctx) >= 1, "context is not an array");
+    for (size_t i = 0; i < json_array_size(ctx); i++) {
+        json_t *m = json_array_get(ctx, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+
+        CHECK(role, "message %zu has no role", i);
+        if (!strcmp(role, "tool")) {
+            /* A tool message answers a call of the assistant message before it. */
+            CHECK(i > 0, "tool message first");
+            CHECK(json_is_string(json_object_get(m, "tool_call_id")), "no tool_call_id");
+        }
+    }
+    json_decref(ctx);
+}
+
+static void check_round_trip(const struct rx_state *s, const char *bytes)
+{
+    json_t *j = json_loads(bytes, 0, NULL);
+    struct rx_state back;
+    char *again;
+
+    CHECK(j, "state encoding is not JSON: %s", bytes);
+    CHECK(rx_state_decode(j, &back, NULL) == 0, "state does not decode: %s", bytes);
+    again = encode_state(&back);
+    CHECK(!strcmp(bytes, again), "round trip differs:\n%s\n%s", bytes, again);
+    (void)s;
+    free(again);
+    rx_state_release(&back);
+    json_decref(j);
+}
+
+static void check_input_round_trip(const struct rx_input *in, struct rx_buf *enc)
+{
+    struct rx_buf again;
+    struct rx_input back;
+    json_t *j = json_loads(enc->data, 0, NULL);
+
+    CHECK(j, "input encoding is not JSON: %s", enc->data);
+    CHECK(rx_input_parse(j, &back, NULL, NULL) == 0, "encoded input does not parse: %s",
+          enc->data);
+    rx_buf_init(&again, RX_BUF_SMALL_MAX);
+    CHECK(rx_input_encode(&back, &again) == 0, "encode failed");
+    CHECK(!strcmp(enc->data, again.data), "input round trip differs:\n%s\n%s", enc->data,
+          again.data);
+    CHECK(back.type == in->type, "type changed");
+    rx_buf_release(&again);
+    rx_input_release(&back);
+    json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct rx_state s, replay;
+    struct rx_buf log;
+    const char *p = (const char *)data, *end = p + size;
+    char *final, *replayed, *line, *save = NULL;
+    int lines = 0;
+
+    if (rx_state_init(&s))
+        abort();
+    rx_buf_init(&log, RX_BUF_STATE_MAX);
+    if (rx_buf_puts(&log, ""))
+        abort();
+    while (p < end && lines++ < MAX_LINES) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        json_t *j = json_loadb(p, len, 0, NULL);
+        struct rx_input in;
+        struct rx_outcome out;
+        struct rx_buf enc;
+        const char *field = NULL;
+        char err[RX_ERR_LEN];
+        char *before, *after;
+        int64_t upd = s.updated_at, cba = s.called_brain_at, ask = INT64_MAX;
+        int rc;
+
+        p += len + (nl != NULL);
+        if (!j)
+            continue;
+        rc = rx_input_parse(j, &in, &field, err);
+        json_decref(j);
+        if (rc) {
+            CHECK(rc == -EINVAL && field, "parse: %d without a field", rc);
+            continue;
+        }
+        if (!in.has_timestamp && s.updated_at < INT64_MAX) {
+            in.timestamp = s.updated_at + 1;
+            in.has_timestamp = true;
+        }
+        rx_buf_init(&enc, RX_BUF_SMALL_MAX);
+        CHECK(rx_input_encode(&in, &enc) == 0, "input encode failed");
+        if (in.has_timestamp)
+            check_input_round_trip(&in, &enc);
+
+        before = encode_state(&s);
+        CHECK(rx_machine_apply(&s, &in, &out) == 0, "apply failed");
+        CHECK(rx_state_check_invariants(&s), "invariants broken by %s", enc.data);
+        CHECK(s.updated_at >= upd, "updatedAt went back");
+        CHECK(s.called_brain_at >= cba, "calledBrainAt went back");
+        after = encode_state(&s);
+        if (out.verdict == RX_ACCEPTED) {
+            CHECK(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
+            CHECK(rx_buf_puts(&log, enc.data) == 0 && rx_buf_putc(&log, '\n') == 0,
+                  "log full");
+        } else {
+            CHECK(!strcmp(before, after), "%s input changed the state: %s",
+                  rx_verdict_name(out.verdict), enc.data);
+            CHECK((out.verdict == RX_REJECTED) == (out.reason != RX_REASON_NONE),
+                  "verdict %s with reason %s", rx_verdict_name(out.verdict),
+                  rx_reason_name(out.reason));
+        }
+        check_effects(&s, &ask);
+        check_context(&s, INT64_MAX);
+        if (ask != INT64_MAX)
+            check_context(&s, ask);
+        check_round_trip(&s, after);
+        free(before);
+        free(after);
+        rx_buf_release(&enc);
+        rx_input_release(&in);
+    }
+
+    if (rx_state_init(&replay))
+        abort();
+    for (line = strtok_r(log.data, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_t *j = json_loads(line, 0, NULL);
+        struct rx_input in;
+        struct rx_outcome out;
+
+        CHECK(j && rx_input_parse(j, &in, NULL, NULL) == 0, "log line: %s", line);
+        CHECK(rx_machine_apply(&replay, &in, &out) == 0 && out.verdict == RX_ACCEPTED,
+              "replay of %s: %s", line, rx_reason_name(out.reason));
+        rx_input_release(&in);
+        json_decref(j);
+    }
+    final = encode_state(&s);
+    replayed = encode_state(&replay);
+    CHECK(!strcmp(final, replayed), "replay differs:\n%s\n%s", final, replayed);
+    free(final);
+    free(replayed);
+    rx_buf_release(&log);
+    rx_state_release(&replay);
+    rx_state_release(&s);
+    return 0;
+}
