@@ -110,12 +110,11 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
             t = c->result.received_at;
         }
     }
-    /* The brain waits for every answer of the tools it called. */
-    if (pending)
-        return 0;
     if (s->user.len && s->user.items[s->user.len - 1].received_at > t)
         t = s->user.items[s->user.len - 1].received_at;
-    if (t > s->called_brain_at && (err = want_ask(out, t)))
+    /* The brain waits for every answer of the tools it called before it is
+       asked about new signals; answers already in flight go on (below). */
+    if (!pending && t > s->called_brain_at && (err = want_ask(out, t)))
         goto out_clear;
     /* An answer in flight keeps its ask, so a crash mid-stream resumes it. */
     for (size_t i = 0; i < s->assistant.len; i++) {

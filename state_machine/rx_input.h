@@ -42,8 +42,6 @@ enum rx_input_type {
 
 enum rx_origin { RX_ORIGIN_USER, RX_ORIGIN_BRAIN, RX_ORIGIN_TOOLKIT };
 
-/* Longest message or tool call id accepted: ids become effect keys. */
-#define RX_ID_MAX 128
 
 /* One entry of brain-call-tools' `toolCalls`, or of user-cancel's partials. */
 struct rx_input_call {

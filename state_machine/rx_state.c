@@ -507,7 +507,8 @@ bool rx_state_check_invariants(const struct rx_state *s)
     for (size_t i = 0; i < s->tools.len; i++) {
         const struct rx_tool_call *c = &s->tools.items[i];
 
-        if (!c->id || !c->name || !c->parameters || c->called_at > s->updated_at)
+        if (!c->id || !c->name || !c->parameters || c->called_at > s->updated_at ||
+            strlen(c->id) > RX_ID_MAX)
             return false;
         if (c->result.present &&
             (!c->result.text || c->result.received_at > s->updated_at))

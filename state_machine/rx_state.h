@@ -5,7 +5,8 @@
  * The state is mutated in place by rx_machine (never copied per input), so a
  * long conversation costs what its newest input touches.
  *
- * Invariants (rx_state_check_invariants): ids are unique within each list;
+ * Invariants (rx_state_check_invariants): ids are unique within each list and
+ * tool call ids at most RX_ID_MAX bytes;
  * user and assistant messages have content != NULL; tool records have
  * id/name/parameters != NULL and, when answered, a result text != NULL;
  * every time in a record is <= updated_at; `*_len <= *_cap`.
@@ -25,6 +26,9 @@
 #include "state_machine/rx_buf.h"
 
 enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
+
+/* Longest tool call id: ids become effect keys ("request-toolkit-<id>"). */
+#define RX_ID_MAX 128
 
 struct rx_message {
     char *id;
