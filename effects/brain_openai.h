@@ -1,0 +1,87 @@
+/*
+ * brain_openai - the `openai` brain: any OpenAI-compatible Chat Completions
+ * endpoint (OpenAI, Ollama, llama.cpp server, vLLM, LM Studio, OpenRouter)
+ * over libcurl, streamed.
+ *
+ * One ask:
+ *  1. copies the ask's state snapshot and builds the context (rx_context);
+ *  2. when the context is over `context_budget` (estimated tokens: bytes/4),
+ *     asks the model for a summary of all but the newest `keep_recent` items,
+ *     dispatches brain-compress-history {summary, cutAt = time of the last
+ *     summarised item} and rebuilds the context from the compressed copy;
+ *  3. POSTs {base_url}/chat/completions with "stream": true and relays every
+ *     content delta through ask->chunk: the first text dispatches
+ *     brain-send-message-start (or reuses ask->resume_message_id), the end
+ *     brain-send-message-complete with the whole text; tool calls then go out
+ *     as one brain-call-tools (ids from the provider, or generated);
+ *  4. a call of the extra `load_tool_call` function (offered only while older
+ *     calls are unloaded) dispatches brain-load-tool-call and asks again with
+ *     the record loaded; text of that reply continues the same message.
+ * The inputs a brain dispatches are applied to the ask's own copy of the state
+ * through rx_machine, so each follow-up request sees what the session sees.
+ * Failures end the answer as "[Error] <why>": a 4xx (but 429) at once; 429,
+ * 5xx and transport errors before any reply byte after `retries` retries with
+ * exponential backoff (ask->sleep_ms, so a cancel cuts it short). A stall
+ * between bytes, a malformed or cut stream end the answer at once (text
+ * already streamed is kept, the error appended). Cancel (ask->is_cancelled,
+ * cancel_fd readable) aborts the transfer promptly: the curl multi handle is
+ * polled together with cancel_fd. A cancelled ask returns -ECANCELED and
+ * dispatches nothing more.
+ *
+ * Depends on libcurl (curl_global_init must have been called once, before any
+ * thread starts), libuuid, jansson, state_machine/ and the toolkit interface;
+ * nothing from server/.
+ * Threads: one brain may run any number of asks concurrently.
+ * Ownership: the config json_t given to brain_openai_create is borrowed (the
+ * brain keeps copies of what it needs); `tools` is borrowed and must outlive
+ * the brain. brain->destroy() frees the brain.
+ */
+#ifndef BRAIN_OPENAI_H
+#define BRAIN_OPENAI_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "effects/brain.h"
+
+#define BRAIN_OPENAI_ERR_LEN       160
+#define BRAIN_OPENAI_DEFAULT_URL   "https://api.openai.com/v1"
+#define BRAIN_OPENAI_DEFAULT_MODEL "gpt-4o-mini"
+/* The function offered to load an older tool call back into the context. */
+#define BRAIN_OPENAI_LOAD_TOOL "load_tool_call"
+
+/*
+ * Create the brain from its config object (borrowed; NULL means {}):
+ *   base_url            "https://api.openai.com/v1"
+ *   model               "gpt-4o-mini"
+ *   api_key             literal key; or
+ *   api_key_env         name of the variable holding it ("OPENAI_API_KEY");
+ *                       no key: no Authorization header (local servers)
+ *   temperature         number, sent when given
+ *   max_tokens          integer > 0, sent when given
+ *   connect_timeout_ms  10000
+ *   stall_timeout_ms    60000   longest silence between bytes of a reply
+ *   timeout_ms          600000  whole request; 0 = none
+ *   retries             2       retries after the first attempt (0..10)
+ *   backoff_ms          500     first retry delay, doubled each time
+ *   backoff_max_ms      30000   (also caps a 429's Retry-After)
+ *   context_budget      0       estimated tokens (bytes/4) past which older
+ *                               history is summarised; 0 = never
+ *   keep_recent         4       newest items never summarised
+ * The environment overrides: REFLEXOR_LLM_BASE_URL (base_url) and
+ * REFLEXOR_LLM_MODEL (model). Unknown fields are ignored.
+ * Returns the brain, or NULL with `err` (BRAIN_OPENAI_ERR_LEN bytes, may be
+ * NULL) a one-line message naming the field, e.g.
+ *   "brain.openai.stall_timeout_ms: must be an integer from 1 to 86400000".
+ */
+struct brain *brain_openai_create(json_t *config, const struct toolkit *tools, char *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * Whether the environment asks for this brain: OPENAI_API_KEY or
+ * REFLEXOR_LLM_BASE_URL is set and not empty.
+ */
+bool brain_openai_env_selected(void);
+
+#endif
