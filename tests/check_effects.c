@@ -155,7 +155,7 @@ static const struct step life[] = {
      RX_ACCEPTED, "ask-brain-7 ask-brain-9"},
     {"{'type':'brain-call-tools','timestamp':10,'calledBrainAt':9,'toolCalls':{'c3':{"
      "'name':'clock','parameters':'{}'}}}",
-     RX_ACCEPTED, NULL /* disputed while a2 streams: see the table */},
+     RX_ACCEPTED, NULL /* see the table: an answer in flight with a tool pending */},
     {"{'type':'user-cancel','timestamp':11,'partialContents':{'a2':'part'}}", RX_ACCEPTED,
      ""},
     {"{'type':'toolkit-respond','timestamp':12,'toolCallId':'c3','result':'late'}",
@@ -202,6 +202,50 @@ START_TEST(test_cancel_wants_nothing)
 }
 END_TEST
 
+/*
+ * Keys must stay unique for every state decode accepts, even with ids longer
+ * than RX_ID_MAX (a hand-edited or imported state): two ids that differ only
+ * after the key's length would otherwise share one effect.
+ */
+START_TEST(test_long_ids_unique_keys)
+{
+    char id1[201], id2[201], *text;
+    json_t *j;
+    struct rx_state s;
+    struct rx_effect_set set;
+    char err[RX_ERR_LEN];
+
+    memset(id1, 'x', 200);
+    memset(id2, 'x', 200);
+    id1[200] = id2[200] = '\0';
+    id2[199] = 'y';
+    ck_assert_int_gt(
+        asprintf(&text,
+                 "{\"updatedAt\":5,\"userMessages\":[],\"assistantMessages\":"
+                 "[],\"toolCallRecords\":[{\"id\":\"%s\",\"name\":\"clock\","
+                 "\"parameters\":\"{}\",\"calledAt\":4,\"result\":null,"
+                 "\"isLoaded\":false},{\"id\":\"%s\",\"name\":\"clock\","
+                 "\"parameters\":\"{}\",\"calledAt\":4,\"result\":null,"
+                 "\"isLoaded\":false}],\"calledBrainAt\":1,"
+                 "\"contextSummary\":\"\",\"summaryCutAt\":0}",
+                 id1, id2),
+        0);
+    j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    if (rx_state_decode(j, &s, err) == 0) {
+        rx_effect_set_init(&set);
+        ck_assert_int_eq(rx_effects_at(&s, &set), 0);
+        ck_assert_uint_eq(set.len, 2);
+        ck_assert_msg(strcmp(set.items[0].key, set.items[1].key),
+                      "two tool calls share the key '%s'", set.items[0].key);
+        rx_effect_set_release(&set);
+        rx_state_release(&s);
+    }
+    json_decref(j);
+    free(text);
+}
+END_TEST
+
 Suite *effects_suite(void);
 
 Suite *effects_suite(void)
@@ -213,6 +257,7 @@ Suite *effects_suite(void)
     tcase_add_test(tc, test_effect_fields);
     tcase_add_test(tc, test_effects_life);
     tcase_add_test(tc, test_cancel_wants_nothing);
+    tcase_add_test(tc, test_long_ids_unique_keys);
     suite_add_tcase(s, tc);
     return s;
 }
