@@ -304,7 +304,7 @@ static void run_sequence(uint64_t seed, int steps, struct stats *st)
 
 START_TEST(test_random_sequences)
 {
-    int n = test_quick() ? 150 : 3000;
+    int n = test_quick() ? 150 : 2000;
     struct stats st = {0};
 
     for (int i = 0; i < n; i++)
