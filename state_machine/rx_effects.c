@@ -102,13 +102,10 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
     for (size_t i = 0; i < s->tools.len; i++) {
         const struct rx_tool_call *c = &s->tools.items[i];
 
-        if (!c->result.present) {
+        if (!c->result.present)
             pending = true;
-            if ((err = want_tool(out, c->id)))
-                goto out_clear;
-        } else if (c->result.received_at > t) {
+        else if (c->result.received_at > t)
             t = c->result.received_at;
-        }
     }
     if (s->user.len && s->user.items[s->user.len - 1].received_at > t)
         t = s->user.items[s->user.len - 1].received_at;
@@ -123,6 +120,11 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
         if (m->status == RX_STATUS_STREAMING && (err = want_ask(out, m->called_brain_at)))
             goto out_clear;
     }
+    /* Tool requests after every ask: want_ask sorts only what is before them. */
+    for (size_t i = 0; i < s->tools.len && pending; i++)
+        if (!s->tools.items[i].result.present &&
+            (err = want_tool(out, s->tools.items[i].id)))
+            goto out_clear;
     return 0;
 
 out_clear:

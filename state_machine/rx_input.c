@@ -109,6 +109,9 @@ static int want_str(struct parse *p, const char *key, char **out, bool optional)
         return 0;
     if (!json_is_string(v))
         return bad(p, key, "must be a string");
+    /* A NUL would cut the text silently once it is a C string. */
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return bad(p, key, "must not contain \\u0000");
     *out = rx_strndup(json_string_value(v), json_string_length(v));
     return *out ? 0 : -ENOMEM;
 }

@@ -396,6 +396,11 @@ static int prepare(struct rx_state *s, const struct rx_input *in, struct update 
     if (in->timestamp < s->updated_at)
         return *v = REJECT(STALE_TIMESTAMP), 0;
     u->updated_at = in->timestamp;
+    /* An answer cannot come from an ask made after it: that would raise
+       calledBrainAt past updatedAt and silence every later message. */
+    if (rx_input_type_origin(in->type) == RX_ORIGIN_BRAIN &&
+        in->called_brain_at > in->timestamp)
+        return *v = INVALID("calledBrainAt"), 0;
     if (rx_input_type_origin(in->type) == RX_ORIGIN_BRAIN) {
         u->has_called_brain_at = true;
         u->called_brain_at = in->called_brain_at;

@@ -69,6 +69,21 @@ static const struct row rows[] = {
         AM("a2", "", 6, 6, "streaming", 5) "," AM("a1", "", 2, 2, "streaming", 1), "", 5,
         "", 0),
      "ask-brain-1 ask-brain-5"},
+    /*
+     * SPEC 3.3: "each streaming assistant message keeps ask-brain-<its
+     * calledBrainAt> wanted until it completes or stops". Here a second,
+     * concurrent ask (for m2) called a tool while the first answer still streams.
+     */
+    {"a streaming answer keeps its ask while another ask's tool is pending",
+     ST(5, UM("m1", "hi", 1) "," UM("m2", "yo", 3), AM("a1", "", 2, 2, "streaming", 1),
+        TC("c1", "clock", "{}", 4, "null", false), 3, "", 0),
+     "ask-brain-1 request-toolkit-c1"},
+    /* Same, for an ask whose signals cut is 0 (a tool request's signals_cut_at
+       field is 0 too, and must not be taken for that ask). */
+    {"an answer asked at time 0 keeps its ask while a tool is pending",
+     ST(5, UM("m1", "hi", 1), AM("a1", "", 2, 2, "streaming", 0),
+        TC("c1", "clock", "{}", 4, "null", false), 0, "", 0),
+     "ask-brain-0 request-toolkit-c1"},
 };
 
 START_TEST(test_effects_table)
@@ -155,7 +170,7 @@ static const struct step life[] = {
      RX_ACCEPTED, "ask-brain-7 ask-brain-9"},
     {"{'type':'brain-call-tools','timestamp':10,'calledBrainAt':9,'toolCalls':{'c3':{"
      "'name':'clock','parameters':'{}'}}}",
-     RX_ACCEPTED, NULL /* see the table: an answer in flight with a tool pending */},
+     RX_ACCEPTED, "ask-brain-7 request-toolkit-c3"},
     {"{'type':'user-cancel','timestamp':11,'partialContents':{'a2':'part'}}", RX_ACCEPTED,
      ""},
     {"{'type':'toolkit-respond','timestamp':12,'toolCallId':'c3','result':'late'}",
