@@ -87,10 +87,11 @@ const ICONS = {
   bot: ['M4 12a8 8 0 0 1 13.7-5.6M20 12a8 8 0 0 1-13.7 5.6', 'M18.5 3v4h-4M5.5 21v-4h4'],
 };
 
-function fmtTime(ms) {
+function fmtTime(ms, seconds = false) {
   if (!ms) return '';
-  const d = new Date(ms);
-  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  const opts = seconds ? { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }
+    : { hour: 'numeric', minute: '2-digit' };
+  return new Date(ms).toLocaleTimeString([], opts);
 }
 
 function fmtRelative(ms) {
@@ -478,7 +479,7 @@ function toolNode(c, compressed) {
         el('div', { class: 'tool-label', text: r ? (r.isSuccess ? 'Result' : 'Error') : 'Result' }),
         r ? el('pre', { class: `tool-pre${r.isSuccess ? '' : ' err'}`, text: prettyJson(resultText) })
           : el('p', { class: 'muted', text: 'Waiting for the tool…' })),
-      el('div', { class: 'tool-foot muted', text: `id ${c.id} · called ${fmtTime(c.calledAt)}${r ? ` · answered ${fmtTime(r.receivedAt)}` : ''}` }));
+      el('div', { class: 'tool-foot muted', text: `id ${c.id} · called ${fmtTime(c.calledAt, true)}${r ? ` · answered ${fmtTime(r.receivedAt, true)}` : ''}` }));
     const card = el('details', {
       class: `tool${compressed ? ' is-compressed' : ''}`, 'data-kind': 'tool', 'data-id': c.id,
       'data-name': c.name, 'data-state': state, open: ui.openTools.has(c.id),
@@ -928,7 +929,7 @@ function renderInspector() {
   if (!$('panel-state').hidden && stateShown !== ui.state) {
     stateShown = ui.state;
     $('state-json').textContent = ui.state ? JSON.stringify(ui.state, null, 2) : '(no state yet)';
-    $('state-meta').textContent = ui.state ? `seq ${ui.lastSeq ?? '–'} · updated ${fmtTime(ui.state.updatedAt)}` : '–';
+    $('state-meta').textContent = ui.state ? `seq ${ui.lastSeq ?? '–'} · updated ${fmtTime(ui.state.updatedAt, true)}` : '–';
   }
   if (!$('panel-timeline').hidden && timelineDirty) {
     timelineDirty = false;
@@ -950,13 +951,15 @@ function timelineRow(e) {
   const head = el('div', { class: 'tl-head' },
     el('span', { class: 'tl-seq', text: e.seq != null ? `#${e.seq}` : '' }),
     el('span', { class: 'tl-type', text: e.type }),
-    el('time', { class: 'tl-time', text: fmtTime(e.at) }));
-  const li = el('li', { class: `tl ${e.cls || ''}`, 'data-type': e.type }, head);
-  if (e.summary) li.append(el('div', { class: 'tl-sum', text: e.summary }));
+    el('time', { class: 'tl-time', text: fmtTime(e.at, true) }));
+  const sum = e.summary ? el('div', { class: 'tl-sum', text: e.summary }) : null;
+  const li = el('li', { class: `tl ${e.cls || ''}`, 'data-type': e.type });
   if (e.detail) {
     li.append(el('details', { class: 'tl-detail' },
-      el('summary', { text: 'JSON' }),
+      el('summary', { title: 'Show the JSON' }, head, sum),
       el('pre', { text: JSON.stringify(e.detail, null, 2) })));
+  } else {
+    li.append(head, sum || '');
   }
   return li;
 }
