@@ -6,6 +6,7 @@
 #   make integration  the real server on 127.0.0.1, driven over HTTP/SSE
 #   make valgrind   the unit tests under valgrind
 #   make fuzz       the libFuzzer target for parse + transition, bounded in time
+#   make bench      benchmarks (figures under build/bench/)
 #   make format / make format-check
 #
 # Objects go under build/ (build/san/ for a sanitizer build), with automatic header
@@ -46,7 +47,7 @@ UNIT_SRC := $(filter-out tests/check_main.c tests/check_integration.c tests/fuzz
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps run test check integration nginx-test valgrind fuzz format format-check clean
+.PHONY: all deps run test check integration nginx-test bench valgrind fuzz format format-check clean
 .DEFAULT_GOAL := all
 
 INTEG    := $(BUILD)/tests/check_integration
@@ -150,6 +151,10 @@ clean:
 # Fragments for parts with build steps of their own (web UI, fake LLM, nginx...).
 # Each may add targets to TEST_EXTRA, which `make test` runs after the unit tests.
 TEST_EXTRA := nginx-test
+BENCH_RUN :=
 include $(sort $(wildcard mk/*.mk))
+
+# Benchmarks measure; tests never assert timings. Each fragment adds its runs.
+bench: all $(BENCH_RUN)
 
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -2,7 +2,7 @@
 #   make examples-check   run every example and check its output (in make test)
 #   make bench            invoke overhead of rx_graph (build/bench/bench_graph)
 
-.PHONY: examples-check bench
+.PHONY: examples-check bench-graph
 
 examples-check: $(EXAMPLES)
 	test "$$($(BUILD)/examples/echo '你好')" = '你好'
@@ -16,7 +16,9 @@ examples-check: $(EXAMPLES)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: $(BUILD)/bench/bench_graph
+bench-graph: $(BUILD)/bench/bench_graph
 	./$(BUILD)/bench/bench_graph
+
+BENCH_RUN += bench-graph
 
 TEST_EXTRA += examples-check

@@ -23,6 +23,7 @@ int config_init(struct config *c)
 {
     memset(c, 0, sizeof(*c));
     c->listen_port = 8080;
+    c->effects = true;
     c->body_max = 1 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
@@ -154,6 +155,13 @@ int config_load_file(struct config *c, const char *file, struct cfg_error *err)
             goto out_decref;
         }
         c->allow_agent_inputs = json_is_true(v);
+    }
+    if ((v = at(root, "runtime.effects"))) {
+        if (!json_is_boolean(v)) {
+            rc = bad(err, file, "runtime.effects", "must be true or false");
+            goto out_decref;
+        }
+        c->effects = json_is_true(v);
     }
     INT_FIELD("limits.body_max", c->body_max, 64, 1L << 30);
     INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);

@@ -31,6 +31,7 @@ struct config {
     char *system_prompt;
     char *auth_token; /* "" = no auth */
     bool allow_agent_inputs;
+    bool effects; /* false: inputs are folded, nothing is carried out (benchmarks) */
     char *brain; /* "builtin" or "openai" */
     size_t body_max;
     size_t message_max;

@@ -32,6 +32,7 @@ static const char usage[] =
     "      --db PATH          input log database, ':memory:' for none\n"
     "      --web DIR          static files of the web UI (default build/web)\n"
     "      --brain NAME       'builtin' (embedded, offline) or 'openai'\n"
+    "      --no-effects       fold inputs but carry out no effect (benchmarks)\n"
     "      --log-level LEVEL  debug, info, warn or error (default info)\n"
     "  -h, --help             this text\n"
     "\n"
@@ -47,6 +48,7 @@ struct options {
     const char *web;
     const char *brain;
     const char *log_level;
+    bool no_effects;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -83,6 +85,9 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'v':
             o->log_level = optarg;
             break;
+        case 'n':
+            o->no_effects = true;
+            break;
         case 'h':
             fputs(usage, stdout);
             exit(0);
@@ -114,6 +119,8 @@ static int load_config(struct config *cfg, const struct options *o)
         (o->web && config_set_str(&cfg->web_root, o->web)) ||
         (o->brain && config_set_str(&cfg->brain, o->brain)))
         goto out_nomem;
+    if (o->no_effects)
+        cfg->effects = false;
     if (strcmp(cfg->brain, "builtin") && strcmp(cfg->brain, "openai")) {
         snprintf(err.text, sizeof(err.text), "--brain: '%s' is not 'builtin' or 'openai'",
                  cfg->brain);

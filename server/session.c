@@ -652,7 +652,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     publish_input(s, in);
     publish_state(s);
     streams_settle(s);
-    if (runtime_reconcile(s->rt, &s->state, cause))
+    if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, cause))
         log_warn("session %s: out of memory starting effects", s->id);
 
 out_unlock:
