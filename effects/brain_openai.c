@@ -290,14 +290,24 @@ static int dispatch_start(struct oa_ask *ax)
     return rc;
 }
 
-/* Complete the message being streamed, or append a complete one (no start). */
+static bool has_resume(const struct oa_ask *ax)
+{
+    return ax->ask->resume_message_id && *ax->ask->resume_message_id;
+}
+
+/*
+ * Complete the message being streamed (or the resumed one, which must end
+ * even when this reply has no text), or append a complete one (no start).
+ */
 static int dispatch_complete(struct oa_ask *ax, const char *content)
 {
     struct rx_input in = {.type = RX_IN_BRAIN_SEND_MESSAGE_COMPLETE};
     char id[37];
     int rc;
 
-    if (!*ax->msg_id) {
+    if (!*ax->msg_id && has_resume(ax)) {
+        snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", ax->ask->resume_message_id);
+    } else if (!*ax->msg_id) {
         new_id(id);
         snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", id);
     }
@@ -313,7 +323,7 @@ static int open_message(struct oa_ask *ax)
 {
     if (*ax->msg_id)
         return 0;
-    if (ax->ask->resume_message_id && *ax->ask->resume_message_id) {
+    if (has_resume(ax)) {
         snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", ax->ask->resume_message_id);
         return 0;
     }
@@ -931,7 +941,7 @@ static int answer_round(struct oa_ask *ax, bool *again)
         *again = true; /* the message (if any) stays open for the next reply */
         goto out_release;
     }
-    if (*ax->msg_id || (!in.n_calls && ax->text.len)) {
+    if (*ax->msg_id || has_resume(ax) || (!in.n_calls && ax->text.len)) {
         rc = dispatch_complete(ax, ax->text.data ? ax->text.data : "");
     } else if (!in.n_calls) {
         rc = finish_error(ax, "the model returned an empty reply");

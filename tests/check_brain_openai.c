@@ -475,6 +475,48 @@ START_TEST(test_api_key_and_resume)
 }
 END_TEST
 
+#define S_STREAMING                                                                      \
+    "{'updatedAt':11,'userMessages':[{'kind':'user','id':'m1','content':'hi',"           \
+    "'receivedAt':10}],'assistantMessages':[{'kind':'assistant','id':'a1',"              \
+    "'content':'','receivedAt':11,'updatedAt':11,'status':'streaming',"                  \
+    "'calledBrainAt':10}],'toolCallRecords':[],'calledBrainAt':10,"                      \
+    "'contextSummary':'','summaryCutAt':0}"
+
+/* A resumed message is completed even when the new reply only calls tools,
+ * or it would stay `streaming` and keep its ask wanted for ever. */
+START_TEST(test_resume_tool_only)
+{
+    struct session s;
+
+    session_init(&s, S_STREAMING, 10);
+    s.ask.resume_message_id = "a1";
+    ck_assert_int_eq(run_ask(&s, CONFIG("text-tools", "")), 0);
+    expect_json(s.inputs,
+                "[{'type':'brain-send-message-complete','calledBrainAt':10,"
+                "'messageId':'a1','content':'Let me check.'},"
+                "{'type':'brain-call-tools','calledBrainAt':10,'toolCalls':{'call_calc':"
+                "{'name':'calculator','parameters':'{\\'expression\\':\\'6*7\\'}'}}}]",
+                "text and tools");
+    session_release(&s);
+    session_init(&s, S_STREAMING, 10);
+    s.ask.resume_message_id = "a1";
+    ck_assert_int_eq(run_ask(&s, CONFIG("tools", "")), 0);
+    ck_assert_uint_eq(json_array_size(s.inputs), 2);
+    expect_json(json_array_get(s.inputs, 0),
+                "{'type':'brain-send-message-complete','calledBrainAt':10,"
+                "'messageId':'a1','content':''}",
+                "tools only");
+    ck_assert_int_eq(s.st.assistant.items[0].status, RX_STATUS_COMPLETE);
+    session_release(&s);
+    session_init(&s, S_STREAMING, 10);
+    s.ask.resume_message_id = "a1";
+    ck_assert_int_eq(run_ask(&s, CONFIG("unauthorized", "")), 0);
+    ck_assert_uint_eq(json_array_size(s.inputs), 1);
+    ck_assert_str_eq(input_str(&s, 0, "messageId"), "a1");
+    session_release(&s);
+}
+END_TEST
+
 START_TEST(test_parallel_tools)
 {
     struct session s;
@@ -543,6 +585,9 @@ START_TEST(test_tool_round_trip)
         "second ask");
     reqs = requests();
     ck_assert_uint_eq(json_array_size(reqs), 2);
+    /* RX_TRANSCRIPT=1 prints both request bodies (for the docs). */
+    if (getenv("RX_TRANSCRIPT"))
+        json_dumpf(reqs, stderr, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     expect_json(json_object_get(request_body(reqs, 1), "messages"),
                 "[{'role':'system','content':'You are terse.'},"
                 "{'role':'user','content':'what is 2+3?'},"
@@ -941,6 +986,7 @@ Suite *brain_openai_suite(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_api_key_and_resume);
+    tcase_add_test(tc, test_resume_tool_only);
     tcase_add_test(tc, test_parallel_tools);
     tcase_add_test(tc, test_text_then_tools);
     tcase_add_test(tc, test_tool_round_trip);
