@@ -453,6 +453,18 @@ function inlineArgs(text) {
   }
 }
 
+/* A one-line view of a result: a JSON object shows its first plain value. */
+function inlineResult(text) {
+  try {
+    const v = JSON.parse(text);
+    if (v && typeof v === 'object') {
+      const first = Object.values(v).find((x) => x === null || typeof x !== 'object');
+      if (first !== undefined) return clip(String(first), 48);
+    }
+  } catch { /* plain text */ }
+  return clip(text, 48);
+}
+
 function toolNode(c, compressed) {
   const r = c.result;
   const state = !r ? 'pending' : r.isSuccess ? 'success' : 'error';
@@ -465,7 +477,7 @@ function toolNode(c, compressed) {
       el('span', { class: 'tool-icon', 'aria-hidden': 'true' }, icon(ICONS.tool)),
       el('span', { class: 'tool-name', text: c.name }),
       args ? el('code', { class: 'tool-args-inline', text: args }) : null,
-      r ? el('span', { class: 'tool-result-inline', text: `→ ${clip(resultText, 60)}` }) : null,
+      r ? el('span', { class: 'tool-result-inline', text: `→ ${inlineResult(resultText)}` }) : null,
       el('span', { class: 'grow' }),
       el('span', { class: `tool-status ${state}` },
         state === 'pending' ? el('span', { class: 'spinner', 'aria-hidden': 'true' }) : null,
@@ -1088,6 +1100,13 @@ function bind() {
     ui.stickToBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 120;
     updateJump();
   }, { passive: true });
+  new ResizeObserver(() => {
+    const box = $('messages');
+    if (ui.stickToBottom) box.scrollTop = box.scrollHeight;
+  }).observe($('messages'));
+  $('timeline-states').addEventListener('change', (ev) => {
+    $('timeline').classList.toggle('hide-states', !ev.currentTarget.checked);
+  });
   $('jump-btn').addEventListener('click', () => {
     const box = $('messages');
     box.scrollTo({ top: box.scrollHeight, behavior: 'smooth' });
