@@ -1,0 +1,161 @@
+/*
+ * store - the input log of every session in one SQLite file (SPEC 6).
+ *
+ * The log is the source of truth: a session's state is the fold of
+ * rx_machine_apply over its accepted inputs from rx_state_init. The store
+ * keeps one row per accepted input (its compact JSON from rx_input_encode) and,
+ * every N inputs, one snapshot of the state (rx_state_encode), so start-up
+ * replays at most N inputs per session; only the newest snapshot is kept.
+ * Storage grows with the inputs, never with history x steps.
+ *
+ * The file is in WAL mode and locked exclusively by the process that opened
+ * it: a second server (or `reflexor --gc`) on a file in use fails clearly
+ * instead of interleaving two logs. The schema is versioned (application_id
+ * and user_version); a newer or foreign schema, a corrupt file or a directory
+ * that cannot be written fails at store_open with one line naming the file.
+ * Path ":memory:" gives a private in-memory database (tests, benchmarks).
+ *
+ * Depends on SQLite and state_machine/ only; nothing from effects/ or the
+ * rest of server/. Thread-safe: one mutex serialises every call on the
+ * connection (sessions append from their own threads). No callback is ever
+ * called with that mutex held.
+ * Ownership: struct store is a heap object (store_open/store_close). Inputs and
+ * states passed in are borrowed. States handed out (store_load's callback,
+ * store_state_at, store_session_load) belong to the receiver, who releases them
+ * with rx_state_release. json_t results are NEW references.
+ * Errors: 0 or a negative errno: -ENOENT (no such session), -EEXIST (id or seq
+ * taken), -ERANGE (seq past the log), -EPROTO (stored data does not fold:
+ * corruption), -ENOSPC (disk full), -ENOMEM, -EIO (anything else SQLite says).
+ * The sentence for humans is kept: store_last_error().
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "state_machine/rx_input.h"
+#include "state_machine/rx_state.h"
+
+#define STORE_WUR __attribute__((warn_unused_result))
+
+/* Bytes of the caller's error buffers (store_open, store_last_error). */
+#define STORE_ERR_LEN 256
+/* The schema this code writes; files with a newer one are refused. */
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+/*
+ * Open or create the database at `path` (":memory:" for none on disk). The
+ * parent directory must exist and be writable (WAL needs its -wal file
+ * beside the database). A new reference to the store, or NULL with `err`
+ * (STORE_ERR_LEN bytes, may be NULL) set to "'<path>': <why>".
+ */
+struct store *store_open(const char *path, char *err) STORE_WUR;
+/* Checkpoint the WAL, close the file, free. NULL is allowed. */
+void store_close(struct store *st);
+
+/*
+ * fsync at every commit (true, the default) or leave it to the OS (false).
+ * Either way a commit survives kill -9 of the process; only fsync makes it
+ * survive a power loss. 0 or -EIO.
+ */
+int store_set_durable(struct store *st, bool fsync_each_commit) STORE_WUR;
+
+/* The last error sentence of any call (copied into `buf`, STORE_ERR_LEN bytes). */
+void store_last_error(struct store *st, char *buf);
+
+/* A new session with no inputs. 0, -EEXIST or -EIO. */
+int store_create_session(struct store *st, const char *sid, int64_t created_at) STORE_WUR;
+/* Remove a session and every row of it. 0 or -ENOENT / -EIO. */
+int store_delete_session(struct store *st, const char *sid) STORE_WUR;
+
+/*
+ * Commit one accepted input as number `seq` of the session (1, 2, ...), in
+ * one transaction: the input; when seq % snapshot_every == 0 (and
+ * snapshot_every > 0) a snapshot of `after` (the state once `in` is applied),
+ * replacing the older one; the session's updated_at (= in->timestamp).
+ * When this returns 0 the input is in the file and survives kill -9; on
+ * failure nothing of it is stored and the caller must not acknowledge it (its
+ * in-memory state, already changed in place, can be restored with
+ * store_session_load). 0, -ENOENT (no such session), -EEXIST (seq taken),
+ * -ENOSPC, -ENOMEM or -EIO.
+ */
+int store_append(struct store *st, const char *sid, int64_t seq,
+                 const struct rx_input *in, const struct rx_state *after,
+                 int snapshot_every) STORE_WUR;
+
+/*
+ * Called by store_load once per session, oldest first. `state` is initialised
+ * and, when the callback returns 0, moved to it (the callback releases it);
+ * when it returns non-zero, store_load releases it and stops with that value.
+ * `seq` is the number of inputs folded into it. The store's lock is not held.
+ */
+typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
+                             struct rx_state *state, int64_t seq);
+
+/*
+ * Rebuild every session: its newest snapshot (or rx_state_init), then the
+ * inputs after it folded with rx_machine_apply. Every stored input must fold
+ * as RX_ACCEPTED in seq order with no gap; anything else is corruption:
+ * -EPROTO, and store_last_error names the session and the seq. 0, the
+ * callback's non-zero value, -EPROTO, -ENOMEM or -EIO.
+ */
+int store_load(struct store *st, store_each_fn each, void *ctx) STORE_WUR;
+
+/*
+ * One session's current state (as store_load builds it) into caller-allocated
+ * `out`, with the number of inputs in `*seq`. On failure `out` needs no
+ * release. 0, -ENOENT, -EPROTO, -ENOMEM or -EIO.
+ */
+int store_session_load(struct store *st, const char *sid, struct rx_state *out,
+                       int64_t *seq) STORE_WUR;
+
+/*
+ * NEW reference in `*out`: [{"seq":N,"input":{...}}, ...] for the inputs with
+ * seq > after_seq, oldest first, at most `limit` of them (limit <= 0: all).
+ * 0, -ENOENT (no such session), -ENOMEM or -EIO.
+ */
+int store_history(struct store *st, const char *sid, int64_t after_seq, int limit,
+                  json_t **out) STORE_WUR;
+
+/*
+ * The state as of input `seq` (0: the initial state) into caller-allocated
+ * `out`. On failure `out` needs no release. 0, -ENOENT, -ERANGE (seq < 0 or
+ * past the last input), -EPROTO, -ENOMEM or -EIO.
+ */
+int store_state_at(struct store *st, const char *sid, int64_t seq,
+                   struct rx_state *out) STORE_WUR;
+
+/*
+ * A new session `new_sid` whose log is inputs 1..at of `sid` (at 0: empty),
+ * created at `created_at`, in one transaction. Its state is then
+ * store_session_load(new_sid). 0, -ENOENT (no `sid`), -EEXIST (`new_sid`
+ * taken), -ERANGE (at < 0 or past the last input), -ENOSPC or -EIO.
+ */
+int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
+               int64_t created_at) STORE_WUR;
+
+/*
+ * Retention: delete every session whose updated_at < older_than_ms with all
+ * its rows, in one transaction. Counts go to the pointers that are not NULL;
+ * `removed_ids`, when not NULL, gets a NEW array of the ids removed (so the
+ * server can drop them from memory). 0, -ENOMEM or -EIO (nothing removed).
+ */
+int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
+                  int64_t *removed_inputs) STORE_WUR;
+/* store_gc_list with counts only. */
+int store_gc(struct store *st, int64_t older_than_ms, int *removed_sessions,
+             int64_t *removed_inputs) STORE_WUR;
+
+/*
+ * Size figures: the number of stored inputs, and the bytes of the database
+ * pages in use (page_count - freelist_count) * page_size, WAL not included.
+ * 0 or -EIO.
+ */
+int store_stats(struct store *st, int64_t *inputs, int64_t *bytes) STORE_WUR;
+
+#endif
