@@ -178,6 +178,15 @@ describe('chat UI', () => {
     await page.waitForFunction((s) => decodeURIComponent(location.hash.slice(2)) === s, sid);
     await page.locator('article.msg.user', { hasText: 'Hello Reflexor' }).waitFor();
     assert.equal(await page.locator('article.msg.user', { hasText: 'second chat' }).count(), 0);
+
+    // Delete the second chat: one click arms the button, the second deletes.
+    const second = page.locator('.session', { hasText: 'a message of the second chat' });
+    const secondId = await second.getAttribute('data-id');
+    await second.getByRole('button', { name: /Delete chat/ }).click();
+    await second.getByRole('button', { name: /Confirm: delete chat/ }).click();
+    await second.waitFor({ state: 'detached' });
+    assert.equal((await server.api('GET', `/sessions/${encodeURIComponent(secondId)}`)).status, 404);
+    assert.equal(await ui.sessionId(page), sid, 'still on the first chat');
   });
 
   test('a send that fails shows Retry; the retry reuses the id and is stored once', T, async () => {
