@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { SHOTS, Server, launch, sleep, ui } from './helpers.js';
+import { SHOTS, Server, launch, sleep, ui } from './helpers.mjs';
 
 const T = { timeout: 90000 };
 

@@ -3,7 +3,7 @@
 // the inspector, and a server restart under an open page.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Server, launch, sleep, ui } from './helpers.js';
+import { Server, launch, sleep, ui } from './helpers.mjs';
 
 const T = { timeout: 60000 };
 
