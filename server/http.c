@@ -223,8 +223,13 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         return method_not_allowed(conn, "GET, DELETE");
     }
     if (!strcmp(rest, "/moorex")) {
-        if (get)
-            return send_stream(conn, session_subscribe(s, conn));
+        if (get) {
+            const char *mode =
+                MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
+
+            return send_stream(
+                conn, session_subscribe(s, conn, mode && !strcmp(mode, "patch")));
+        }
         if (!strcmp(method, "POST"))
             return submit_input(srv, conn, s, req);
         return method_not_allowed(conn, "GET, POST");

@@ -14,6 +14,7 @@
 
 #include "server/log.h"
 #include "server/metrics.h"
+#include "state_machine/rx_patch.h"
 
 /* The text of one streaming answer, and the clients that follow it. */
 struct msgstream {
@@ -36,7 +37,8 @@ struct session {
     int64_t seq; /* accepted inputs so far */
     int64_t created_at;
     char *title;
-    struct sse_channel ch;
+    struct sse_channel ch;       /* whole states */
+    struct sse_channel patch_ch; /* JSON Patches (?mode=patch) */
     struct msgstream *streams;
     struct runtime *rt;
     struct rx_buf scratch; /* event encoding */
@@ -147,7 +149,8 @@ static void streams_settle(struct session *s)
 
 /* ---- events ---------------------------------------------------------------- */
 
-static void publish(struct session *s, struct rx_buf *b)
+/* One frame, shared by both kinds of subscribers. */
+static void publish_to(struct session *s, struct rx_buf *b, bool full, bool patch)
 {
     struct sse_frame *f = sse_frame_event(s->seq, b->data, b->len);
 
@@ -155,8 +158,16 @@ static void publish(struct session *s, struct rx_buf *b)
         log_warn("session %s: out of memory encoding an event", s->id);
         return;
     }
-    sse_channel_publish(&s->ch, f);
+    if (full)
+        sse_channel_publish(&s->ch, f);
+    if (patch)
+        sse_channel_publish(&s->patch_ch, f);
     sse_frame_unref(f);
+}
+
+static void publish(struct session *s, struct rx_buf *b)
+{
+    publish_to(s, b, true, true);
 }
 
 static void publish_input(struct session *s, const struct rx_input *in)
@@ -181,13 +192,26 @@ static int encode_state_event(struct session *s, struct rx_buf *b)
     return 0;
 }
 
-static void publish_state(struct session *s)
+/* The new state to those who want it whole, its patch to the others; an
+   event nobody follows is not encoded at all. */
+static void publish_state(struct session *s, const struct rx_outcome *o)
 {
-    if (encode_state_event(s, &s->scratch)) {
-        log_warn("session %s: cannot encode state-updated", s->id);
-        return;
+    struct rx_buf *b = &s->scratch;
+
+    if (sse_channel_has_clients(&s->ch)) {
+        if (encode_state_event(s, b))
+            log_warn("session %s: cannot encode state-updated", s->id);
+        else
+            publish_to(s, b, true, false);
     }
-    publish(s, &s->scratch);
+    if (sse_channel_has_clients(&s->patch_ch)) {
+        rx_buf_reset(b);
+        if (rx_buf_puts(b, "{\"type\":\"state-patch\",\"patch\":") ||
+            rx_patch_encode(&s->state, o, b) || rx_buf_putc(b, '}'))
+            log_warn("session %s: cannot encode state-patch", s->id);
+        else
+            publish_to(s, b, false, true);
+    }
 }
 
 /* ---- the runtime's host ----------------------------------------------------- */
@@ -307,6 +331,7 @@ static void session_free(struct session *s)
         stream_free(m);
     }
     sse_channel_release(&s->ch);
+    sse_channel_release(&s->patch_ch);
     rx_state_release(&s->state);
     rx_buf_release(&s->scratch);
     pthread_mutex_destroy(&s->lock);
@@ -345,6 +370,7 @@ static struct session *session_new(struct session_table *t, const char *id)
     pthread_mutex_init(&s->lock, NULL);
     rx_buf_init(&s->scratch, RX_BUF_STATE_MAX);
     sse_channel_init(&s->ch, (size_t)t->env.cfg->sse_queue_max);
+    sse_channel_init(&s->patch_ch, (size_t)t->env.cfg->sse_queue_max);
     host.ctx = s;
     s->rt = runtime_create(&rc, &host);
     if (!s->rt || rx_state_init(&s->state)) {
@@ -443,6 +469,7 @@ static void session_stop(struct session *s)
     s->deleted = true;
     runtime_cancel_all(s->rt);
     sse_channel_close_all(&s->ch);
+    sse_channel_close_all(&s->patch_ch);
     for (struct msgstream *m = s->streams; m; m = m->next)
         sse_channel_close_all(&m->ch);
     pthread_mutex_unlock(&s->lock);
@@ -650,7 +677,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START && !stream_open(s, in->message_id))
         log_warn("session %s: no buffer for message %s", s->id, in->message_id);
     publish_input(s, in);
-    publish_state(s);
+    publish_state(s, &out);
     streams_settle(s);
     if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, cause))
         log_warn("session %s: out of memory starting effects", s->id);
@@ -674,7 +701,8 @@ json_t *session_state_json(struct session *s)
     return j;
 }
 
-struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection *conn)
+struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection *conn,
+                                       bool patch)
 {
     struct sse_frame *first[2] = {NULL, NULL};
     struct MHD_Response *r = NULL;
@@ -686,7 +714,8 @@ struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection 
     first[0] = sse_retry_frame(s->table->env.cfg->sse_retry_ms);
     if (first[0] && !encode_state_event(s, &b) &&
         (first[1] = sse_frame_event(s->seq, b.data, b.len)))
-        r = sse_channel_subscribe(&s->ch, conn, first, 2, s->deleted);
+        r = sse_channel_subscribe(patch ? &s->patch_ch : &s->ch, conn, first, 2,
+                                  s->deleted);
     pthread_mutex_unlock(&s->lock);
     sse_frame_unref(first[0]);
     sse_frame_unref(first[1]);

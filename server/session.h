@@ -87,9 +87,12 @@ json_t *session_state_json(struct session *s);
 
 /*
  * An SSE response for the session's stream: the retry line, the current
- * state, then live events. NULL on ENOMEM.
+ * state, then live events. With `patch`, each later change comes as a
+ * {"type":"state-patch","patch":[RFC 6902 ops]} event instead of the whole
+ * state. NULL on ENOMEM.
  */
-struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection *conn);
+struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection *conn,
+                                       bool patch);
 
 /*
  * The stream of one assistant message: SSE (snapshot, chunks, complete or

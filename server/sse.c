@@ -234,6 +234,16 @@ void sse_channel_close_all(struct sse_channel *ch)
     pthread_mutex_unlock(&g_lock);
 }
 
+bool sse_channel_has_clients(struct sse_channel *ch)
+{
+    bool any;
+
+    pthread_mutex_lock(&g_lock);
+    any = ch->n_clients > 0;
+    pthread_mutex_unlock(&g_lock);
+    return any;
+}
+
 void sse_channel_release(struct sse_channel *ch)
 {
     sse_channel_close_all(ch);

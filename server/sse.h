@@ -63,6 +63,8 @@ void sse_channel_release(struct sse_channel *ch);
 void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f);
 /* End every client's stream after what is queued. */
 void sse_channel_close_all(struct sse_channel *ch);
+/* True when the channel has a client (an event nobody reads need not be made). */
+bool sse_channel_has_clients(struct sse_channel *ch);
 
 /*
  * Create an MHD response streaming a new client of `ch`, with `first` frames

@@ -99,14 +99,10 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
     int err = 0;
 
     effect_set_clear(out);
-    for (size_t i = 0; i < s->tools.len; i++) {
-        const struct rx_tool_call *c = &s->tools.items[i];
-
-        if (!c->result.present)
-            pending = true;
-        else if (c->result.received_at > t)
-            t = c->result.received_at;
-    }
+    /* Everything before `settled` is final, so only the tail is scanned. */
+    for (size_t i = s->tools.settled; i < s->tools.len && !pending; i++)
+        pending = !s->tools.items[i].result.present;
+    t = s->latest_result_at;
     if (s->user.len && s->user.items[s->user.len - 1].received_at > t)
         t = s->user.items[s->user.len - 1].received_at;
     /* The brain waits for every answer of the tools it called before it is
@@ -114,14 +110,14 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
     if (!pending && t > s->called_brain_at && (err = want_ask(out, t)))
         goto out_clear;
     /* An answer in flight keeps its ask, so a crash mid-stream resumes it. */
-    for (size_t i = 0; i < s->assistant.len; i++) {
+    for (size_t i = s->assistant.settled; i < s->assistant.len; i++) {
         const struct rx_message *m = &s->assistant.items[i];
 
         if (m->status == RX_STATUS_STREAMING && (err = want_ask(out, m->called_brain_at)))
             goto out_clear;
     }
     /* Tool requests after every ask: want_ask sorts only what is before them. */
-    for (size_t i = 0; i < s->tools.len && pending; i++)
+    for (size_t i = s->tools.settled; i < s->tools.len && pending; i++)
         if (!s->tools.items[i].result.present &&
             (err = want_tool(out, s->tools.items[i].id)))
             goto out_clear;

@@ -42,7 +42,6 @@ enum rx_input_type {
 
 enum rx_origin { RX_ORIGIN_USER, RX_ORIGIN_BRAIN, RX_ORIGIN_TOOLKIT };
 
-
 /* One entry of brain-call-tools' `toolCalls`, or of user-cancel's partials. */
 struct rx_input_call {
     char *id;

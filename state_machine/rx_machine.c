@@ -110,7 +110,9 @@ static int reserve(void **items, size_t len, size_t *cap, size_t extra, size_t s
 
 static int reserve_messages(struct rx_message_list *l, size_t extra)
 {
-    return reserve((void **)&l->items, l->len, &l->cap, extra, sizeof(*l->items));
+    int err = reserve((void **)&l->items, l->len, &l->cap, extra, sizeof(*l->items));
+
+    return err ? err : rx_index_reserve(&l->ids, extra);
 }
 
 /* ---- phase 1: one prepare function per input type ------------------------- */
@@ -290,7 +292,8 @@ static int prep_call_tools(struct rx_state *s, const struct rx_input *in,
                 return *v = REJECT(DUPLICATE_ID), 0;
     }
     if (reserve((void **)&tools->items, tools->len, &tools->cap, in->n_calls,
-                sizeof(*tools->items)))
+                sizeof(*tools->items)) ||
+        rx_index_reserve(&tools->ids, in->n_calls))
         return -ENOMEM;
     u->new_tools = rx_malloc(in->n_calls * sizeof(*u->new_tools));
     if (!u->new_tools)
@@ -431,26 +434,42 @@ static int prepare(struct rx_state *s, const struct rx_input *in, struct update 
 
 /* ---- phase 2: the reducers; nothing here allocates or fails --------------- */
 
+static void note_place(size_t *at, size_t *n, size_t index)
+{
+    if (*n < RX_OUTCOME_PLACES)
+        at[*n] = index;
+    if (*n <= RX_OUTCOME_PLACES)
+        (*n)++;
+}
+
 /* add_messages for one record: replace in place (position kept) or append. */
 static void put_message(struct rx_message_list *l, struct rx_message *m, size_t index)
 {
     if (index < l->len) {
         rx_free(l->items[index].id);
         rx_free(l->items[index].content);
-        l->items[index] = *m;
+        rx_message_forget(&l->items[index]);
+        l->items[index] = *m; /* same id: the index stays right */
     } else {
-        l->items[l->len++] = *m;
+        l->items[l->len] = *m;
+        rx_index_insert(&l->ids, m->id, l->len);
+        l->len++;
     }
     m->id = m->content = NULL; /* moved into the state */
 }
 
 /* patch_by_id: only the fields the patch names change. */
-static void patch_tool(struct rx_tool_call *c, struct tool_patch *p)
+static void patch_tool(struct rx_state *s, struct tool_patch *p)
 {
+    struct rx_tool_call *c = &s->tools.items[p->index];
+
+    rx_tool_call_forget(c);
     if (p->set_result) {
         rx_free(c->result.text);
         c->result = p->result;
         p->result.text = NULL;
+        if (c->result.received_at > s->latest_result_at)
+            s->latest_result_at = c->result.received_at;
     }
     if (p->set_loaded)
         c->is_loaded = p->is_loaded;
@@ -466,27 +485,38 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
     if (u->has_user) {
         out->changed |= RX_CHANGED_USER;
         out->index = s->user.len;
+        out->user_added = 1;
         put_message(&s->user, &u->user, s->user.len);
     }
     for (size_t i = 0; i < u->n_assistant; i++) {
+        size_t at = u->assistant[i].index;
+
         out->changed |= RX_CHANGED_ASSISTANT;
         if (i == 0)
-            out->index = u->assistant[i].index;
-        put_message(&s->assistant, &u->assistant[i].msg, u->assistant[i].index);
+            out->index = at;
+        if (at < s->assistant.len)
+            note_place(out->assistant_at, &out->n_assistant_at, at);
+        else
+            out->assistant_added++;
+        put_message(&s->assistant, &u->assistant[i].msg, at);
     }
     if (u->n_new_tools) {
         out->changed |= RX_CHANGED_TOOLS;
         out->index = s->tools.len;
-        memcpy(s->tools.items + s->tools.len, u->new_tools,
-               u->n_new_tools * sizeof(*u->new_tools));
-        s->tools.len += u->n_new_tools;
+        out->tools_added = u->n_new_tools;
+        for (size_t i = 0; i < u->n_new_tools; i++) {
+            s->tools.items[s->tools.len] = u->new_tools[i];
+            rx_index_insert(&s->tools.ids, u->new_tools[i].id, s->tools.len);
+            s->tools.len++;
+        }
         u->n_new_tools = 0; /* moved */
     }
     for (size_t i = 0; i < u->n_tool_patches; i++) {
         out->changed |= RX_CHANGED_TOOLS;
         if (i == 0 && !(out->changed & RX_CHANGED_ASSISTANT))
             out->index = u->tool_patches[i].index;
-        patch_tool(&s->tools.items[u->tool_patches[i].index], &u->tool_patches[i]);
+        note_place(out->tools_at, &out->n_tools_at, u->tool_patches[i].index);
+        patch_tool(s, &u->tool_patches[i]);
     }
     if (u->summary) {
         out->changed |= RX_CHANGED_SUMMARY;
@@ -498,6 +528,7 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
     if (u->n_assistant > 1 || u->n_tool_patches > 1 ||
         (u->n_assistant && u->n_tool_patches))
         out->changed |= RX_CHANGED_MANY;
+    rx_state_settle(s);
 }
 
 int rx_machine_apply(struct rx_state *s, const struct rx_input *in,

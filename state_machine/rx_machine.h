@@ -36,18 +36,21 @@ enum rx_reason {
 };
 
 /*
- * What a transition changed, so callers can publish it without diffing: the
- * kind of change and the index of the touched record. `changed` is a bit set of
- * RX_CHANGED_* (a JSON Patch can be made from it and the new state).
+ * What a transition changed, so callers can publish it without diffing (a
+ * JSON Patch is made from it and the new state: rx_patch). `changed` is a bit
+ * set of RX_CHANGED_*; `index` is the first touched record of the changed list.
  */
 enum {
-    RX_CHANGED_USER = 1 << 0,      /* userMessages[first_index..] appended */
-    RX_CHANGED_ASSISTANT = 1 << 1, /* assistantMessages[index] set or appended */
-    RX_CHANGED_TOOLS = 1 << 2,     /* toolCallRecords: see below */
+    RX_CHANGED_USER = 1 << 0,      /* userMessages appended */
+    RX_CHANGED_ASSISTANT = 1 << 1, /* assistantMessages set or appended */
+    RX_CHANGED_TOOLS = 1 << 2,     /* toolCallRecords appended or patched */
     RX_CHANGED_SUMMARY = 1 << 3,   /* contextSummary, summaryCutAt */
     RX_CHANGED_CALLED_BRAIN = 1 << 4,
     RX_CHANGED_MANY = 1 << 5, /* user-cancel / compress: several records changed */
 };
+
+/* Records changed in place that an outcome lists one by one; past it, "all". */
+#define RX_OUTCOME_PLACES 8
 
 struct rx_outcome {
     enum rx_verdict verdict;
@@ -55,6 +58,12 @@ struct rx_outcome {
     const char *field;     /* for RX_REASON_INVALID: the offending field */
     unsigned changed;      /* RX_CHANGED_* on RX_ACCEPTED */
     size_t index;          /* first touched record of the changed list */
+    /* Records appended at the end of each list. */
+    size_t user_added, assistant_added, tools_added;
+    /* Positions changed in place; a count above RX_OUTCOME_PLACES means
+       "too many to list": the whole list should be taken as changed. */
+    size_t assistant_at[RX_OUTCOME_PLACES], n_assistant_at;
+    size_t tools_at[RX_OUTCOME_PLACES], n_tools_at;
 };
 
 /*

@@ -39,10 +39,25 @@ int rx_state_init(struct rx_state *s)
     return s->context_summary ? 0 : -ENOMEM;
 }
 
+void rx_message_forget(struct rx_message *m)
+{
+    rx_free(m->json);
+    m->json = NULL;
+    m->json_len = 0;
+}
+
+void rx_tool_call_forget(struct rx_tool_call *c)
+{
+    rx_free(c->json);
+    c->json = NULL;
+    c->json_len = 0;
+}
+
 static void message_release(struct rx_message *m)
 {
     rx_free(m->id);
     rx_free(m->content);
+    rx_message_forget(m);
 }
 
 static void tool_call_release(struct rx_tool_call *c)
@@ -51,6 +66,50 @@ static void tool_call_release(struct rx_tool_call *c)
     rx_free(c->name);
     rx_free(c->parameters);
     rx_free(c->result.text);
+    rx_tool_call_forget(c);
+}
+
+const char *rx_message_key(const void *list, size_t i)
+{
+    return ((const struct rx_message_list *)list)->items[i].id;
+}
+
+const char *rx_tool_call_key(const void *list, size_t i)
+{
+    return ((const struct rx_tool_call_list *)list)->items[i].id;
+}
+
+void rx_state_settle(struct rx_state *s)
+{
+    struct rx_message_list *a = &s->assistant;
+    struct rx_tool_call_list *t = &s->tools;
+
+    while (a->settled < a->len && a->items[a->settled].status != RX_STATUS_STREAMING)
+        a->settled++;
+    while (t->settled < t->len && t->items[t->settled].result.present)
+        t->settled++;
+}
+
+/* Build every derived aid from the records (after decode or copy). */
+static int derive(struct rx_state *s)
+{
+    int err;
+
+    if ((err = rx_index_rebuild(&s->user.ids, s->user.len, rx_message_key, &s->user)) ||
+        (err = rx_index_rebuild(&s->assistant.ids, s->assistant.len, rx_message_key,
+                                &s->assistant)) ||
+        (err =
+             rx_index_rebuild(&s->tools.ids, s->tools.len, rx_tool_call_key, &s->tools)))
+        return err;
+    s->user.settled = s->user.len;
+    s->assistant.settled = s->tools.settled = 0;
+    rx_state_settle(s);
+    s->latest_result_at = 0;
+    for (size_t i = 0; i < s->tools.len; i++)
+        if (s->tools.items[i].result.present &&
+            s->tools.items[i].result.received_at > s->latest_result_at)
+            s->latest_result_at = s->tools.items[i].result.received_at;
+    return 0;
 }
 
 void rx_state_release(struct rx_state *s)
@@ -64,20 +123,18 @@ void rx_state_release(struct rx_state *s)
     rx_free(s->user.items);
     rx_free(s->assistant.items);
     rx_free(s->tools.items);
+    rx_index_release(&s->user.ids);
+    rx_index_release(&s->assistant.ids);
+    rx_index_release(&s->tools.ids);
     rx_free(s->context_summary);
     memset(s, 0, sizeof(*s));
 }
 
-/*
- * Lookups scan from the newest record: the ids an input names are nearly
- * always recent ones, so the common case stops after a few comparisons.
- */
 static struct rx_message *find_message(const struct rx_message_list *l, const char *id)
 {
-    for (size_t i = l->len; i-- > 0;)
-        if (!strcmp(l->items[i].id, id))
-            return &l->items[i];
-    return NULL;
+    long i = rx_index_find(&l->ids, id, rx_message_key, l);
+
+    return i < 0 ? NULL : &l->items[i];
 }
 
 struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id)
@@ -92,17 +149,16 @@ struct rx_message *rx_state_find_assistant(const struct rx_state *s, const char 
 
 struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id)
 {
-    for (size_t i = s->tools.len; i-- > 0;)
-        if (!strcmp(s->tools.items[i].id, id))
-            return &s->tools.items[i];
-    return NULL;
+    long i = rx_index_find(&s->tools.ids, id, rx_tool_call_key, &s->tools);
+
+    return i < 0 ? NULL : &s->tools.items[i];
 }
 
 size_t rx_state_pending_tools(const struct rx_state *s)
 {
     size_t n = 0;
 
-    for (size_t i = 0; i < s->tools.len; i++)
+    for (size_t i = s->tools.settled; i < s->tools.len; i++)
         n += !s->tools.items[i].result.present;
     return n;
 }
@@ -180,6 +236,53 @@ out_truncate:
     return err;
 }
 
+/*
+ * Keep a copy of the bytes just encoded for the record, so the next state
+ * encoding is a memcpy. The cache is an optimisation: out of memory, skip it.
+ */
+static void remember(char **json, size_t *json_len, const struct rx_buf *b, size_t from)
+{
+    char *copy = rx_strndup(b->data + from, b->len - from);
+
+    if (copy) {
+        *json = copy;
+        *json_len = b->len - from;
+    }
+}
+
+/* The cache is mutable through a const state: it never changes what is encoded. */
+static int encode_message_cached(const struct rx_message *cm, bool assistant,
+                                 struct rx_buf *b)
+{
+    struct rx_message *m = (struct rx_message *)cm;
+    size_t from = b->len;
+    int err;
+
+    if (m->json)
+        return rx_buf_append(b, m->json, m->json_len);
+    if ((err = rx_message_encode(m, assistant, b)))
+        return err;
+    /* A streaming message still changes: caching it would only be dropped. */
+    if (!assistant || m->status != RX_STATUS_STREAMING)
+        remember(&m->json, &m->json_len, b, from);
+    return 0;
+}
+
+static int encode_tool_call_cached(const struct rx_tool_call *cc, struct rx_buf *b)
+{
+    struct rx_tool_call *c = (struct rx_tool_call *)cc;
+    size_t from = b->len;
+    int err;
+
+    if (c->json)
+        return rx_buf_append(b, c->json, c->json_len);
+    if ((err = rx_tool_call_encode(c, b)))
+        return err;
+    if (c->result.present)
+        remember(&c->json, &c->json_len, b, from);
+    return 0;
+}
+
 static int encode_messages(const struct rx_message_list *l, bool assistant,
                            struct rx_buf *b)
 {
@@ -190,7 +293,7 @@ static int encode_messages(const struct rx_message_list *l, bool assistant,
     for (size_t i = 0; i < l->len; i++) {
         if (i && (err = rx_buf_putc(b, ',')))
             return err;
-        if ((err = rx_message_encode(&l->items[i], assistant, b)))
+        if ((err = encode_message_cached(&l->items[i], assistant, b)))
             return err;
     }
     return rx_buf_putc(b, ']');
@@ -211,7 +314,7 @@ int rx_state_encode(const struct rx_state *s, struct rx_buf *b)
     for (size_t i = 0; i < s->tools.len; i++) {
         if (i)
             PUT(rx_buf_putc(b, ','));
-        PUT(rx_tool_call_encode(&s->tools.items[i], b));
+        PUT(encode_tool_call_cached(&s->tools.items[i], b));
     }
     PUT(rx_buf_puts(b, "],\"calledBrainAt\":"));
     PUT(rx_buf_put_i64(b, s->called_brain_at));
@@ -395,6 +498,8 @@ int rx_state_decode(json_t *json, struct rx_state *out, char *err)
             goto out_release;
         s.tools.len++;
     }
+    if ((rc = derive(&s)))
+        goto out_release;
     if (!rx_state_check_invariants(&s)) {
         rc = fail(err, "state",
                   "breaks an invariant (duplicate id or time after updatedAt)");
@@ -430,7 +535,8 @@ static int copy_messages(const struct rx_message_list *src, struct rx_message_li
         struct rx_message *d = &dst->items[i];
 
         *d = src->items[i];
-        d->id = d->content = NULL;
+        d->id = d->content = d->json = NULL;
+        d->json_len = 0;
         if (copy_str(&d->id, src->items[i].id) ||
             copy_str(&d->content, src->items[i].content)) {
             message_release(d);
@@ -462,7 +568,8 @@ int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
         struct rx_tool_call *d = &s.tools.items[i];
 
         *d = *c;
-        d->id = d->name = d->parameters = d->result.text = NULL;
+        d->id = d->name = d->parameters = d->result.text = d->json = NULL;
+        d->json_len = 0;
         if (copy_str(&d->id, c->id) || copy_str(&d->name, c->name) ||
             copy_str(&d->parameters, c->parameters) ||
             copy_str(&d->result.text, c->result.text)) {
@@ -471,6 +578,8 @@ int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
         }
         s.tools.len++;
     }
+    if (derive(&s))
+        goto out_release;
     *dst = s;
     return 0;
 
@@ -495,12 +604,19 @@ static bool messages_sane(const struct rx_message_list *l, int64_t updated_at,
         for (size_t j = 0; j < i; j++)
             if (!strcmp(l->items[j].id, m->id))
                 return false;
+        if (rx_index_find(&l->ids, m->id, rx_message_key, l) != (long)i)
+            return false;
+        if (assistant && i < l->settled && m->status == RX_STATUS_STREAMING)
+            return false;
     }
-    return true;
+    return l->ids.used == l->len && l->settled <= l->len;
 }
 
 bool rx_state_check_invariants(const struct rx_state *s)
 {
+    int64_t latest = s->latest_result_at;
+    bool latest_seen = false;
+
     if (!s->context_summary || !messages_sane(&s->user, s->updated_at, false) ||
         !messages_sane(&s->assistant, s->updated_at, true) || s->tools.len > s->tools.cap)
         return false;
@@ -516,6 +632,13 @@ bool rx_state_check_invariants(const struct rx_state *s)
         for (size_t j = 0; j < i; j++)
             if (!strcmp(s->tools.items[j].id, c->id))
                 return false;
+        if (rx_index_find(&s->tools.ids, c->id, rx_tool_call_key, &s->tools) != (long)i ||
+            (i < s->tools.settled && !c->result.present) ||
+            (c->result.present && c->result.received_at > latest))
+            return false;
+        if (c->result.present && c->result.received_at == latest)
+            latest_seen = true;
     }
-    return true;
+    return s->tools.ids.used == s->tools.len && s->tools.settled <= s->tools.len &&
+           (latest_seen || s->latest_result_at == 0);
 }

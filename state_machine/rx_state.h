@@ -9,7 +9,8 @@
  * tool call ids at most RX_ID_MAX bytes;
  * user and assistant messages have content != NULL; tool records have
  * id/name/parameters != NULL and, when answered, a result text != NULL;
- * every time in a record is <= updated_at; `*_len <= *_cap`.
+ * every time in a record is <= updated_at; `*_len <= *_cap`; the derived
+ * aids (id indexes, `settled`, latest_result_at) agree with the records.
  * Ownership: struct rx_state is caller-allocated (rx_state_init/_release) and
  * owns every string and record in it. Pointers returned by the find helpers are
  * borrowed and valid until the next transition.
@@ -24,6 +25,7 @@
 #include <jansson.h>
 
 #include "state_machine/rx_buf.h"
+#include "state_machine/rx_index.h"
 
 enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
 
@@ -38,6 +40,8 @@ struct rx_message {
     int64_t updated_at;
     int64_t called_brain_at;
     enum rx_status status;
+    char *json; /* cached encoding, or NULL; dropped whenever the record changes */
+    size_t json_len;
 };
 
 struct rx_tool_result {
@@ -54,16 +58,27 @@ struct rx_tool_call {
     int64_t called_at;
     struct rx_tool_result result;
     bool is_loaded;
+    char *json; /* cached encoding, as for messages */
+    size_t json_len;
 };
 
+/*
+ * Lists keep two derived aids so one input costs what it touches, not the
+ * history: an id index, and `settled`: every record before it is final
+ * (assistant: not streaming; tool: answered), so scans start there.
+ */
 struct rx_message_list {
     struct rx_message *items;
     size_t len, cap;
+    struct rx_index ids;
+    size_t settled;
 };
 
 struct rx_tool_call_list {
     struct rx_tool_call *items;
     size_t len, cap;
+    struct rx_index ids;
+    size_t settled;
 };
 
 struct rx_state {
@@ -74,6 +89,7 @@ struct rx_state {
     int64_t called_brain_at;
     char *context_summary; /* never NULL once initialised; "" = none */
     int64_t summary_cut_at;
+    int64_t latest_result_at; /* derived: newest tool result's receivedAt, or 0 */
 };
 
 /* The initial state (SPEC 3.1): everything zero or empty. 0 or -ENOMEM. */
@@ -111,6 +127,15 @@ int rx_state_decode(json_t *json, struct rx_state *out, char *err) RX_WUR;
 
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */
 int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;
+
+/* Record id accessors for rx_index. */
+const char *rx_message_key(const void *list, size_t i);
+const char *rx_tool_call_key(const void *list, size_t i);
+/* Move `settled` past records that became final (after a merge). */
+void rx_state_settle(struct rx_state *s);
+/* Drop a record's cached encoding (it is about to change). */
+void rx_message_forget(struct rx_message *m);
+void rx_tool_call_forget(struct rx_tool_call *c);
 
 /* True when the invariants above hold; tests call it after every step. */
 bool rx_state_check_invariants(const struct rx_state *s);

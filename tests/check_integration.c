@@ -331,6 +331,65 @@ START_TEST(test_sse_first_state_and_resync)
 }
 END_TEST
 
+/* Apply one RFC 6902 op of the kinds the server sends ("/k" or "/list/<i|->"). */
+static void apply_patch_op(json_t *doc, json_t *op)
+{
+    const char *path = json_string_value(json_object_get(op, "path"));
+    const char *slash = strchr(path + 1, '/');
+    json_t *value = json_object_get(op, "value"), *list;
+    char key[64];
+
+    if (!slash) {
+        json_object_set(doc, path + 1, value);
+        return;
+    }
+    snprintf(key, sizeof(key), "%.*s", (int)(slash - path - 1), path + 1);
+    list = json_object_get(doc, key);
+    if (!strcmp(slash + 1, "-"))
+        json_array_append(list, value);
+    else
+        json_array_set(list, strtoul(slash + 1, NULL, 10), value);
+}
+
+START_TEST(test_patch_mode_rebuilds_state)
+{
+    char *sid = new_session(), url[256];
+    struct itest_sse ev;
+    json_t *doc, *st;
+    size_t n;
+
+    session_url(url, sizeof(url), sid, "/moorex?mode=patch");
+    ck_assert_int_eq(itest_sse_open(&ev, url, NULL), 0);
+    ck_assert_int_eq(itest_sse_wait(&ev, 0, "state-updated", NULL, NULL, WAIT_MS), 0);
+    ck_assert_int_eq(post(sid,
+                          "{\"type\":\"user-send-message\",\"content\":\"what is "
+                          "6*7?\"}",
+                          NULL),
+                     200);
+    st = state_when(sid, tool_answered, NULL);
+    /* Every change after the first state came as a patch, never a whole state. */
+    ck_assert_int_ge(itest_sse_wait(&ev, 1, "state-patch", NULL, NULL, WAIT_MS), 1);
+    usleep(200 * 1000);
+    ck_assert_int_lt(itest_sse_wait(&ev, 1, "state-updated", NULL, NULL, 10), 0);
+    doc = json_deep_copy(json_object_get(itest_sse_event(&ev, 0), "state"));
+    n = itest_sse_count(&ev);
+    for (size_t i = 1; i < n; i++) {
+        json_t *e = itest_sse_event(&ev, i), *op;
+        const char *t = json_string_value(json_object_get(e, "type"));
+        size_t k;
+
+        if (t && !strcmp(t, "state-patch"))
+            json_array_foreach(json_object_get(e, "patch"), k, op)
+                apply_patch_op(doc, op);
+    }
+    ck_assert_msg(json_equal(doc, st), "patched state differs from GET state");
+    json_decref(doc);
+    json_decref(st);
+    itest_sse_close(&ev);
+    free(sid);
+}
+END_TEST
+
 START_TEST(test_retry_is_stored_once)
 {
     char *sid = new_session();
@@ -726,6 +785,7 @@ static Suite *integration_suite(void)
     tcase_add_test(tc, test_sessions_isolated_and_default_routes);
     tcase_add_test(tc, test_sse_first_state_and_resync);
     tcase_add_test(tc, test_retry_is_stored_once);
+    tcase_add_test(tc, test_patch_mode_rebuilds_state);
     tcase_add_test(tc, test_every_error);
     tcase_add_test(tc, test_stuck_client_does_not_stall_others);
     tcase_add_test(tc, test_message_json_for_plain_clients);
