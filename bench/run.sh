@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# bench/run.sh - the server benchmark suite (issue 8), run by `make bench`.
+#
+# Starts every server it needs on 127.0.0.1 (port 0, the port read from its
+# first line), drives them with build/bench/loadgen, prints ONE table and
+# writes the same figures to build/bench/results.json (raw generator lines in
+# build/bench/raw.txt, server logs in build/bench/logs/). Every process it
+# starts is stopped by pid, on success, failure or Ctrl-C.
+#
+# Each timed figure is the median of REPS runs of SECS seconds; the runs of
+# Reflexor and of its baseline (bench/bare_server, bare libmicrohttpd) are
+# interleaved so a noisy shared machine hits both alike. Benchmarks measure:
+# a missed goal is reported, never a failure. BENCH_QUICK=1: 1 run of 1 s.
+set -u
+
+B=${BENCH_BUILD:-build}
+OUT=$B/bench
+LOGS=$OUT/logs
+RAW=$OUT/raw.txt
+JSON=$OUT/results.json
+LG=$B/bench/loadgen
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    SECS=1 REPS=1 FAN_SECS=2 RELAY_MSGS=2
+else
+    SECS=3 REPS=3 FAN_SECS=4 RELAY_MSGS=5
+fi
+FAN_SUBS=1000 FAN_RATE=25 # 25 POSTs/s x 2 events x 1000 = 50 000 offered/s
+POOL=200                  # sessions the POSTs rotate over (state stays small)
+MEM_SESSIONS=10000 MEM_STREAMS=1000
+
+mkdir -p "$LOGS"
+: >"$RAW"
+PIDS=()
+
+stop_all() {
+    local p
+    for p in "${PIDS[@]}"; do
+        kill "$p" 2>/dev/null
+    done
+    for p in "${PIDS[@]}"; do
+        wait "$p" 2>/dev/null
+    done
+    PIDS=()
+}
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD... : sets SRV_PID and SRV_PORT, or returns 1.
+start() {
+    local name=$1 i
+    shift
+    (exec "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err") &
+    SRV_PID=$!
+    PIDS+=("$SRV_PID")
+    SRV_PORT=
+    for i in $(seq 100); do
+        SRV_PORT=$(grep -o '127\.0\.0\.1:[0-9]*' "$LOGS/$name.out" 2>/dev/null |
+            head -1 | cut -d: -f2)
+        [ -n "$SRV_PORT" ] && return 0
+        kill -0 "$SRV_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "bench: $name did not start; see $LOGS/$name.err" >&2
+    return 1
+}
+
+stop() {
+    kill "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    local keep=() p
+    for p in "${PIDS[@]}"; do
+        [ "$p" != "$1" ] && keep+=("$p")
+    done
+    PIDS=("${keep[@]}")
+}
+
+# run LABEL ARGS... : one generator run, its line kept under LABEL.
+run() {
+    local label=$1 line
+    shift
+    if line=$("$LG" "$@" 2>>"$LOGS/loadgen.err"); then
+        echo "$label $line" >>"$RAW"
+    else
+        echo "bench: loadgen $* failed (see $LOGS/loadgen.err)" >&2
+    fi
+}
+
+# med LABEL KEY : median of KEY over the lines labelled LABEL ("" if none).
+med() {
+    awk -v l="$1" -v k="$2" '$1 == l {
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v[n++] = kv[2] + 0 }
+        }
+        END {
+            if (!n) exit
+            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            print v[int(n / 2)]
+        }' "$RAW"
+}
+
+# calc EXPR : awk arithmetic, "" when an operand is missing.
+calc() {
+    awk "BEGIN { print $1 }" 2>/dev/null
+}
+
+REFLEXOR=$B/reflexor
+conf() { # conf NAME JSON-FRAGMENT : a config file with the common limits
+    printf '{"web_root":"/nonexistent","limits":{"max_connections":4096,"max_sessions":100000,"session_queue_max":1024}%s}\n' \
+        "$2" >"$OUT/$1.json"
+    echo "$OUT/$1.json"
+}
+C_NOEFF=$(conf noeff ',"runtime":{"effects":false}')
+C_BRAIN=$(conf brain ',"brain":{"provider":"builtin","builtin":{"chunk_chars":4,"chunk_delay_ms":0}}')
+RX_FLAGS=(--listen 127.0.0.1:0 --log-level warn)
+
+echo "bench: pure layer..." >&2
+if ! "$B/bench/bench_pure" | awk '{ split($2, a, "="); $1 = "pure" a[2]; print }' >>"$RAW"; then
+    echo "bench: bench_pure failed" >&2
+fi
+
+# ---- the durable store: is it there? -------------------------------------
+DB=$OUT/tmp-store.db
+rm -f "$DB" "$DB"-*
+STORE=no
+if start store-probe "$REFLEXOR" --config "$C_NOEFF" --db "$DB" "${RX_FLAGS[@]}"; then
+    run probe post "$SRV_PORT" 1 1 1
+    stop "$SRV_PID"
+    [ -s "$DB" ] && STORE=yes
+fi
+rm -f "$DB" "$DB"-*
+
+# ---- POST throughput -------------------------------------------------------
+echo "bench: POST /moorex ($REPS x ${SECS}s per figure)..." >&2
+start bare "$B/bench/bare_server" || exit 1
+P_BARE=$SRV_PORT PID_BARE=$SRV_PID
+start noeff "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
+P_NOEFF=$SRV_PORT
+start brain "$REFLEXOR" --config "$C_BRAIN" --db :memory: "${RX_FLAGS[@]}" || exit 1
+P_BRAIN=$SRV_PORT
+VARIANTS="bare noeff brain"
+if [ $STORE = yes ]; then
+    start store "$REFLEXOR" --config "$C_NOEFF" --db "$DB" "${RX_FLAGS[@]}" || exit 1
+    P_STORE=$SRV_PORT
+    VARIANTS="$VARIANTS store"
+fi
+for rep in $(seq "$REPS"); do
+    for c in 10 100; do
+        for v in $VARIANTS; do
+            case $v in
+            bare) run "post_bare_$c" post "$P_BARE" "$c" "$SECS" 0 ;;
+            noeff) run "post_noeff_$c" post "$P_NOEFF" "$c" "$SECS" "$POOL" ;;
+            brain) run "post_brain_$c" post "$P_BRAIN" "$c" "$SECS" "$POOL" ;;
+            store) run "post_store_$c" post "$P_STORE" "$c" "$SECS" "$POOL" ;;
+            esac
+            sleep 0.3 # let the brain's effects drain before the next run
+        done
+    done
+done
+# The bare server's own memory floor: an idle keep-alive connection.
+run idle idle "$P_BARE" "$PID_BARE" "$MEM_STREAMS"
+stop_all
+rm -f "$DB" "$DB"-*
+
+# ---- SSE fan-out -------------------------------------------------------------
+echo "bench: SSE fan-out ($FAN_SUBS subscribers, $REPS x ${FAN_SECS}s)..." >&2
+for rep in $(seq "$REPS"); do
+    start fanout "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
+    run fanout fanout "$SRV_PORT" "$SRV_PID" "$FAN_SUBS" "$FAN_RATE" "$FAN_SECS"
+    stop "$SRV_PID"
+done
+
+# ---- memory ---------------------------------------------------------------
+echo "bench: memory..." >&2
+for rep in $(seq "$REPS"); do
+    start memory "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
+    sleep 0.2
+    run memory memory "$SRV_PORT" "$SRV_PID" "$MEM_SESSIONS" "$MEM_STREAMS"
+    stop "$SRV_PID"
+done
+
+# ---- token relay -------------------------------------------------------------
+echo "bench: token relay..." >&2
+RELAY=no
+if start fake_llm "$B/bench/fake_llm" 0 60 5; then
+    P_LLM=$SRV_PORT
+    C_OA=$(conf openai ",\"brain\":{\"provider\":\"openai\",\"openai\":{\"base_url\":\"http://127.0.0.1:$P_LLM/v1\",\"model\":\"bench\",\"retries\":0}}")
+    if start relay "$REFLEXOR" --config "$C_OA" --db :memory: "${RX_FLAGS[@]}"; then
+        for rep in $(seq "$REPS"); do
+            run relay relay "$SRV_PORT" "$RELAY_MSGS"
+            run direct direct "$P_LLM" "$RELAY_MSGS"
+        done
+        [ -n "$(med relay p50_us)" ] && RELAY=openai
+    fi
+fi
+stop_all
+
+# ---- the table --------------------------------------------------------------
+f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
+f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
+f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }
+verdict() { # verdict AWK-CONDITION
+    case $(calc "($1) ? 1 : 0") in 1) echo met ;; 0) echo MISSED ;; *) echo "n/a" ;; esac
+}
+
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+echo
+echo "Reflexor benchmarks  (rev $REV, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ); each timed figure: median of $REPS runs)"
+echo
+echo "1. Pure layer, one user-send-message on a state of N messages (median ns per input)"
+printf '   %8s %10s %12s %12s %12s %10s\n' "messages" "apply ns" "effects ns" "encode ns" "total ns" "state KB"
+for n in 10 100 1000 10000; do
+    printf '   %8s %10s %12s %12s %12s %10s\n' "$n" "$(f0 "$(med pure$n apply_ns)")" \
+        "$(f0 "$(med pure$n effects_ns)")" "$(f0 "$(med pure$n encode_ns)")" \
+        "$(f0 "$(med pure$n total_ns)")" "$(f1 "$(calc "$(med pure$n state_bytes)/1024")")"
+done
+r() { calc "$(med pure10000 "$1") / $(med pure10 "$1")"; }
+PURE_RATIO=$(r total_ns)
+echo "   growth 10k/10: total $(f0 "$PURE_RATIO")x (apply $(f0 "$(r apply_ns)")x, effects_at $(f0 "$(r effects_ns)")x, encode $(f0 "$(r encode_ns)")x)"
+echo
+echo "2. POST /moorex, keep-alive closed loop, ${SECS}s per run (user-send-message over $POOL sessions)"
+printf '   %-34s %5s %9s %9s %9s %9s\n' "server" "conns" "req/s" "p50 us" "p99 us" "x bare"
+label() {
+    case $1 in
+    bare) echo "bare libmicrohttpd (baseline)" ;;
+    noeff) echo "reflexor --no-effects" ;;
+    brain) echo "reflexor, builtin brain answering" ;;
+    store) echo "reflexor --no-effects --db FILE" ;;
+    esac
+}
+for c in 10 100; do
+    for v in bare noeff brain store; do
+        if [ $v = store ] && [ $STORE = no ]; then
+            printf '   %-34s %5s %s\n' "$(label store)" "$c" "n/a (store not integrated)"
+            continue
+        fi
+        printf '   %-34s %5s %9s %9s %9s %9s\n' "$(label $v)" "$c" \
+            "$(f0 "$(med post_${v}_$c rps)")" "$(f0 "$(med post_${v}_$c p50_us)")" \
+            "$(f0 "$(med post_${v}_$c p99_us)")" \
+            "$(f2 "$(calc "$(med post_${v}_$c rps) / $(med post_bare_$c rps)")")"
+    done
+done
+echo "   (errors, all runs: $(awk '$1 ~ /^post_/ { for (i = 2; i <= NF; i++) if ($i ~ /^errors=/) { split($i, a, "="); e += a[2] } } END { print e + 0 }' "$RAW"))"
+echo
+echo "3. SSE fan-out: $FAN_SUBS subscribers on one session, $FAN_RATE POSTs/s for ${FAN_SECS}s (--no-effects: 2 events per POST)"
+printf '   %16s %14s %14s %14s %10s %9s\n' "deliveries/s" "offered/s" "p50 ms" "p99 ms" "server CPU" "dropped"
+printf '   %16s %14s %14s %14s %9s%% %9s\n' "$(f0 "$(med fanout deliveries_per_s)")" \
+    "$((FAN_RATE * 2 * FAN_SUBS))" "$(f2 "$(med fanout p50_ms)")" "$(f2 "$(med fanout p99_ms)")" \
+    "$(f0 "$(med fanout cpu_pct)")" "$(f0 "$(med fanout dropped)")"
+echo "   (latency: POST written -> its input-received event read by a subscriber; CPU: utime+stime / wall, 100% = 1 core)"
+echo
+echo "4. Memory (VmRSS)"
+printf '   %-44s %12s %12s\n' "" "reflexor" "bare MHD"
+printf '   %-44s %12s %12s\n' "idle server, KB" "$(f0 "$(med memory idle_kb)")" "$(f0 "$(med idle idle_kb)")"
+printf '   %-44s %12s %12s\n' "per idle session, bytes ($MEM_SESSIONS sessions)" "$(f0 "$(med memory session_bytes)")" "-"
+printf '   %-44s %12s %12s\n' "per open SSE stream, bytes ($MEM_STREAMS streams)" "$(f0 "$(med memory stream_bytes)")" "$(f0 "$(med idle conn_bytes)")"
+echo "   (bare MHD column: an idle keep-alive connection after one POST, the floor under a stream)"
+echo
+echo "5. Token relay: fake LLM token -> /messages/<mid> subscriber (openai brain, 60 tokens 5 ms apart)"
+printf '   %-44s %10s %10s %8s\n' "" "p50 us" "p99 us" "tokens"
+if [ $RELAY = openai ]; then
+    printf '   %-44s %10s %10s %8s\n' "through reflexor (curl, brain, session, SSE)" \
+        "$(f0 "$(med relay p50_us)")" "$(f0 "$(med relay p99_us)")" "$(f0 "$(med relay tokens)")"
+    printf '   %-44s %10s %10s %8s\n' "fake LLM read directly (baseline)" \
+        "$(f0 "$(med direct p50_us)")" "$(f0 "$(med direct p99_us)")" "$(f0 "$(med direct tokens)")"
+else
+    echo "   n/a (the openai brain did not answer; see $LOGS/relay.err)"
+fi
+echo
+echo "6. Durable store: see the '--db FILE' rows of 2$([ $STORE = no ] && echo ' (n/a: store not integrated; --db FILE wrote no file)')"
+echo
+
+G1=$(verdict "$PURE_RATIO <= 3")
+G2a=$(calc "$(med post_noeff_10 rps) / $(med post_bare_10 rps)")
+G2b=$(calc "$(med post_noeff_100 rps) / $(med post_bare_100 rps)")
+G2=$(verdict "$G2a >= 0.5 && $G2b >= 0.5")
+G3=$(verdict "$(med fanout deliveries_per_s) >= 40000 && $(med fanout p99_ms) < 20")
+G4=$(verdict "$(med memory stream_bytes) < 40960")
+G5=$(verdict "$(med memory session_bytes) < 16384")
+echo "Goals"
+printf '   %-7s %-58s %s\n' "$G1" "per-input cost at 10 000 messages <= 3x the cost at 10" "$(f0 "$PURE_RATIO")x"
+printf '   %-7s %-58s %s\n' "$G2" "POST --no-effects >= 0.5x bare rate (10 / 100 conns)" "$(f2 "$G2a")x / $(f2 "$G2b")x"
+printf '   %-7s %-58s %s\n' "$G3" "1 000 subscribers: >= 40 000 deliveries/s, p99 < 20 ms" "$(f0 "$(med fanout deliveries_per_s)")/s, p99 $(f2 "$(med fanout p99_ms)") ms"
+printf '   %-7s %-58s %s\n' "$G4" "idle SSE stream < 40 KB" "$(f0 "$(calc "$(med memory stream_bytes)/1024")") KB"
+printf '   %-7s %-58s %s\n' "$G5" "idle session < 16 KB" "$(f1 "$(calc "$(med memory session_bytes)/1024")") KB"
+echo
+echo "figures: $JSON (raw runs: $RAW)"
+
+# ---- results.json ---------------------------------------------------------------
+num() { [ -n "$1" ] && echo "$1" || echo null; }
+{
+    echo "{"
+    echo "  \"rev\": \"$REV\", \"cpus\": $(nproc), \"reps\": $REPS, \"secs\": $SECS,"
+    echo "  \"pure\": ["
+    sep=""
+    for n in 10 100 1000 10000; do
+        printf '%s    {"messages": %s, "apply_ns": %s, "effects_ns": %s, "encode_ns": %s, "total_ns": %s, "state_bytes": %s}' \
+            "$sep" "$n" "$(num "$(med pure$n apply_ns)")" "$(num "$(med pure$n effects_ns)")" \
+            "$(num "$(med pure$n encode_ns)")" "$(num "$(med pure$n total_ns)")" \
+            "$(num "$(med pure$n state_bytes)")"
+        sep=$',\n'
+    done
+    echo
+    echo "  ],"
+    echo "  \"pure_growth_10k_over_10\": $(num "$PURE_RATIO"),"
+    echo "  \"post\": ["
+    sep=""
+    for c in 10 100; do
+        for v in bare noeff brain store; do
+            [ $v = store ] && [ $STORE = no ] && continue
+            printf '%s    {"server": "%s", "conns": %s, "rps": %s, "p50_us": %s, "p99_us": %s, "x_bare": %s}' \
+                "$sep" "$v" "$c" "$(num "$(med post_${v}_$c rps)")" \
+                "$(num "$(med post_${v}_$c p50_us)")" "$(num "$(med post_${v}_$c p99_us)")" \
+                "$(num "$(calc "$(med post_${v}_$c rps) / $(med post_bare_$c rps)")")"
+            sep=$',\n'
+        done
+    done
+    echo
+    echo "  ],"
+    echo "  \"store\": $([ $STORE = yes ] && echo '"integrated"' || echo '"not integrated"'),"
+    printf '  "fanout": {"subscribers": %s, "posts_per_s": %s, "offered_per_s": %s, "deliveries_per_s": %s, "p50_ms": %s, "p99_ms": %s, "server_cpu_pct": %s, "dropped": %s},\n' \
+        "$FAN_SUBS" "$FAN_RATE" "$((FAN_RATE * 2 * FAN_SUBS))" "$(num "$(med fanout deliveries_per_s)")" \
+        "$(num "$(med fanout p50_ms)")" "$(num "$(med fanout p99_ms)")" \
+        "$(num "$(med fanout cpu_pct)")" "$(num "$(med fanout dropped)")"
+    printf '  "memory": {"idle_kb": %s, "session_bytes": %s, "stream_bytes": %s, "bare_idle_kb": %s, "bare_conn_bytes": %s},\n' \
+        "$(num "$(med memory idle_kb)")" "$(num "$(med memory session_bytes)")" \
+        "$(num "$(med memory stream_bytes)")" "$(num "$(med idle idle_kb)")" "$(num "$(med idle conn_bytes)")"
+    printf '  "relay": {"brain": "%s", "p50_us": %s, "p99_us": %s, "direct_p50_us": %s, "direct_p99_us": %s},\n' \
+        "$RELAY" "$(num "$(med relay p50_us)")" "$(num "$(med relay p99_us)")" \
+        "$(num "$(med direct p50_us)")" "$(num "$(med direct p99_us)")"
+    printf '  "goals": {"pure_growth": "%s", "post_vs_bare": "%s", "fanout": "%s", "stream_memory": "%s", "session_memory": "%s"}\n' \
+        "$G1" "$G2" "$G3" "$G4" "$G5"
+    echo "}"
+} >"$JSON"
