@@ -689,7 +689,9 @@ function connect() {
   ui.es = null;
   if (!ui.sid) return;
   const sid = ui.sid;
-  const es = new EventSource(`${API}/sessions/${enc(sid)}/moorex`);
+  // mode=patch: after the first state, each change arrives as a JSON Patch
+  // the size of the change, not of the history.
+  const es = new EventSource(`${API}/sessions/${enc(sid)}/moorex?mode=patch`);
   ui.es = es;
   if (ui.conn !== 'online') setConn(ui.everOnline ? 'offline' : 'connecting');
   es.onopen = () => {
@@ -737,6 +739,21 @@ async function checkGone(sid) {
   ui.backoff = Math.min(ui.backoff * 2, 10000);
 }
 
+// RFC 6902 as the server sends it: "replace" of a top-level key or of
+// "/list/<i>", "add" at "/list/-". Touched arrays are copied, never mutated,
+// so a state object once rendered stays as it was.
+function applyPatch(state, ops) {
+  const next = { ...state };
+  for (const op of ops || []) {
+    const [, key, at] = op.path.split('/');
+    if (at === undefined) { next[key] = op.value; continue; }
+    if (next[key] === state[key]) next[key] = [...state[key]];
+    if (at === '-') next[key].push(op.value);
+    else next[key][Number(at)] = op.value;
+  }
+  return next;
+}
+
 function onEvent(ev, id) {
   const seq = id ? Number(id) : null;
   if (seq !== null && !Number.isNaN(seq)) ui.lastSeq = seq;
@@ -757,6 +774,10 @@ function onEvent(ev, id) {
       syncStreams();
       break;
     }
+    case 'state-patch':
+      // A patch only follows a whole state on the same stream.
+      if (ui.state) onEvent({ type: 'state-updated', state: applyPatch(ui.state, ev.patch) }, id);
+      break;
     case 'input-received':
       timelinePush({ seq, type: ev.input?.type || 'input', summary: inputSummary(ev.input), detail: ev.input, cls: 'input' });
       break;
