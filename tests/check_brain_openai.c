@@ -13,6 +13,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -41,6 +42,7 @@ extern char **environ;
 
 static pid_t fake_pid;
 static int fake_port;
+static int fake_stdin = -1; /* closing it (or dying) stops the fake */
 static struct toolkit *tools;
 
 /* Test texts use ' for " (q() swaps them in place of a copy). */
@@ -72,11 +74,11 @@ static void fake_start(void)
 {
     char exe[PATH_MAX], path[PATH_MAX + 16];
     const char *env = getenv("FAKE_OPENAI");
-    char *argv[] = {path, NULL};
+    char *argv[] = {path, (char *)"--exit-on-eof", NULL};
     posix_spawn_file_actions_t fa;
     ssize_t n;
     char line[64] = "";
-    int fds[2];
+    int fds[2], in[2];
     FILE *f;
 
     ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
@@ -92,14 +94,17 @@ static void fake_start(void)
         *strrchr(exe, '/') = '\0';
         snprintf(path, sizeof(path), "%s/fake_openai", exe);
     }
-    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     ck_assert_msg(posix_spawn(&fake_pid, path, &fa, NULL, argv, environ) == 0,
                   "cannot start %s", path);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
+    close(in[0]);
+    fake_stdin = in[1];
     f = fdopen(fds[0], "r");
     ck_assert_ptr_nonnull(f);
     ck_assert_msg(fgets(line, sizeof(line), f) &&
@@ -115,6 +120,8 @@ static void fake_stop(void)
 {
     int status;
 
+    close(fake_stdin);
+    fake_stdin = -1;
     kill(fake_pid, SIGTERM);
     waitpid(fake_pid, &status, 0);
     toolkit_destroy(tools);

@@ -1,10 +1,13 @@
 /*
  * fake_openai - a fake OpenAI-compatible Chat Completions server for tests.
  *
- *   fake_openai [--port N]      (default 0: any free port on 127.0.0.1)
+ *   fake_openai [--port N] [--exit-on-eof]
  *
- * Prints "port <N>\n" on stdout once it listens, then serves until SIGTERM or
- * SIGINT. Standalone: libmicrohttpd and jansson only, nothing of Reflexor.
+ * Prints "port <N>\n" on stdout once it listens (N is any free port on
+ * 127.0.0.1 by default), then serves until SIGTERM or SIGINT, or, with
+ * --exit-on-eof, until its stdin reaches end of file: a test runner that
+ * keeps the other end of a pipe open cannot leave the fake behind when it is
+ * killed. Standalone: libmicrohttpd and jansson only, nothing of Reflexor.
  *
  *   POST .../chat/completions  plays the scenario named by the body's "model"
  *   GET  /__requests           every request so far: [{"path","authorization",
@@ -46,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -506,8 +510,22 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* --exit-on-eof: the parent's end of our stdin closed, so it is gone. */
+static void *watch_stdin(void *arg)
+{
+    char buf[256];
+
+    (void)arg;
+    while (read(0, buf, sizeof(buf)) > 0)
+        ;
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
+    bool exit_on_eof = false;
+    pthread_t watcher;
     struct sockaddr_in addr = {.sin_family = AF_INET};
     const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
@@ -517,8 +535,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--port") && i + 1 < argc)
             port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--exit-on-eof"))
+            exit_on_eof = true;
         else
-            die("usage: fake_openai [--port N]");
+            die("usage: fake_openai [--port N] [--exit-on-eof]");
     }
     requests = json_array();
     if (!requests)
@@ -542,6 +562,8 @@ int main(int argc, char **argv)
         die("cannot read the bound port");
     printf("port %u\n", (unsigned)info->port);
     fflush(stdout);
+    if (exit_on_eof && pthread_create(&watcher, NULL, watch_stdin, NULL))
+        die("cannot start the stdin watcher");
     sigwait(&set, &sig);
     stopping = 1;
     MHD_stop_daemon(d);
