@@ -1,0 +1,32 @@
+# mk/store.mk - the durable input log (server/store.c): its benchmark and the
+# crash loop.
+#
+#   make bench-store   inputs/s with the store (fsync, no fsync) vs without,
+#                      and bytes per input (build/bench/bench_store)
+#   make crash-test    kill -9 the real server at random moments, restart,
+#                      check nothing acknowledged is lost (build/tests/crash_loop)
+#
+# The unit tests of the store are tests/check_store.c (in `make check`).
+# CRASH_SEED / CRASH_ITERATIONS pick the loop's seed and length.
+
+.PHONY: bench-store crash-test
+
+# Explicit: the benchmark needs the store, which is not in libreflexor.a.
+$(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o \
+                            $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-store: $(BUILD)/bench/bench_store
+	./$(BUILD)/bench/bench_store
+
+$(BUILD)/tests/crash_loop: $(BUILD)/tests/crash_loop.o $(BUILD)/tests/itest.o \
+                           $(BUILD)/libreflexor.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+CRASH_SEED ?= 7
+CRASH_ITERATIONS ?= 40
+crash-test: $(BUILD)/reflexor $(BUILD)/tests/crash_loop
+	RX_SERVER=./$(BUILD)/reflexor ./$(BUILD)/tests/crash_loop $(CRASH_SEED) $(CRASH_ITERATIONS)
+
+all: $(BUILD)/bench/bench_store
+BENCH_RUN += bench-store
