@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "server/store.h"
 #include "state_machine/rx_machine.h"
@@ -98,11 +99,34 @@ static struct rx_input *make_inputs(int n, int sessions)
     return v;
 }
 
+/* Session ids as long as the server's (UUIDs): the log repeats them per row. */
+static void session_id(char *buf, size_t n, int s)
+{
+    snprintf(buf, n, "%08x-0000-4000-8000-%012x", (unsigned)s * 2654435761u, (unsigned)s);
+}
+
+/* Bytes of the snapshots in a closed database file, read directly. */
+static int64_t snapshot_bytes(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    int64_t n = -1;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT coalesce(sum(length(state)), 0) FROM snapshots",
+                           -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
 static int run_one(struct run *r, const struct rx_input *in, int n, int sessions,
                    int snapshot_every)
 {
     struct rx_state *st = calloc((size_t)sessions, sizeof(*st));
-    char err[STORE_ERR_LEN], sid[32];
+    char err[STORE_ERR_LEN], sid[48];
     struct store *db = NULL;
     double t0;
     int rc = -1;
@@ -120,7 +144,7 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
         if (store_set_durable(db, r->durable))
             goto out_close;
         for (int s = 0; s < sessions; s++) {
-            snprintf(sid, sizeof(sid), "bench-%d", s);
+            session_id(sid, sizeof(sid), s);
             if (store_create_session(db, sid, 1))
                 goto out_close;
         }
@@ -135,7 +159,7 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
             goto out_close;
         }
         if (db) {
-            snprintf(sid, sizeof(sid), "bench-%d", s);
+            session_id(sid, sizeof(sid), s);
             if (store_append(db, sid, i / sessions + 1, &in[i], &st[s], snapshot_every)) {
                 store_last_error(db, err);
                 fprintf(stderr, "bench_store: append %d: %s\n", i, err);
@@ -206,10 +230,14 @@ int main(int argc, char **argv)
             continue;
         }
         printf("  %-26s %10.0f inputs/s", runs[i].name, n / runs[i].seconds);
-        if (runs[i].path)
-            printf("   %6.1f bytes/input in the file (%lld inputs, %lld bytes)",
+        if (runs[i].path) {
+            int64_t snap = snapshot_bytes(runs[i].path);
+
+            printf("   %6.1f bytes/input in the file (%lld inputs, %lld bytes, of which "
+                   "%lld in snapshots)",
                    (double)runs[i].bytes / (double)runs[i].inputs,
-                   (long long)runs[i].inputs, (long long)runs[i].bytes);
+                   (long long)runs[i].inputs, (long long)runs[i].bytes, (long long)snap);
+        }
         printf("\n");
     }
     for (int i = 0; i < n; i++)
