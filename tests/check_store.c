@@ -24,6 +24,17 @@
 
 #define BASE_MS 1700000000000LL
 
+/* The call must return 0; otherwise fail with the store's own sentence. */
+#define ck_store_ok(st, call)                                                            \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        char err_[STORE_ERR_LEN] = "";                                                   \
+                                                                                         \
+        if (rc_)                                                                         \
+            store_last_error(st, err_);                                                  \
+        ck_assert_msg(rc_ == 0, "%s: %d (%s)", #call, rc_, err_);                        \
+    } while (0)
+
 static char tmpdir[64];
 static char dbpath[128];
 
@@ -152,7 +163,7 @@ static void fill_session(struct store *st, const char *sid, int n, int snapshot_
         ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
         ck_assert_msg(out.verdict == RX_ACCEPTED, "input %d: %s", i,
                       rx_reason_name(out.reason));
-        ck_assert_int_eq(store_append(st, sid, i + 1, &in, &s, snapshot_every), 0);
+        ck_store_ok(st, store_append(st, sid, i + 1, &in, &s, snapshot_every));
         rx_input_release(&in);
         if (prefix)
             prefix[i + 1] = state_bytes(&s);
@@ -284,7 +295,7 @@ START_TEST(test_round_trip)
     store_close(st);
 
     st = open_ok(dbpath);
-    ck_assert_int_eq(store_load(st, collect, &l), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.n, 3);
     ck_assert_str_eq(l.id[0], "s1");
     ck_assert_int_eq(l.seq[0], 47);
@@ -314,7 +325,7 @@ START_TEST(test_memory_and_session_load)
     char *want = fold_bytes(13), *got;
 
     fill_session(st, "m", 13, 4, NULL);
-    ck_assert_int_eq(store_session_load(st, "m", &s, &seq), 0);
+    ck_store_ok(st, store_session_load(st, "m", &s, &seq));
     ck_assert_int_eq(seq, 13);
     got = state_bytes(&s);
     ck_assert_str_eq(got, want);
@@ -379,7 +390,7 @@ START_TEST(test_snapshot_bounds_replay)
     /* Replay starts at the snapshot: a damaged input before it is never read. */
     raw_sql(dbpath, "UPDATE inputs SET input='garbage' WHERE seq=7");
     st = open_ok(dbpath);
-    ck_assert_int_eq(store_load(st, collect, &l), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.n, 1);
     ck_assert_int_eq(l.seq[0], 35);
     ck_assert_str_eq(l.state[0], want);
@@ -467,7 +478,7 @@ START_TEST(test_state_at)
     for (int k = 0; k <= N; k++) {
         char *got;
 
-        ck_assert_int_eq(store_state_at(st, "s", k, &s), 0);
+        ck_store_ok(st, store_state_at(st, "s", k, &s));
         got = state_bytes(&s);
         ck_assert_msg(!strcmp(got, prefix[k]), "state at %d differs", k);
         free(got);
@@ -502,7 +513,7 @@ START_TEST(test_fork)
     ck_assert_int_eq(store_fork(st, "s", 3, "f12", 1), -EEXIST);
     ck_assert_int_eq(store_fork(st, "ghost", 0, "f", 1), -ENOENT);
 
-    ck_assert_int_eq(store_session_load(st, "f12", &s, &seq), 0);
+    ck_store_ok(st, store_session_load(st, "f12", &s, &seq));
     ck_assert_int_eq(seq, 12);
     got = state_bytes(&s);
     ck_assert_str_eq(got, prefix[12]);
@@ -519,7 +530,7 @@ START_TEST(test_fork)
     store_close(st);
 
     st = open_ok(dbpath);
-    ck_assert_int_eq(store_load(st, collect, &l), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.n, 4);
     ck_assert_str_eq(l.id[0], "s");
     ck_assert_str_eq(l.state[0], prefix[N]);
@@ -658,7 +669,7 @@ START_TEST(test_gc)
     fill_session(st, "old", 12, 5, NULL);
     fill_session(st, "revived", 12, 5, NULL);
     /* Created long ago, but an input arrived after the limit: kept. */
-    ck_assert_int_eq(store_session_load(st, "revived", &s, &n), 0);
+    ck_store_ok(st, store_session_load(st, "revived", &s, &n));
     gen_parse(12, &in);
     in.timestamp = BASE_MS + 100000;
     ck_assert_int_eq(store_append(st, "revived", 13, &in, &s, 5), 0);
@@ -679,7 +690,7 @@ START_TEST(test_gc)
     ck_assert_int_eq(inputs, 12);
     json_decref(ids);
 
-    ck_assert_int_eq(store_load(st, collect, &l), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.n, 2);
     ck_assert_str_eq(l.id[0], "revived");
     ck_assert_int_eq(l.seq[0], 13);
@@ -725,7 +736,7 @@ START_TEST(test_threads)
     }
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    ck_assert_int_eq(store_load(st, collect, &l), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.n, 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(l.seq[i], 30);
