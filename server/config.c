@@ -40,7 +40,7 @@ int config_init(struct config *c)
     if (!c->json || config_set_str(&c->listen_host, "127.0.0.1") ||
         config_set_str(&c->prefix, "/api/reflexor") ||
         config_set_str(&c->web_root, "build/web") ||
-        config_set_str(&c->db_path, ":memory:") ||
+        config_set_str(&c->db_path, "data/reflexor.db") ||
         config_set_str(&c->system_prompt, "You are Reflexor, a helpful assistant.") ||
         config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin")) {
         config_release(c);

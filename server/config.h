@@ -32,7 +32,7 @@ struct config {
     char *auth_token; /* "" = no auth */
     bool allow_agent_inputs;
     bool effects; /* false: inputs are folded, nothing is carried out (benchmarks) */
-    char *brain; /* "builtin" or "openai" */
+    char *brain;  /* "builtin" or "openai" */
     size_t body_max;
     size_t message_max;
     int max_sessions;

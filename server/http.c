@@ -205,6 +205,100 @@ static bool wants_sse(struct MHD_Connection *conn)
     return a && strstr(a, "text/event-stream");
 }
 
+/* A non-negative integer query value, or -1. */
+static long long parse_seq(const char *v)
+{
+    char *end;
+    long long n;
+
+    if (!v || !*v)
+        return -1;
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    return *end || errno || n < 0 ? -1 : n;
+}
+
+static enum MHD_Result log_error_answer(struct MHD_Connection *conn, int err)
+{
+    if (err == -ENOENT)
+        return send_error(conn, 404, "not-found", NULL, "no such session in the log");
+    if (err == -ERANGE)
+        return send_error(conn, 400, "invalid-input", "at",
+                          "'at' is past the last input");
+    if (err == -ENOSPC)
+        return send_error(conn, 507, "storage-full", NULL, "the database is full");
+    return send_error(conn, 500, "internal", NULL, "%s", strerror(-err));
+}
+
+/* GET .../sessions/<sid>?at=<seq>: the state as of that input (time travel). */
+static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
+                                const char *at)
+{
+    long long seq = parse_seq(at);
+    json_t *j = NULL;
+    int err;
+
+    if (seq < 0)
+        return send_error(conn, 400, "invalid-input", "at",
+                          "'at' must be a non-negative integer");
+    err = session_state_at(s, seq, &j);
+    return err ? log_error_answer(conn, err) : send_json(conn, 200, j);
+}
+
+/* GET .../sessions/<sid>/history[?after=N&limit=M]: the inputs with their seq. */
+static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
+{
+    const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+    const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+    long long after = a ? parse_seq(a) : 0, limit = l ? parse_seq(l) : 0;
+    json_t *j = NULL;
+    int err;
+
+    if (after < 0 || limit < 0)
+        return send_error(conn, 400, "invalid-input", after < 0 ? "after" : "limit",
+                          "must be a non-negative integer");
+    err = session_history(s, after, (int)(limit > 100000 ? 100000 : limit), &j);
+    return err ? log_error_answer(conn, err) : send_json(conn, 200, j);
+}
+
+/* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */
+static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connection *conn,
+                                    struct session *s, struct request *req)
+{
+    json_t *j, *at;
+    json_error_t jerr;
+    struct session *f = NULL;
+    json_int_t seq;
+    int err;
+
+    if (srv->stopping)
+        return send_error(conn, 503, "shutting-down", NULL, "the server is stopping");
+    if (!content_type_ok(conn))
+        return send_error(conn, 415, "unsupported-media-type", NULL,
+                          "send {\"at\": seq} as Content-Type: application/json");
+    j = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &jerr);
+    if (!j)
+        return send_error(conn, 400, "invalid-json", NULL, "line %d, column %d: %s",
+                          jerr.line, jerr.column, jerr.text);
+    at = json_object_get(j, "at");
+    if (!json_is_integer(at) || json_integer_value(at) < 0) {
+        json_decref(j);
+        return send_error(conn, 400, "invalid-input", "at",
+                          "'at' must be a non-negative integer (an input's seq)");
+    }
+    seq = json_integer_value(at);
+    json_decref(j);
+    err = session_table_fork(srv->sessions, session_id(s), seq, &f);
+    if (err)
+        return log_error_answer(conn, err);
+    j = json_pack("{s:s, s:s, s:I}", "id", session_id(f), "from", session_id(s), "at",
+                  seq);
+    log_info("session %s forked from %s at %lld", session_id(f), session_id(s),
+             (long long)seq);
+    session_unref(f);
+    return send_json(conn, 201, j);
+}
+
 /* Routes under /sessions/<sid>, and the seed's routes on "default". */
 static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connection *conn,
                                      const char *method, struct session *s,
@@ -213,6 +307,10 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 
     if (!*rest) {
+        const char *at = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "at");
+
+        if (get && at)
+            return state_at(conn, s, at);
         if (get)
             return send_json(conn, 200, session_state_json(s));
         if (!strcmp(method, "DELETE")) {
@@ -233,6 +331,16 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         if (!strcmp(method, "POST"))
             return submit_input(srv, conn, s, req);
         return method_not_allowed(conn, "GET, POST");
+    }
+    if (!strcmp(rest, "/history")) {
+        if (!get)
+            return method_not_allowed(conn, "GET");
+        return history(conn, s);
+    }
+    if (!strcmp(rest, "/fork")) {
+        if (strcmp(method, "POST"))
+            return method_not_allowed(conn, "POST");
+        return fork_session(srv, conn, s, req);
     }
     if (!strncmp(rest, "/messages/", 10) && rest[10] && !strchr(rest + 10, '/')) {
         struct MHD_Response *r = NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "effects/brain_builtin.h"
@@ -20,6 +21,7 @@
 #include "server/log.h"
 #include "server/session.h"
 #include "server/sse.h"
+#include "server/store.h"
 
 static const char usage[] =
     "usage: reflexor [options]\n"
@@ -29,7 +31,10 @@ static const char usage[] =
     "  -c, --config FILE      JSON config (see config/README.md); flags override it\n"
     "  -l, --listen HOST:PORT address to serve on (default 127.0.0.1:8080; port 0\n"
     "                         picks a free port, printed at start-up)\n"
-    "      --db PATH          input log database, ':memory:' for none\n"
+    "      --db PATH          input log database (default data/reflexor.db),\n"
+    "                         ':memory:' keeps nothing across restarts\n"
+    "      --gc               apply the retention policy to the database once,\n"
+    "                         report what was removed, and exit\n"
     "      --web DIR          static files of the web UI (default build/web)\n"
     "      --brain NAME       'builtin' (embedded, offline) or 'openai'\n"
     "      --no-effects       fold inputs but carry out no effect (benchmarks)\n"
@@ -49,6 +54,7 @@ struct options {
     const char *brain;
     const char *log_level;
     bool no_effects;
+    bool gc;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -61,6 +67,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"brain", required_argument, NULL, 'b'},
         {"log-level", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"no-effects", no_argument, NULL, 'n'},
+        {"gc", no_argument, NULL, 'g'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -87,6 +95,9 @@ static int parse_args(int argc, char **argv, struct options *o)
             break;
         case 'n':
             o->no_effects = true;
+            break;
+        case 'g':
+            o->gc = true;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -226,14 +237,28 @@ static void raise_fd_limit(int connections)
     }
 }
 
-/* Pings every open stream so proxies keep idle ones open. */
+/* Pings every open stream so proxies keep idle ones open, and applies the
+   retention policy once an hour. */
 struct pinger {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stop;
     int interval_ms;
+    struct session_table *sessions;
+    int retention_days; /* 0: keep everything */
+    int64_t next_sweep_ms;
 };
+
+static void sweep_if_due(struct pinger *p)
+{
+    int64_t now = session_now_ms();
+
+    if (!p->retention_days || now < p->next_sweep_ms)
+        return;
+    p->next_sweep_ms = now + 3600 * 1000;
+    session_table_sweep(p->sessions, now - (int64_t)p->retention_days * 86400000);
+}
 
 static void *pinger_main(void *arg)
 {
@@ -253,11 +278,53 @@ static void *pinger_main(void *arg)
         if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT && !p->stop) {
             pthread_mutex_unlock(&p->lock);
             sse_ping_everything();
+            sweep_if_due(p);
             pthread_mutex_lock(&p->lock);
         }
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+/* The default database lives under data/, made on first use. */
+static struct store *open_store(const struct config *cfg)
+{
+    char err[STORE_ERR_LEN] = "";
+    struct store *st;
+
+    if (!strncmp(cfg->db_path, "data/", 5) && mkdir("data", 0755) && errno != EEXIST) {
+        fprintf(stderr, "reflexor: cannot create 'data': %s\n", strerror(errno));
+        return NULL;
+    }
+    st = store_open(cfg->db_path, err);
+    if (!st)
+        fprintf(stderr, "reflexor: database %s\n", err);
+    return st;
+}
+
+/* reflexor --gc: the retention policy, once. */
+static int run_gc(const struct config *cfg)
+{
+    struct store *st = open_store(cfg);
+    int64_t inputs = 0;
+    int removed = 0, err;
+
+    if (!st)
+        return 1;
+    if (!cfg->retention_max_age_days) {
+        printf("retention.max_age_days is 0: nothing is ever removed\n");
+        store_close(st);
+        return 0;
+    }
+    err = store_gc(st, session_now_ms() - (int64_t)cfg->retention_max_age_days * 86400000,
+                   &removed, &inputs);
+    if (err)
+        fprintf(stderr, "reflexor: gc failed: %s\n", strerror(-err));
+    else
+        printf("removed %d session(s) and %lld input(s) older than %d day(s) from %s\n",
+               removed, (long long)inputs, cfg->retention_max_age_days, cfg->db_path);
+    store_close(st);
+    return err ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -266,6 +333,7 @@ int main(int argc, char **argv)
     struct config cfg;
     struct toolkit *tools = NULL;
     struct brain *brain = NULL;
+    struct store *store = NULL;
     struct session_table *sessions = NULL;
     struct http_server srv;
     struct pinger pinger = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -275,6 +343,11 @@ int main(int argc, char **argv)
 
     if (parse_args(argc, argv, &opts) || load_config(&cfg, &opts))
         return 2;
+    if (opts.gc) {
+        rc = run_gc(&cfg);
+        config_release(&cfg);
+        return rc;
+    }
     /* Signals go to this thread only (sigwait below); workers inherit the mask. */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -284,21 +357,37 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     raise_fd_limit(cfg.max_connections);
 
-    if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)))
+    if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)) ||
+        !(store = open_store(&cfg)))
         goto out_release;
-    sessions = session_table_create(&(struct session_env){&cfg, brain, tools, NULL});
-    if (!sessions || session_table_create_session(sessions, "default", NULL)) {
+    sessions = session_table_create(&(struct session_env){&cfg, brain, tools, store});
+    if (!sessions) {
         fprintf(stderr, "reflexor: out of memory\n");
         goto out_release;
     }
+    /* Rebuild what the log holds before serving anyone; the seed's routes need
+       the session "default". */
+    if (session_table_load(sessions))
+        goto out_release;
+    rc = session_table_create_session(sessions, "default", NULL);
+    if (rc && rc != -EEXIST) {
+        fprintf(stderr, "reflexor: cannot create the default session: %s\n",
+                strerror(-rc));
+        rc = 1;
+        goto out_release;
+    }
+    rc = 1;
     if (http_server_start(&srv, &cfg, sessions, cfg.brain))
         goto out_release;
     pinger.interval_ms = cfg.sse_ping_ms;
+    pinger.sessions = sessions;
+    pinger.retention_days = cfg.retention_max_age_days;
+    sweep_if_due(&pinger);
     if (pthread_create(&pinger.thread, NULL, pinger_main, &pinger)) {
         http_server_stop(&srv);
         goto out_release;
     }
-    log_info("brain: %s; web root: %s", cfg.brain,
+    log_info("brain: %s; database: %s; web root: %s", cfg.brain, cfg.db_path,
              srv.web_root ? srv.web_root : "(none)");
     printf("Reflexor listening on http://%s:%d/ (brain: %s)\n", cfg.listen_host, srv.port,
            cfg.brain);
@@ -323,6 +412,7 @@ int main(int argc, char **argv)
 
 out_release:
     session_table_destroy(sessions);
+    store_close(store); /* after every session: effects append until they end */
     if (brain)
         brain->destroy(brain);
     if (tools)

@@ -14,6 +14,7 @@
 
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/store.h"
 #include "state_machine/rx_patch.h"
 
 /* The text of one streaming answer, and the clients that follow it. */
@@ -349,6 +350,18 @@ void session_unref(struct session *s)
         session_free(s);
 }
 
+/* A session that never made it into the table (not counted in `live`). */
+static void session_free_unlisted(struct session *s)
+{
+    runtime_destroy(s->rt);
+    sse_channel_release(&s->ch);
+    sse_channel_release(&s->patch_ch);
+    rx_state_release(&s->state);
+    rx_buf_release(&s->scratch);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
 static struct session *session_new(struct session_table *t, const char *id)
 {
     struct session *s = calloc(1, sizeof(*s));
@@ -416,17 +429,19 @@ static struct session *table_find(struct session_table *t, const char *id)
     return NULL;
 }
 
-int session_table_create_session(struct session_table *t, const char *id,
-                                 struct session **out)
+static void set_title(struct session *s);
+static struct msgstream *stream_open(struct session *s, const char *id);
+
+/*
+ * Add a session to the table: a fresh one (state NULL, recorded in the store)
+ * or one rebuilt from the store (`state` moved in, `seq` inputs folded).
+ */
+static int table_add(struct session_table *t, const char *id, int64_t created_at,
+                     struct rx_state *state, int64_t seq, struct session **out)
 {
-    char fresh[37];
     struct session *s;
     int err = 0;
 
-    if (!id) {
-        new_uuid(fresh);
-        id = fresh;
-    }
     if (!id_is_valid(id))
         return -EINVAL;
     pthread_mutex_lock(&t->lock);
@@ -436,7 +451,23 @@ int session_table_create_session(struct session_table *t, const char *id,
         err = -ENOSPC;
     } else if (!(s = session_new(t, id))) {
         err = -ENOMEM;
+    } else if (!state && t->env.store &&
+               (err = store_create_session(t->env.store, id, s->created_at))) {
+        session_free_unlisted(s);
     } else {
+        if (state) {
+            rx_state_release(&s->state);
+            s->state = *state;
+            s->seq = seq;
+            s->created_at = created_at;
+            s->last_stamp = s->state.updated_at;
+            set_title(s);
+            /* Answers that were streaming get a buffer again: the brain resumes
+               them under the same id. */
+            for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
+                if (s->state.assistant.items[i].status == RX_STATUS_STREAMING)
+                    stream_open(s, s->state.assistant.items[i].id);
+        }
         s->next = t->head;
         t->head = s;
         t->count++;
@@ -448,6 +479,18 @@ int session_table_create_session(struct session_table *t, const char *id,
     }
     pthread_mutex_unlock(&t->lock);
     return err;
+}
+
+int session_table_create_session(struct session_table *t, const char *id,
+                                 struct session **out)
+{
+    char fresh[37];
+
+    if (!id) {
+        new_uuid(fresh);
+        id = fresh;
+    }
+    return table_add(t, id, 0, NULL, 0, out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
@@ -492,6 +535,8 @@ int session_table_delete(struct session_table *t, const char *id)
     if (!s)
         return -ENOENT;
     session_stop(s);
+    if (t->env.store && store_delete_session(t->env.store, id))
+        log_warn("session %s: could not delete its log", id);
     session_unref(s);
     return 0;
 }
@@ -619,6 +664,25 @@ static int add_partials(struct session *s, struct rx_input *in)
     return 0;
 }
 
+/*
+ * The store refused an input the state already took: put the state back as
+ * the log has it, so memory never runs ahead of the truth.
+ */
+static void undo_unstored(struct session *s)
+{
+    struct store *st = s->table->env.store;
+    char why[STORE_ERR_LEN];
+    int64_t seq = 0;
+
+    store_last_error(st, why);
+    log_error("session %s: input %lld not stored (%s); it is undone", s->id,
+              (long long)s->seq, why);
+    rx_state_release(&s->state);
+    if (store_session_load(st, s->id, &s->state, &seq) && rx_state_init(&s->state))
+        memset(&s->state, 0, sizeof(s->state)); /* out of memory twice: stay empty */
+    s->seq = seq;
+}
+
 int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
                    struct submit_result *res)
 {
@@ -673,6 +737,13 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
 
     s->seq++;
     res->seq = s->seq;
+    /* The log is the truth: committed before anyone hears of the input. */
+    if (s->table->env.store &&
+        (err = store_append(s->table->env.store, s->id, s->seq, in, &s->state,
+                            s->table->env.cfg->snapshot_every))) {
+        undo_unstored(s);
+        goto out_unlock;
+    }
     set_title(s);
     if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START && !stream_open(s, in->message_id))
         log_warn("session %s: no buffer for message %s", s->id, in->message_id);
@@ -792,4 +863,146 @@ out_unlock:
     for (size_t i = 0; i < n; i++)
         sse_frame_unref(first[i]);
     return err;
+}
+
+/* ---- the log: recovery, time travel, forks, retention ------------------------ */
+
+static int load_one(void *ctx, const char *sid, int64_t created_at,
+                    struct rx_state *state, int64_t seq)
+{
+    struct session_table *t = ctx;
+    int err = table_add(t, sid, created_at, state, seq, NULL);
+
+    if (err) {
+        log_error("session %s: cannot restore: %s", sid, strerror(-err));
+        return err;
+    }
+    return 0;
+}
+
+/* Effects wanted by a restored state start now, without waiting for an input. */
+static void reconcile_all(struct session_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        if (t->env.cfg->effects && runtime_reconcile(s->rt, &s->state, NULL))
+            log_warn("session %s: out of memory resuming effects", s->id);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+int session_table_load(struct session_table *t)
+{
+    char why[STORE_ERR_LEN];
+    int err;
+
+    if (!t->env.store)
+        return 0;
+    err = store_load(t->env.store, load_one, t);
+    if (err) {
+        store_last_error(t->env.store, why);
+        log_error("cannot load the sessions: %s", why);
+        return err;
+    }
+    log_info("restored %zu session(s)", session_table_count(t));
+    reconcile_all(t);
+    return 0;
+}
+
+int session_table_fork(struct session_table *t, const char *sid, int64_t at,
+                       struct session **out)
+{
+    struct rx_state state;
+    char fresh[37];
+    int64_t seq;
+    int err;
+
+    if (!t->env.store)
+        return -ENOENT;
+    new_uuid(fresh);
+    if ((err = store_fork(t->env.store, sid, at, fresh, session_now_ms())))
+        return err;
+    if ((err = store_session_load(t->env.store, fresh, &state, &seq)))
+        goto out_drop;
+    if ((err = table_add(t, fresh, session_now_ms(), &state, seq, out))) {
+        rx_state_release(&state);
+        goto out_drop;
+    }
+    pthread_mutex_lock(&(*out)->lock);
+    if (t->env.cfg->effects && runtime_reconcile((*out)->rt, &(*out)->state, NULL))
+        log_warn("session %s: out of memory starting effects", fresh);
+    pthread_mutex_unlock(&(*out)->lock);
+    return 0;
+
+out_drop:
+    if (store_delete_session(t->env.store, fresh))
+        log_warn("session %s: half-made fork left in the log", fresh);
+    return err;
+}
+
+int session_table_sweep(struct session_table *t, int64_t older_than_ms)
+{
+    json_t *ids = NULL, *id;
+    int64_t inputs = 0;
+    size_t i;
+    int n = 0;
+
+    if (!t->env.store || store_gc_list(t->env.store, older_than_ms, &ids, &inputs))
+        return 0;
+    json_array_foreach(ids, i, id)
+    {
+        /* The rows are gone already; this only drops the session from memory. */
+        struct session **p, *s = NULL;
+
+        pthread_mutex_lock(&t->lock);
+        for (p = &t->head; *p; p = &(*p)->next) {
+            if (!strcmp((*p)->id, json_string_value(id))) {
+                s = *p;
+                *p = s->next;
+                t->count--;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (s) {
+            session_stop(s);
+            session_unref(s);
+        }
+        n++;
+    }
+    if (n)
+        log_info("retention: removed %d session(s), %lld input(s)", n, (long long)inputs);
+    json_decref(ids);
+    return n;
+}
+
+int session_state_at(struct session *s, int64_t seq, json_t **out)
+{
+    struct store *st = s->table->env.store;
+    struct rx_state state;
+    struct rx_buf b;
+    int err;
+
+    if (!st)
+        return -ENOENT;
+    if ((err = store_state_at(st, s->id, seq, &state)))
+        return err;
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    err = rx_state_encode(&state, &b);
+    rx_state_release(&state);
+    if (!err) {
+        *out = json_loadb(b.data, b.len, 0, NULL);
+        err = *out ? 0 : -ENOMEM;
+    }
+    rx_buf_release(&b);
+    return err;
+}
+
+int session_history(struct session *s, int64_t after, int limit, json_t **out)
+{
+    if (!s->table->env.store)
+        return -ENOENT;
+    return store_history(s->table->env.store, s->id, after, limit, out);
 }

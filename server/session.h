@@ -64,6 +64,21 @@ int session_table_delete(struct session_table *t, const char *id) SESSION_WUR;
 /* NEW reference: [{id, createdAt, updatedAt, title, messageCount}], newest first. */
 json_t *session_table_list(struct session_table *t);
 size_t session_table_count(struct session_table *t);
+/*
+ * Rebuild every session the store holds (snapshot + tail), then reconcile
+ * each at once, so pending tools run again, unanswered messages are answered
+ * and interrupted answers resume under their id. 0 or a negative errno (the
+ * store's sentence is logged).
+ */
+int session_table_load(struct session_table *t) SESSION_WUR;
+/*
+ * A new session from the first `at` inputs of `sid`. 0 and a new reference in
+ * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSPC, -ENOMEM, -EIO.
+ */
+int session_table_fork(struct session_table *t, const char *sid, int64_t at,
+                       struct session **out) SESSION_WUR;
+/* Retention: drop sessions idle since before `older_than_ms`. Number removed. */
+int session_table_sweep(struct session_table *t, int64_t older_than_ms);
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);
 /* Number of running effects across sessions. */
@@ -77,13 +92,22 @@ const char *session_id(const struct session *s);
  * Stamp and apply one input, then publish and reconcile. `cause` is the
  * effect that sent it (NULL for a client). 0 with `res` filled (accepted,
  * unchanged or rejected); -EBUSY when too many inputs wait for this session;
- * -ENOENT when the session was deleted; -ENOMEM.
+ * -ENOENT when the session was deleted; -EIO when the log could not keep an
+ * accepted input (it is then undone and not acknowledged); -ENOMEM.
  */
 int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
                    struct submit_result *res) SESSION_WUR;
 
 /* NEW reference: the state as JSON. NULL on ENOMEM. */
 json_t *session_state_json(struct session *s);
+/*
+ * NEW reference: the state as of input `seq`, from the log. 0, -ENOENT,
+ * -ERANGE (seq past the log), -ENOMEM, -EIO.
+ */
+int session_state_at(struct session *s, int64_t seq, json_t **out) SESSION_WUR;
+/* NEW reference: [{seq, input}] after `after`, at most `limit` (<= 0: all). */
+int session_history(struct session *s, int64_t after, int limit,
+                    json_t **out) SESSION_WUR;
 
 /*
  * An SSE response for the session's stream: the retry line, the current

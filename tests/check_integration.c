@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/itest.h"
@@ -768,6 +770,199 @@ START_TEST(test_sigterm_with_open_streams)
 }
 END_TEST
 
+/* ---- the log over HTTP: history, time travel, fork ---------------------------- */
+
+static bool answered_twice(json_t *state, void *arg)
+{
+    int two = 2;
+
+    (void)arg;
+    return has_complete_answer(state, &two);
+}
+
+START_TEST(test_history_at_and_fork)
+{
+    char *sid = new_session(), url[512];
+    struct itest_resp r;
+    json_t *st, *hist, *at, *forked;
+    const char *fid;
+    size_t n;
+
+    ck_assert_int_eq(post(sid,
+                          "{\"type\":\"user-send-message\",\"messageId\":\"h1\","
+                          "\"content\":\"first\"}",
+                          NULL),
+                     200);
+    st = state_when(sid, has_complete_answer, NULL);
+    json_decref(st);
+    ck_assert_int_eq(post(sid,
+                          "{\"type\":\"user-send-message\",\"messageId\":\"h2\","
+                          "\"content\":\"second\"}",
+                          NULL),
+                     200);
+    st = state_when(sid, answered_twice, NULL);
+    /* history: every accepted input, numbered from 1. */
+    session_url(url, sizeof(url), sid, "/history");
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    hist = itest_resp_json(&r);
+    itest_resp_release(&r);
+    n = json_array_size(hist);
+    ck_assert_uint_ge(n, 6); /* 2 x (user, start, complete) */
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(
+            json_integer_value(json_object_get(json_array_get(hist, i), "seq")),
+            (json_int_t)i + 1);
+    /* ?at=<last> is the current state; ?at=1 holds only the first message. */
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s?at=%zu", srv.base, sid, n);
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    at = itest_resp_json(&r);
+    itest_resp_release(&r);
+    ck_assert(json_equal(at, st));
+    json_decref(at);
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s?at=1", srv.base, sid);
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    at = itest_resp_json(&r);
+    itest_resp_release(&r);
+    ck_assert_int_eq(json_array_size(json_object_get(at, "userMessages")), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(at, "assistantMessages")), 0);
+    json_decref(at);
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s?at=99999", srv.base, sid);
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    ck_assert_int_eq(r.status, 400);
+    itest_resp_release(&r);
+    /* fork at 1: a new session with the first message, answered on its own. */
+    session_url(url, sizeof(url), sid, "/fork");
+    ck_assert_int_eq(itest_request("POST", url, "{\"at\":1}", NULL, &r), 0);
+    ck_assert_int_eq(r.status, 201);
+    forked = itest_resp_json(&r);
+    itest_resp_release(&r);
+    fid = json_string_value(json_object_get(forked, "id"));
+    ck_assert_ptr_nonnull(fid);
+    json_decref(st);
+    st = state_when(fid, has_complete_answer, NULL);
+    ck_assert_int_eq(json_array_size(json_object_get(st, "userMessages")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(st, "userMessages"), 0), "id")),
+                     "h1");
+    ck_assert_int_eq(itest_request("POST", url, "{\"at\":\"x\"}", NULL, &r), 0);
+    ck_assert_int_eq(r.status, 400);
+    itest_resp_release(&r);
+    json_decref(st);
+    json_decref(forked);
+    json_decref(hist);
+    free(sid);
+}
+END_TEST
+
+START_TEST(test_bad_database_is_refused)
+{
+    static const char garbage[] = "this is not a database, not at all, no\n";
+    char path[] = "/tmp/rx-baddb-XXXXXX", arg[64];
+    const char *args[] = {"--db", arg, NULL};
+    struct itest_server bad;
+    int fd = mkstemp(path);
+
+    ck_assert_int_ge(fd, 0);
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(write(fd, garbage, sizeof(garbage) - 1),
+                         (ssize_t)sizeof(garbage) - 1);
+    close(fd);
+    snprintf(arg, sizeof(arg), "%s", path);
+    /* It must refuse to start (no port line), not crash or reset the file. */
+    ck_assert_int_ne(itest_server_start(&bad, "{}", args), 0);
+    unlink(path);
+}
+END_TEST
+
+/* ---- the openai brain through the server, against the fake provider ---------- */
+
+static pid_t fake_pid;
+static int fake_port;
+
+static void start_fake_and_server(void)
+{
+    int out[2], in[2];
+    char buf[64] = "", cfg[512];
+    ssize_t n;
+
+    ck_assert_int_eq(pipe(out), 0);
+    ck_assert_int_eq(pipe(in), 0);
+    fake_pid = fork();
+    if (fake_pid == 0) {
+        dup2(out[1], 1);
+        dup2(in[0], 0);
+        close(out[0]);
+        close(in[1]);
+        execl("build/tests/fake_openai", "fake_openai", "--exit-on-eof", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    close(in[0]);
+    n = read(out[0], buf, sizeof(buf) - 1);
+    ck_assert_int_gt(n, 0);
+    close(out[0]);
+    ck_assert_int_eq(sscanf(buf, "port %d", &fake_port), 1);
+    snprintf(cfg, sizeof(cfg),
+             "{\"system_prompt\":\"You are terse.\",\"brain\":{\"provider\":\"openai\","
+             "\"openai\":{\"base_url\":\"http://127.0.0.1:%d/v1\",\"model\":"
+             "\"tool-then-text\",\"api_key\":\"\",\"retries\":0}}}",
+             fake_port);
+    start_with(cfg);
+}
+
+static void stop_fake_and_server(void)
+{
+    stop();
+    kill(fake_pid, SIGTERM);
+    waitpid(fake_pid, NULL, 0);
+}
+
+START_TEST(test_openai_round_trip_through_server)
+{
+    char *sid = new_session(), url[128];
+    struct itest_resp r;
+    json_t *st, *reqs, *second, *msgs;
+    const char *answer;
+
+    ck_assert_int_eq(post(sid,
+                          "{\"type\":\"user-send-message\",\"content\":\"what is "
+                          "2+3?\"}",
+                          NULL),
+                     200);
+    st = state_when(sid, tool_answered, NULL);
+    answer = json_string_value(json_object_get(last_assistant(st), "content"));
+    ck_assert_str_eq(answer, "2+3 = 5");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(
+            json_array_get(json_object_get(st, "toolCallRecords"), 0), "name")),
+        "calculator");
+    /* What the provider was sent: the call, then the result, in order. */
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/__requests", fake_port);
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    reqs = itest_resp_json(&r);
+    itest_resp_release(&r);
+    ck_assert_uint_eq(json_array_size(reqs), 2);
+    second = json_object_get(json_array_get(reqs, 1), "body");
+    msgs = json_object_get(second, "messages");
+    ck_assert_uint_eq(json_array_size(msgs), 4);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+        "You are terse.");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 2), "role")),
+                     "assistant");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 3), "role")),
+                     "tool");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(msgs, 3), "content")), "5");
+    ck_assert(json_is_true(json_object_get(second, "stream")));
+    ck_assert_ptr_nonnull(json_object_get(second, "tools"));
+    json_decref(reqs);
+    json_decref(st);
+    free(sid);
+}
+END_TEST
+
 static Suite *integration_suite(void)
 {
     Suite *s = suite_create("integration");
@@ -776,6 +971,7 @@ static Suite *integration_suite(void)
     TCase *slow = tcase_create("slow-brain");
     TCase *auth = tcase_create("auth");
     TCase *life = tcase_create("lifecycle");
+    TCase *oa = tcase_create("openai");
     int t = getenv("RX_SERVER_WRAPPER") ? 300 : 60;
 
     tcase_add_unchecked_fixture(tc, start_base, stop);
@@ -790,6 +986,7 @@ static Suite *integration_suite(void)
     tcase_add_test(tc, test_stuck_client_does_not_stall_others);
     tcase_add_test(tc, test_message_json_for_plain_clients);
     tcase_add_test(tc, test_static_files_and_probes);
+    tcase_add_test(tc, test_history_at_and_fork);
     suite_add_tcase(s, tc);
 
     tcase_add_unchecked_fixture(agent, start_agent, stop);
@@ -809,7 +1006,13 @@ static Suite *integration_suite(void)
 
     tcase_set_timeout(life, t);
     tcase_add_test(life, test_sigterm_with_open_streams);
+    tcase_add_test(life, test_bad_database_is_refused);
     suite_add_tcase(s, life);
+
+    tcase_add_unchecked_fixture(oa, start_fake_and_server, stop_fake_and_server);
+    tcase_set_timeout(oa, t);
+    tcase_add_test(oa, test_openai_round_trip_through_server);
+    suite_add_tcase(s, oa);
     return s;
 }
 

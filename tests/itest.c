@@ -85,6 +85,9 @@ int itest_server_start(struct itest_server *s, const char *config_json,
     argv[argc++] = s->config_path;
     argv[argc++] = (char *)"--listen";
     argv[argc++] = (char *)"127.0.0.1:0";
+    /* No file unless a test asks for one (a later --db wins). */
+    argv[argc++] = (char *)"--db";
+    argv[argc++] = (char *)":memory:";
     argv[argc++] = (char *)"--log-level";
     argv[argc++] = getenv("RX_LOG_LEVEL") ? getenv("RX_LOG_LEVEL") : (char *)"warn";
     for (size_t i = 0; extra_args && extra_args[i] && argc < 62; i++)

@@ -21,7 +21,7 @@ fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 echo '{"brain":{"builtin":{"chunk_chars":3,"chunk_delay_ms":40}}}' >"$work/rx.json"
-"$server" --config "$work/rx.json" --listen 127.0.0.1:0 --log-level warn >"$work/out" 2>"$work/err" &
+"$server" --config "$work/rx.json" --listen 127.0.0.1:0 --db :memory: --log-level warn >"$work/out" 2>"$work/err" &
 spid=$!
 for _ in $(seq 100); do grep -q 'http://127.0.0.1:' "$work/out" && break; sleep 0.1; done
 up=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/out" | head -1 | cut -d: -f3)
