@@ -12,6 +12,8 @@
 # Objects go under build/ (build/san/ for a sanitizer build), with automatic header
 # dependencies; changing the flags rebuilds everything (build/FLAGS).
 
+MAKEFLAGS += --no-print-directory
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CC      ?= cc
 WERROR  ?= -Werror
 WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
@@ -109,8 +111,8 @@ nginx-test: $(BUILD)/reflexor
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
 test: deps
-	$(MAKE) all
-	$(MAKE) SANITIZE=address,undefined all
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
 	$(MAKE) valgrind
 	ASAN_OPTIONS=detect_leaks=1 $(MAKE) SANITIZE=address,undefined integration
 	$(MAKE) integration
@@ -121,9 +123,13 @@ test: deps
 VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --error-exitcode=1
 
-valgrind: $(BUILD)/tests/check_unit
+# The unit tests in-process, then the integration tests against a server that
+# runs under valgrind: its exit status (99 on an error or a leak) fails them.
+valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG)
 	@scripts/deps.sh valgrind
 	CK_FORK=no RX_TEST_QUICK=1 $(VALGRIND) ./$(BUILD)/tests/check_unit
+	RX_SERVER=./$(BUILD)/reflexor RX_SERVER_WRAPPER="$(subst exitcode=1,exitcode=99,$(VALGRIND))" \
+	  ./$(INTEG)
 
 FUZZ_SECONDS ?= 60
 fuzz:
