@@ -4,15 +4,21 @@
  * new state (rx_state_encode, what every state-updated event carries), for
  * states of 10, 100, 1 000 and 10 000 messages.
  *
- * Each sample starts from a fresh copy of the N-message state (copied outside
- * the timed region) and applies one new user-send-message, so the state never
- * drifts away from N however many samples are taken. The history alternates
- * user messages and completed assistant answers of realistic length, as a
- * conversation does. Three rounds; each figure is the median over the rounds
- * of the per-round median.
+ * Also rx_patch_encode, what a `?mode=patch` subscriber gets instead of the
+ * whole state.
+ *
+ * The state is a live one, as in a running session: built by the machine
+ * itself, every record encoded once (finished records keep their cached
+ * JSON), then a batch of inputs applied in a row, each timed. A batch is at
+ * most a tenth of the history, so the state stays near N; batches restart
+ * from a new state. Inputs alternate user messages and completed assistant
+ * answers, as a conversation does. Three rounds; each figure is the median
+ * over the rounds of the per-round median.
  *
  * Output: one line per size, `pure msgs=N apply_ns=.. effects_ns=..
- * encode_ns=.. total_ns=.. state_bytes=.. samples=..`, read by bench/run.sh.
+ * encode_ns=.. patch_ns=.. total_ns=.. patch_total_ns=.. state_bytes=..
+ * samples=..`, read by bench/run.sh. total = apply + effects + encode (the
+ * full state-updated event); patch_total = apply + effects + patch.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +32,7 @@
 #include "state_machine/rx_effects.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_machine.h"
+#include "state_machine/rx_patch.h"
 #include "state_machine/rx_state.h"
 
 #define ROUNDS 3
@@ -105,33 +112,77 @@ static int build_state(struct rx_state *s, int n)
     return err;
 }
 
-struct figures {
-    int64_t apply, effects, encode, total;
-    size_t bytes;
+/* The i-th input after a history of n messages, alternating like build_state. */
+static void nth_input(char *text, size_t size, int n, int i)
+{
+    int k = n + i;
+    int64_t t = 1000 + 2 * (int64_t)k;
+
+    if (k % 2 == 0)
+        snprintf(text, size,
+                 "{\"type\":\"user-send-message\",\"timestamp\":%" PRId64
+                 ",\"messageId\":\"u-%d\",\"content\":\"One more question, please.\"}",
+                 t, k);
+    else
+        snprintf(text, size,
+                 "{\"type\":\"brain-send-message-complete\",\"timestamp\":%" PRId64
+                 ",\"calledBrainAt\":%" PRId64
+                 ",\"messageId\":\"a-%d\",\"content\":\"Echo: One more question.\"}",
+                 t, t - 2, k);
+}
+
+enum { C_APPLY, C_EFFECTS, C_ENCODE, C_PATCH, C_TOTAL, C_PATCH_TOTAL, C__COUNT };
+
+struct series {
+    int64_t *v[C__COUNT];
+    size_t n;
 };
 
-static int round_at(const struct rx_state *base, const struct rx_input *in, int samples,
-                    struct figures *f)
+/*
+ * One batch: a live state of n messages, warmed the way a running session is
+ * (every record encoded once, so finished records hold their cached JSON),
+ * then k inputs applied one after the other, each timed. k is at most n/10,
+ * so the state stays within 10% of n.
+ */
+static int batch(int n, int k, struct series *out)
 {
-    int64_t *t = calloc(4 * (size_t)samples, sizeof(*t));
+    struct rx_input *ins = calloc((size_t)k, sizeof(*ins));
     struct rx_effect_set set;
-    struct rx_buf b;
-    int i, err = 0;
+    struct rx_state s;
+    struct rx_buf b, p;
+    char text[512];
+    int i, built = 0, err;
 
-    if (!t)
+    if (!ins)
         return -ENOMEM;
     rx_effect_set_init(&set);
     rx_buf_init(&b, RX_BUF_STATE_MAX);
-    for (i = 0; !err && i < samples; i++) {
-        struct rx_state s;
-        struct rx_outcome out;
-        int64_t t0, t1, t2, t3;
+    rx_buf_init(&p, RX_BUF_SMALL_MAX);
+    err = build_state(&s, n);
+    if (err)
+        goto out_free;
+    for (built = 0; !err && built < k; built++) {
+        const char *field = NULL;
+        json_t *j;
 
-        if ((err = rx_state_copy(base, &s)))
+        nth_input(text, sizeof(text), n, built);
+        j = json_loads(text, 0, NULL);
+        err = j ? rx_input_parse(j, &ins[built], &field, NULL) : -ENOMEM;
+        json_decref(j);
+        if (err)
             break;
+    }
+    if (!err)
+        err = rx_state_encode(&s, &b); /* warm the cached encodings */
+    for (i = 0; !err && i < k; i++) {
+        struct rx_outcome o;
+        int64_t t0, t1, t2, t3, t4;
+        size_t at = out->n + (size_t)i;
+
         rx_buf_reset(&b);
+        rx_buf_reset(&p);
         t0 = now_ns();
-        err = rx_machine_apply(&s, in, &out);
+        err = rx_machine_apply(&s, &ins[i], &o);
         t1 = now_ns();
         if (!err)
             err = rx_effects_at(&s, &set);
@@ -139,67 +190,74 @@ static int round_at(const struct rx_state *base, const struct rx_input *in, int 
         if (!err)
             err = rx_state_encode(&s, &b);
         t3 = now_ns();
-        if (!err && out.verdict != RX_ACCEPTED)
+        if (!err)
+            err = rx_patch_encode(&s, &o, &p);
+        t4 = now_ns();
+        if (!err && o.verdict != RX_ACCEPTED)
             err = -EINVAL;
-        rx_state_release(&s);
-        t[i] = t1 - t0;
-        t[samples + i] = t2 - t1;
-        t[2 * samples + i] = t3 - t2;
-        t[3 * samples + i] = t3 - t0;
+        out->v[C_APPLY][at] = t1 - t0;
+        out->v[C_EFFECTS][at] = t2 - t1;
+        out->v[C_ENCODE][at] = t3 - t2;
+        out->v[C_PATCH][at] = t4 - t3;
+        out->v[C_TOTAL][at] = t3 - t0;
+        out->v[C_PATCH_TOTAL][at] = (t2 - t0) + (t4 - t3);
     }
-    if (!err) {
-        f->bytes = b.len;
-        f->apply = median(t, (size_t)samples);
-        f->effects = median(t + samples, (size_t)samples);
-        f->encode = median(t + 2 * samples, (size_t)samples);
-        f->total = median(t + 3 * samples, (size_t)samples);
-    }
+    if (!err)
+        out->n += (size_t)k;
+    rx_state_release(&s);
+out_free:
+    while (built-- > 0)
+        rx_input_release(&ins[built]);
+    free(ins);
+    rx_buf_release(&p);
     rx_buf_release(&b);
     rx_effect_set_release(&set);
-    free(t);
     return err;
 }
 
 static int measure(int n)
 {
-    /* About the same wall time per size: fewer samples for bigger states. */
-    int samples = n <= 10 ? 10000 : n <= 100 ? 3000 : n <= 1000 ? 500 : 60;
-    int64_t apply[ROUNDS], effects[ROUNDS], encode[ROUNDS], total[ROUNDS];
-    struct figures f = {0};
-    struct rx_state base;
-    struct rx_input in;
-    const char *field = NULL;
-    char text[256];
-    json_t *j;
-    int r, err;
+    /* Inputs per batch: at most a tenth of the history (1 for 10 messages);
+       batches so that every size gets a few thousand samples. */
+    int k = n / 10 > 0 ? n / 10 : 1;
+    int batches = n <= 10 ? 3000 : n <= 100 ? 300 : n <= 1000 ? 30 : 3;
+    int64_t med[C__COUNT][ROUNDS];
+    struct series ser;
+    size_t total = (size_t)k * (size_t)batches, bytes = 0;
+    int r, c, i, err = 0;
 
-    if ((err = build_state(&base, n)))
-        return err;
-    snprintf(text, sizeof(text),
-             "{\"type\":\"user-send-message\",\"timestamp\":%" PRId64
-             ",\"messageId\":\"bench-new\",\"content\":\"One more question, please.\"}",
-             (int64_t)1000 + 2 * (int64_t)n + 5);
-    j = json_loads(text, 0, NULL);
-    err = j ? rx_input_parse(j, &in, &field, NULL) : -ENOMEM;
-    json_decref(j);
-    if (err) {
-        rx_state_release(&base);
-        return err;
-    }
+    for (c = 0; c < C__COUNT; c++)
+        if (!(ser.v[c] = calloc(total, sizeof(int64_t))))
+            err = -ENOMEM;
     for (r = 0; !err && r < ROUNDS; r++) {
-        err = round_at(&base, &in, samples, &f);
-        apply[r] = f.apply;
-        effects[r] = f.effects;
-        encode[r] = f.encode;
-        total[r] = f.total;
+        ser.n = 0;
+        for (i = 0; !err && i < batches; i++)
+            err = batch(n, k, &ser);
+        for (c = 0; !err && c < C__COUNT; c++)
+            med[c][r] = median(ser.v[c], ser.n);
+    }
+    if (!err) {
+        struct rx_state s;
+        struct rx_buf b;
+
+        rx_buf_init(&b, RX_BUF_STATE_MAX);
+        if (!(err = build_state(&s, n))) {
+            if (!(err = rx_state_encode(&s, &b)))
+                bytes = b.len;
+            rx_state_release(&s);
+        }
+        rx_buf_release(&b);
     }
     if (!err)
         printf("pure msgs=%d apply_ns=%" PRId64 " effects_ns=%" PRId64
-               " encode_ns=%" PRId64 " total_ns=%" PRId64 " state_bytes=%zu samples=%d\n",
-               n, median(apply, ROUNDS), median(effects, ROUNDS), median(encode, ROUNDS),
-               median(total, ROUNDS), f.bytes, samples * ROUNDS);
-    rx_input_release(&in);
-    rx_state_release(&base);
+               " encode_ns=%" PRId64 " patch_ns=%" PRId64 " total_ns=%" PRId64
+               " patch_total_ns=%" PRId64 " state_bytes=%zu samples=%zu\n",
+               n, median(med[C_APPLY], ROUNDS), median(med[C_EFFECTS], ROUNDS),
+               median(med[C_ENCODE], ROUNDS), median(med[C_PATCH], ROUNDS),
+               median(med[C_TOTAL], ROUNDS), median(med[C_PATCH_TOTAL], ROUNDS), bytes,
+               total * ROUNDS);
+    for (c = 0; c < C__COUNT; c++)
+        free(ser.v[c]);
     return err;
 }
 

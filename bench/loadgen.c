@@ -10,8 +10,9 @@
  *       fixed path (the bare baseline answers any path). Each request is a
  *       pre-built template with a unique messageId patched in.
  *       -> post conns=.. rps=.. p50_us=.. p99_us=.. errors=.. n=..
- *   loadgen fanout PORT PID SUBS RATE SECS
- *       SUBS streams on one new session; once every one has its initial
+ *   loadgen fanout PORT PID SUBS RATE SECS [QUERY]
+ *       SUBS streams (GET .../moorex plus QUERY, e.g. "?mode=patch") on one
+ *       new session; once every one has its initial
  *       state, POSTs at RATE per second for SECS seconds (open loop, over a
  *       few keep-alive connections) and matches every input-received event
  *       to its POST by messageId.
@@ -774,7 +775,7 @@ static void fanout_frame(struct sub *s, const char *frame, size_t len, int64_t n
     f->last_rx = now;
 }
 
-static int cmd_fanout(int pid, int n_subs, int rate, int secs)
+static int cmd_fanout(int pid, int n_subs, int rate, int secs, const char *query)
 {
     enum { POST_CONNS = 8 };
     struct fanout f = {0};
@@ -798,7 +799,12 @@ static int cmd_fanout(int pid, int n_subs, int rate, int secs)
     close(fd);
     snprintf(path, sizeof(path), API "/sessions/%s/moorex", sid);
     tmpl_build(&t, path, "f");
-    subs = subs_open_all(ep, n_subs, path, fanout_frame, &f);
+    {
+        char get[320];
+
+        snprintf(get, sizeof(get), "%s%s", path, query);
+        subs = subs_open_all(ep, n_subs, get, fanout_frame, &f);
+    }
     alive = count_alive(subs, n_subs);
     for (i = 0; i < n_subs; i++)
         frames0 += subs[i].data_frames;
@@ -1132,7 +1138,8 @@ int main(int argc, char **argv)
                         arg_int(argc, argv, 5));
     if (!strcmp(cmd, "fanout"))
         return cmd_fanout(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
-                          arg_int(argc, argv, 5), arg_int(argc, argv, 6));
+                          arg_int(argc, argv, 5), arg_int(argc, argv, 6),
+                          argc > 7 ? argv[7] : "");
     if (!strcmp(cmd, "memory"))
         return cmd_memory(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
                           arg_int(argc, argv, 5));

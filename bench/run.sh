@@ -166,6 +166,9 @@ for rep in $(seq "$REPS"); do
     start fanout "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
     run fanout fanout "$SRV_PORT" "$SRV_PID" "$FAN_SUBS" "$FAN_RATE" "$FAN_SECS"
     stop "$SRV_PID"
+    start fanout "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
+    run fanout_patch fanout "$SRV_PORT" "$SRV_PID" "$FAN_SUBS" "$FAN_RATE" "$FAN_SECS" "?mode=patch"
+    stop "$SRV_PID"
 done
 
 # ---- memory ---------------------------------------------------------------
@@ -205,16 +208,22 @@ REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 echo
 echo "Reflexor benchmarks  (rev $REV, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ); each timed figure: median of $REPS runs)"
 echo
-echo "1. Pure layer, one user-send-message on a state of N messages (median ns per input)"
-printf '   %8s %10s %12s %12s %12s %10s\n' "messages" "apply ns" "effects ns" "encode ns" "total ns" "state KB"
+echo "1. Pure layer: one input on a live state of N messages (median ns per input)"
+printf '   %8s %8s %10s %10s %9s %12s %12s %9s\n' "messages" "apply" "effects_at" "encode" "patch" "total:full" "total:patch" "state KB"
 for n in 10 100 1000 10000; do
-    printf '   %8s %10s %12s %12s %12s %10s\n' "$n" "$(f0 "$(med pure$n apply_ns)")" \
+    printf '   %8s %8s %10s %10s %9s %12s %12s %9s\n' "$n" "$(f0 "$(med pure$n apply_ns)")" \
         "$(f0 "$(med pure$n effects_ns)")" "$(f0 "$(med pure$n encode_ns)")" \
-        "$(f0 "$(med pure$n total_ns)")" "$(f1 "$(calc "$(med pure$n state_bytes)/1024")")"
+        "$(f0 "$(med pure$n patch_ns)")" "$(f0 "$(med pure$n total_ns)")" \
+        "$(f0 "$(med pure$n patch_total_ns)")" "$(f1 "$(calc "$(med pure$n state_bytes)/1024")")"
 done
 r() { calc "$(med pure10000 "$1") / $(med pure10 "$1")"; }
 PURE_RATIO=$(r total_ns)
-echo "   growth 10k/10: total $(f0 "$PURE_RATIO")x (apply $(f0 "$(r apply_ns)")x, effects_at $(f0 "$(r effects_ns)")x, encode $(f0 "$(r encode_ns)")x)"
+PATCH_RATIO=$(r patch_total_ns)
+echo "   growth 10k/10: total:full $(f1 "$PURE_RATIO")x, total:patch $(f1 "$PATCH_RATIO")x (apply $(f1 "$(r apply_ns)")x, effects_at $(f1 "$(r effects_ns)")x, encode $(f1 "$(r encode_ns)")x, patch $(f1 "$(r patch_ns)")x)"
+echo "   (apply = rx_machine_apply, effects_at = rx_effects_at, encode = rx_state_encode of the whole state"
+echo "    (a state-updated event), patch = rx_patch_encode (a ?mode=patch event); total:full = apply +"
+echo "    effects_at + encode, total:patch = apply + effects_at + patch; inputs alternate user messages"
+echo "    and assistant answers, applied in a row on a state whose records were encoded once before)"
 echo
 echo "2. POST /moorex, keep-alive closed loop, ${SECS}s per run (user-send-message over $POOL sessions)"
 printf '   %-34s %5s %9s %9s %9s %9s\n' "server" "conns" "req/s" "p50 us" "p99 us" "x bare"
@@ -241,10 +250,14 @@ done
 echo "   (errors, all runs: $(awk '$1 ~ /^post_/ { for (i = 2; i <= NF; i++) if ($i ~ /^errors=/) { split($i, a, "="); e += a[2] } } END { print e + 0 }' "$RAW"))"
 echo
 echo "3. SSE fan-out: $FAN_SUBS subscribers on one session, $FAN_RATE POSTs/s for ${FAN_SECS}s (--no-effects: 2 events per POST)"
-printf '   %16s %14s %14s %14s %10s %9s\n' "deliveries/s" "offered/s" "p50 ms" "p99 ms" "server CPU" "dropped"
-printf '   %16s %14s %14s %14s %9s%% %9s\n' "$(f0 "$(med fanout deliveries_per_s)")" \
-    "$((FAN_RATE * 2 * FAN_SUBS))" "$(f2 "$(med fanout p50_ms)")" "$(f2 "$(med fanout p99_ms)")" \
-    "$(f0 "$(med fanout cpu_pct)")" "$(f0 "$(med fanout dropped)")"
+printf '   %-24s %13s %10s %8s %8s %11s %8s\n' "stream" "deliveries/s" "offered/s" "p50 ms" "p99 ms" "server CPU" "dropped"
+for m in fanout fanout_patch; do
+    printf '   %-24s %13s %10s %8s %8s %10s%% %8s\n' \
+        "$([ $m = fanout ] && echo "whole states (default)" || echo "?mode=patch")" \
+        "$(f0 "$(med $m deliveries_per_s)")" "$((FAN_RATE * 2 * FAN_SUBS))" \
+        "$(f2 "$(med $m p50_ms)")" "$(f2 "$(med $m p99_ms)")" \
+        "$(f0 "$(med $m cpu_pct)")" "$(f0 "$(med $m dropped)")"
+done
 echo "   (latency: POST written -> its input-received event read by a subscriber; CPU: utime+stime / wall, 100% = 1 core)"
 echo
 echo "4. Memory (VmRSS)"
@@ -269,16 +282,20 @@ echo "6. Durable store: see the '--db FILE' rows of 2$([ $STORE = no ] && echo '
 echo
 
 G1=$(verdict "$PURE_RATIO <= 3")
+G1p=$(verdict "$PATCH_RATIO <= 3")
 G2a=$(calc "$(med post_noeff_10 rps) / $(med post_bare_10 rps)")
 G2b=$(calc "$(med post_noeff_100 rps) / $(med post_bare_100 rps)")
 G2=$(verdict "$G2a >= 0.5 && $G2b >= 0.5")
 G3=$(verdict "$(med fanout deliveries_per_s) >= 40000 && $(med fanout p99_ms) < 20")
+G3p=$(verdict "$(med fanout_patch deliveries_per_s) >= 40000 && $(med fanout_patch p99_ms) < 20")
 G4=$(verdict "$(med memory stream_bytes) < 40960")
 G5=$(verdict "$(med memory session_bytes) < 16384")
 echo "Goals"
-printf '   %-7s %-58s %s\n' "$G1" "per-input cost at 10 000 messages <= 3x the cost at 10" "$(f0 "$PURE_RATIO")x"
+printf '   %-7s %-58s %s\n' "$G1" "per-input cost at 10 000 msgs <= 3x at 10 (full state)" "$(f1 "$PURE_RATIO")x"
+printf '   %-7s %-58s %s\n' "$G1p" "per-input cost at 10 000 msgs <= 3x at 10 (patch events)" "$(f1 "$PATCH_RATIO")x"
 printf '   %-7s %-58s %s\n' "$G2" "POST --no-effects >= 0.5x bare rate (10 / 100 conns)" "$(f2 "$G2a")x / $(f2 "$G2b")x"
 printf '   %-7s %-58s %s\n' "$G3" "1 000 subscribers: >= 40 000 deliveries/s, p99 < 20 ms" "$(f0 "$(med fanout deliveries_per_s)")/s, p99 $(f2 "$(med fanout p99_ms)") ms"
+printf '   %-7s %-58s %s\n' "$G3p" "  the same with ?mode=patch streams" "$(f0 "$(med fanout_patch deliveries_per_s)")/s, p99 $(f2 "$(med fanout_patch p99_ms)") ms"
 printf '   %-7s %-58s %s\n' "$G4" "idle SSE stream < 40 KB" "$(f0 "$(calc "$(med memory stream_bytes)/1024")") KB"
 printf '   %-7s %-58s %s\n' "$G5" "idle session < 16 KB" "$(f1 "$(calc "$(med memory session_bytes)/1024")") KB"
 echo
@@ -292,15 +309,17 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
     echo "  \"pure\": ["
     sep=""
     for n in 10 100 1000 10000; do
-        printf '%s    {"messages": %s, "apply_ns": %s, "effects_ns": %s, "encode_ns": %s, "total_ns": %s, "state_bytes": %s}' \
+        printf '%s    {"messages": %s, "apply_ns": %s, "effects_ns": %s, "encode_ns": %s, "patch_ns": %s, "total_ns": %s, "patch_total_ns": %s, "state_bytes": %s}' \
             "$sep" "$n" "$(num "$(med pure$n apply_ns)")" "$(num "$(med pure$n effects_ns)")" \
-            "$(num "$(med pure$n encode_ns)")" "$(num "$(med pure$n total_ns)")" \
+            "$(num "$(med pure$n encode_ns)")" "$(num "$(med pure$n patch_ns)")" \
+            "$(num "$(med pure$n total_ns)")" "$(num "$(med pure$n patch_total_ns)")" \
             "$(num "$(med pure$n state_bytes)")"
         sep=$',\n'
     done
     echo
     echo "  ],"
     echo "  \"pure_growth_10k_over_10\": $(num "$PURE_RATIO"),"
+    echo "  \"pure_patch_growth_10k_over_10\": $(num "$PATCH_RATIO"),"
     echo "  \"post\": ["
     sep=""
     for c in 10 100; do
@@ -316,17 +335,19 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
     echo
     echo "  ],"
     echo "  \"store\": $([ $STORE = yes ] && echo '"integrated"' || echo '"not integrated"'),"
-    printf '  "fanout": {"subscribers": %s, "posts_per_s": %s, "offered_per_s": %s, "deliveries_per_s": %s, "p50_ms": %s, "p99_ms": %s, "server_cpu_pct": %s, "dropped": %s},\n' \
-        "$FAN_SUBS" "$FAN_RATE" "$((FAN_RATE * 2 * FAN_SUBS))" "$(num "$(med fanout deliveries_per_s)")" \
-        "$(num "$(med fanout p50_ms)")" "$(num "$(med fanout p99_ms)")" \
-        "$(num "$(med fanout cpu_pct)")" "$(num "$(med fanout dropped)")"
+    for m in fanout fanout_patch; do
+        printf '  "%s": {"subscribers": %s, "posts_per_s": %s, "offered_per_s": %s, "deliveries_per_s": %s, "p50_ms": %s, "p99_ms": %s, "server_cpu_pct": %s, "dropped": %s},\n' \
+            "$m" "$FAN_SUBS" "$FAN_RATE" "$((FAN_RATE * 2 * FAN_SUBS))" \
+            "$(num "$(med $m deliveries_per_s)")" "$(num "$(med $m p50_ms)")" \
+            "$(num "$(med $m p99_ms)")" "$(num "$(med $m cpu_pct)")" "$(num "$(med $m dropped)")"
+    done
     printf '  "memory": {"idle_kb": %s, "session_bytes": %s, "stream_bytes": %s, "bare_idle_kb": %s, "bare_conn_bytes": %s},\n' \
         "$(num "$(med memory idle_kb)")" "$(num "$(med memory session_bytes)")" \
         "$(num "$(med memory stream_bytes)")" "$(num "$(med idle idle_kb)")" "$(num "$(med idle conn_bytes)")"
     printf '  "relay": {"brain": "%s", "p50_us": %s, "p99_us": %s, "direct_p50_us": %s, "direct_p99_us": %s},\n' \
         "$RELAY" "$(num "$(med relay p50_us)")" "$(num "$(med relay p99_us)")" \
         "$(num "$(med direct p50_us)")" "$(num "$(med direct p99_us)")"
-    printf '  "goals": {"pure_growth": "%s", "post_vs_bare": "%s", "fanout": "%s", "stream_memory": "%s", "session_memory": "%s"}\n' \
-        "$G1" "$G2" "$G3" "$G4" "$G5"
+    printf '  "goals": {"pure_growth": "%s", "pure_patch_growth": "%s", "post_vs_bare": "%s", "fanout": "%s", "fanout_patch": "%s", "stream_memory": "%s", "session_memory": "%s"}\n' \
+        "$G1" "$G1p" "$G2" "$G3" "$G3p" "$G4" "$G5"
     echo "}"
 } >"$JSON"
