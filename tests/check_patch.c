@@ -118,7 +118,7 @@ START_TEST(test_patch_random)
     int64_t t = 1;
 
     ck_assert_int_eq(rx_state_init(&s), 0);
-    for (int n = 0; n < (test_quick() ? 300 : 3000); n++) {
+    for (int n = 0; n < (test_quick() ? 200 : 800); n++) {
         const char *id = ids[rand_r(&seed) % 4];
 
         t += rand_r(&seed) % 3;
