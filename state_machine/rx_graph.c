@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "state_machine/rx_alloc.h"
+#include "state_machine/rx_pool.h"
 
 #define START_IDX (-1)
 #define END_IDX   (-2)
@@ -65,6 +66,8 @@ struct rx_graph {
     size_t njoins, cjoins;
     struct gbranch *branches;
     size_t nbranches, cbranches;
+    struct rx_pool *pool; /* made at the first step with several tasks */
+    pthread_mutex_t pool_lock;
 };
 
 struct rx_graph_route {
@@ -84,8 +87,6 @@ struct rx_graph_task {
     json_t *interrupt;
     struct rx_graph_route route;
     char error[RX_GRAPH_ERR_LEN];
-    pthread_t thread;
-    bool threaded;
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct rx_graph_error *e, int code,
@@ -127,6 +128,7 @@ struct rx_graph *rx_graph_create(const struct rx_reducer *schema, size_t n)
     memset(g, 0, sizeof(*g));
     g->schema = schema;
     g->nschema = n;
+    pthread_mutex_init(&g->pool_lock, NULL);
     return g;
 }
 
@@ -145,6 +147,8 @@ void rx_graph_destroy(struct rx_graph *g)
 
     if (!g)
         return;
+    rx_pool_destroy(g->pool);
+    pthread_mutex_destroy(&g->pool_lock);
     for (i = 0; i < g->nnodes; i++)
         rx_free(g->nodes[i].name);
     for (i = 0; i < g->nedges; i++) {
@@ -670,27 +674,49 @@ static int stream(struct run *r)
     return 0;
 }
 
-/* Run the tasks concurrently; the first one on this thread. */
+static void task_job(void *p)
+{
+    task_main(p);
+}
+
+/* The graph's pool, made on first use (a graph of single steps never needs one). */
+static struct rx_pool *graph_pool(const struct rx_graph *cg)
+{
+    struct rx_graph *g = (struct rx_graph *)cg; /* the pool is not the graph's shape */
+    struct rx_pool *p;
+
+    pthread_mutex_lock(&g->pool_lock);
+    if (!g->pool)
+        g->pool = rx_pool_create();
+    p = g->pool;
+    pthread_mutex_unlock(&g->pool_lock);
+    return p;
+}
+
+/* Run the tasks concurrently on the graph's workers; the first on this thread. */
 static void execute(struct rx_graph_task *t, size_t n)
 {
-    size_t i, first = n;
+    struct rx_pool_job *jobs;
+    struct rx_pool *pool;
+    size_t i, k = 0;
 
-    for (i = 0; i < n; i++) {
-        if (t[i].done)
-            continue;
-        if (first == n) {
-            first = i;
-            continue;
-        }
-        t[i].threaded = pthread_create(&t[i].thread, NULL, task_main, &t[i]) == 0;
-        if (!t[i].threaded)
-            task_main(&t[i]); /* no thread to be had: still correct, only slower */
-    }
-    if (first < n)
-        task_main(&t[first]);
     for (i = 0; i < n; i++)
-        if (t[i].threaded)
-            pthread_join(t[i].thread, NULL);
+        k += !t[i].done;
+    if (k <= 1 || !(pool = graph_pool(t[0].g)) ||
+        !(jobs = rx_malloc(k * sizeof(*jobs)))) {
+        /* One task, or no pool to be had: still correct, only slower. */
+        for (i = 0; i < n; i++)
+            if (!t[i].done)
+                task_main(&t[i]);
+        return;
+    }
+    for (i = 0, k = 0; i < n; i++)
+        if (!t[i].done)
+            jobs[k++] = (struct rx_pool_job){.fn = task_job, .arg = &t[i]};
+    if (rx_pool_run(pool, jobs, k)) {
+        /* Fewer workers than tasks: the pool ran the rest on this thread. */
+    }
+    rx_free(jobs);
 }
 
 static int make_tasks(struct run *r, struct rx_graph_task **out, size_t *nout)
