@@ -28,5 +28,6 @@ CRASH_ITERATIONS ?= 40
 crash-test: $(BUILD)/reflexor $(BUILD)/tests/crash_loop
 	RX_SERVER=./$(BUILD)/reflexor ./$(BUILD)/tests/crash_loop $(CRASH_SEED) $(CRASH_ITERATIONS)
 
-all: $(BUILD)/bench/bench_store
+all: $(BUILD)/bench/bench_store $(BUILD)/tests/crash_loop
 BENCH_RUN += bench-store
+TEST_EXTRA += crash-test

@@ -16,6 +16,10 @@
  *     same pure machine) to exactly the state the server serves;
  *   - GET ?at=k equals the local fold of the first k inputs, and (every few
  *     iterations) a fork at k has those k inputs and that state.
+ * Then the binary itself: a garbage database and a path under a regular file
+ * stop it at once with one line naming the file, and `reflexor --gc` with
+ * retention.max_age_days=1 removes a session made two days old, rows and
+ * all, and keeps the conversation whole.
  * At the end the server runs undisturbed and the conversation must finish by
  * itself: no answer streaming, no tool pending, nothing left to answer, and
  * every answer that was streaming at a crash completed under its own id.
@@ -37,6 +41,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "state_machine/rx_machine.h"
 #include "tests/itest.h"
@@ -81,7 +86,10 @@ struct msg {
     char id[32];
     char content[200];
     bool acked;
+    bool cut; /* a POST got no answer: killed in flight */
 };
+
+static int n_cut, n_cut_stored;
 
 static struct msg msgs[MAX_MSGS];
 static int n_msgs;
@@ -370,14 +378,20 @@ static void check_recovered(const struct itest_server *s, int iter)
         size_t h;
         json_t *e;
 
-        if (!msgs[i].acked)
-            continue;
         json_array_foreach(hist, h, e)
         {
             const char *mid = json_string_value(
                 json_object_get(json_object_get(e, "input"), "messageId"));
 
             in_log |= mid && !strcmp(mid, msgs[i].id);
+        }
+        /* Cut in flight: stored or not, both are fine; the retry settles it. */
+        if (!msgs[i].acked) {
+            if (msgs[i].cut && in_log) {
+                n_cut_stored++;
+                msgs[i].cut = false;
+            }
+            continue;
         }
         if (!in_log || !has_id(json_object_get(state, "userMessages"), msgs[i].id))
             fail(iter, "acknowledged message %s was lost", msgs[i].id);
@@ -430,18 +444,34 @@ static void check_recovered(const struct itest_server *s, int iter)
 
 /* ---- driving and killing ---------------------------------------------------------- */
 
+/*
+ * The killer: after delay_ms; or, aimed at the window between the commit and
+ * the answer, delay_us after the driver starts its post number `at_post`.
+ */
 struct killer {
     pid_t pid;
     int delay_ms;
+    int at_post; /* 0: by time only */
+    int delay_us;
     pthread_t thread;
     volatile bool fired;
 };
+
+static int posts_started; /* by the driver, atomic */
 
 static void *killer_main(void *arg)
 {
     struct killer *k = arg;
 
-    usleep((useconds_t)k->delay_ms * 1000);
+    if (k->at_post) {
+        for (long until = now_ms() + 5000;
+             __atomic_load_n(&posts_started, __ATOMIC_ACQUIRE) < k->at_post &&
+             now_ms() < until;)
+            usleep(50);
+        usleep((useconds_t)k->delay_us);
+    } else {
+        usleep((useconds_t)k->delay_ms * 1000);
+    }
     kill(k->pid, SIGKILL);
     k->fired = true;
     return NULL;
@@ -481,6 +511,7 @@ static bool post_message(const struct itest_server *s, int i)
     long st;
 
     snprintf(path, sizeof(path), PREFIX "%s/moorex", sid);
+    __atomic_add_fetch(&posts_started, 1, __ATOMIC_RELEASE);
     st = post_json(s, path, text, NULL);
     free(text);
     json_decref(body);
@@ -492,6 +523,10 @@ static bool post_message(const struct itest_server *s, int i)
         pthread_mutex_unlock(&msgs_lock);
         return true;
     }
+    if (st < 0 && !msgs[i].cut) {
+        msgs[i].cut = true;
+        n_cut++;
+    }
     return false;
 }
 
@@ -502,7 +537,8 @@ static void drive(const struct itest_server *s, int iter, struct killer *k)
         if (!msgs[i].acked)
             (void)post_message(s, i);
     while (!k->fired) {
-        int gap = rnd_int(0, 400);
+        /* Back-to-back posts at times, so kills also land inside a POST. */
+        int gap = rnd_int(0, 9) < 3 ? 0 : rnd_int(0, 400);
 
         new_message(iter);
         if (!post_message(s, n_msgs - 1))
@@ -586,6 +622,128 @@ static void check_finished(const struct itest_server *s, int iter)
     json_decref(st);
 }
 
+/* ---- the binary's own errors and retention ------------------------------------------
+ */
+
+/* Run the server binary with `args` (shell words); its output (both streams). */
+static int run_binary(const char *args, char *out, size_t n)
+{
+    const char *bin = getenv("RX_SERVER") ? getenv("RX_SERVER") : "build/reflexor";
+    char cmd[1024];
+    size_t len = 0;
+    FILE *p;
+    int status;
+
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --listen 127.0.0.1:0 %s 2>&1", bin, args);
+    p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    while (len + 1 < n && fgets(out + len, (int)(n - len), p))
+        len += strlen(out + len);
+    out[len] = '\0';
+    status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static long long sql_count(const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+
+    if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+        int rc = sqlite3_step(q);
+
+        n = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/*
+ * A garbage file and a path under a regular file: the server exits at once
+ * with one line naming the file. Then retention through `reflexor --gc`: a
+ * session made old is removed with its rows, the conversation is kept.
+ */
+static void check_cli(int iter, const char *old_sid)
+{
+    char path[256], args[600], out[4096], sql[256], cfg[256];
+    long long inputs_before, inputs_after;
+    FILE *f;
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/garbage.db", tmpdir);
+    f = fopen(path, "w");
+    for (int i = 0; f && i < 3000; i++)
+        fputc((int)(rnd() & 0xff), f);
+    if (f)
+        fclose(f);
+    snprintf(args, sizeof(args), "--db '%s'", path);
+    rc = run_binary(args, out, sizeof(out));
+    if (rc == 0 || rc == 124 || !strstr(out, path) || count_lines(out) != 1)
+        fail(iter, "a garbage database: exit %d, output: %s", rc, out);
+    else
+        passed++;
+    unlink(path);
+
+    snprintf(path, sizeof(path), "%s/plain", tmpdir);
+    f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    snprintf(args, sizeof(args), "--db '%s/plain/reflexor.db'", tmpdir);
+    rc = run_binary(args, out, sizeof(out));
+    if (rc == 0 || rc == 124 || !strstr(out, "plain/reflexor.db") ||
+        count_lines(out) != 1)
+        fail(iter, "a database under a regular file: exit %d, output: %s", rc, out);
+    else
+        passed++;
+    unlink(path);
+
+    if (!old_sid)
+        return;
+    snprintf(cfg, sizeof(cfg), "%s/retention.json", tmpdir);
+    f = fopen(cfg, "w");
+    if (f) {
+        fputs("{\"retention\":{\"max_age_days\":1}}", f);
+        fclose(f);
+    }
+    /* Make one session two days old; the conversation stays recent. */
+    snprintf(sql, sizeof(sql),
+             "UPDATE sessions SET created_at=1000, updated_at=strftime('%%s','now')*1000"
+             "-2*86400000 WHERE id='%s' RETURNING 1",
+             old_sid);
+    check(sql_count(sql) == 1, iter, "a session made old");
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM inputs WHERE session_id='%s'", sid);
+    inputs_before = sql_count(sql);
+    snprintf(args, sizeof(args), "--config '%s' --db '%s' --gc", cfg, dbpath);
+    rc = run_binary(args, out, sizeof(out));
+    printf("crash_loop: reflexor --gc: %s", out);
+    check(rc == 0 && strstr(out, "removed 1 session") && !strstr(out, " 0 input"), iter,
+          "--gc removes the old one and its inputs");
+    inputs_after = sql_count(sql);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM sessions WHERE id='%s'", old_sid);
+    check(sql_count(sql) == 0, iter, "the old session is gone");
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM inputs WHERE session_id='%s'"
+             " UNION ALL SELECT count(*) FROM snapshots WHERE session_id='%s'",
+             old_sid, old_sid);
+    check(sql_count(sql) == 0, iter, "its rows are gone");
+    check(inputs_before > 0 && inputs_after == inputs_before, iter,
+          "the recent conversation is kept whole");
+    unlink(cfg);
+}
+
 /* ---- main ------------------------------------------------------------------------- */
 
 static int start(struct itest_server *s)
@@ -613,7 +771,8 @@ int main(int argc, char **argv)
     int iterations = argc > 2 ? atoi(argv[2]) : 40;
     struct itest_server s;
     json_t *ans = NULL;
-    int kills = 0, early = 0;
+    char old_sid[80] = "";
+    int kills = 0, early = 0, aimed = 0;
     long t0 = now_ms();
 
     rng = seed * 0x9E3779B97F4A7C15ULL + 1;
@@ -647,6 +806,12 @@ int main(int argc, char **argv)
         bool at_start = iter > 0 && rnd_int(0, 9) < 2;
 
         k.delay_ms = at_start ? rnd_int(0, 60) : rnd_int(60, 1500);
+        /* A quarter of the kills aim at a POST in flight. */
+        if (!at_start && iter > 0 && rnd_int(0, 3) == 0) {
+            k.at_post = rnd_int(1, 3);
+            k.delay_us = rnd_int(0, 3000);
+        }
+        __atomic_store_n(&posts_started, 0, __ATOMIC_RELEASE);
         if (iter > 0) {
             if (start(&s)) {
                 fail(iter, "the server did not restart on the database");
@@ -665,6 +830,7 @@ int main(int argc, char **argv)
         pthread_join(k.thread, NULL);
         kills++;
         early += at_start;
+        aimed += k.at_post > 0;
         (void)itest_server_stop(&s); /* reaps the killed server */
     }
 
@@ -675,14 +841,34 @@ int main(int argc, char **argv)
                 (void)post_message(&s, i);
         check_recovered(&s, iterations);
         check_finished(&s, iterations);
+        /* A second session, to be made old for the retention check. */
+        if (post_json(&s, "/api/reflexor/sessions", "{}", &ans) == 201 &&
+            json_string_value(json_object_get(ans, "id")))
+            snprintf(old_sid, sizeof(old_sid), "%s",
+                     json_string_value(json_object_get(ans, "id")));
+        json_decref(ans);
+        if (old_sid[0]) {
+            char path[256];
+
+            snprintf(path, sizeof(path), PREFIX "%s/moorex", old_sid);
+            check(post_json(&s, path,
+                            "{\"type\":\"user-send-message\",\"content\":\"hi\"}",
+                            NULL) == 200,
+                  iterations, "a message to the session that will be old");
+        }
         check(itest_server_stop(&s) == 0, iterations, "a clean stop at the end");
+        check_cli(iterations, old_sid[0] ? old_sid : NULL);
     } else {
         fail(iterations, "the server did not start for the final check");
     }
-    printf("crash_loop: %d kill -9 (%d during recovery), %d messages posted, %lld "
-           "acknowledged, %d answers resumed after a crash, %.1f s\n",
-           kills, early, n_msgs, (long long)acked_inputs, n_resumed,
+    printf("crash_loop: %d kill -9 (%d as recovery starts, %d aimed at a POST), %d "
+           "messages posted, %lld acknowledged, %d answers resumed after a crash, "
+           "%.1f s\n",
+           kills, early, aimed, n_msgs, (long long)acked_inputs, n_resumed,
            (double)(now_ms() - t0) / 1000.0);
+    printf("crash_loop: %d POSTs cut by a kill, %d of them stored before the kill "
+           "(then answered 200 to the retry)\n",
+           n_cut, n_cut_stored);
     printf("crash_loop: %d passed, %d failed\n", passed, failed);
     if (!failed)
         cleanup_files();
