@@ -243,8 +243,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         rx_input_release(&in[i]);
     free(in);
-    unlink(path_full);
-    unlink(path_normal);
+    /* The direct read of snapshot_bytes() leaves -wal/-shm files behind. */
+    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+        static const char *const suffix[] = {"", "-wal", "-shm"};
+        char p[320];
+
+        for (size_t k = 0; runs[i].path && k < sizeof(suffix) / sizeof(suffix[0]); k++) {
+            snprintf(p, sizeof(p), "%s%s", runs[i].path, suffix[k]);
+            unlink(p);
+        }
+    }
     rmdir(dir);
     return rc;
 }
