@@ -167,6 +167,7 @@ int config_load_file(struct config *c, const char *file, struct cfg_error *err)
     INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);
     INT_FIELD("limits.max_sessions", c->max_sessions, 1, 10000000);
     INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
+    INT_FIELD("limits.http_threads", c->http_threads, 0, 64);
     INT_FIELD("limits.sse_queue_max", c->sse_queue_max, 4, 1000000);
     INT_FIELD("limits.session_queue_max", c->session_queue_max, 1, 1000000);
     INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);

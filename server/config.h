@@ -37,6 +37,7 @@ struct config {
     size_t message_max;
     int max_sessions;
     int max_connections;
+    int http_threads; /* libmicrohttpd threads; 0: one per CPU, at most 4 */
     int sse_queue_max;
     int session_queue_max;
     int sse_retry_ms;

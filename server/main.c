@@ -286,31 +286,41 @@ static void *pinger_main(void *arg)
     return NULL;
 }
 
-/* The default database lives under data/, made on first use. */
-static struct store *open_store(const struct config *cfg)
+/* The default database lives under data/, made on first use. ":memory:"
+   is no database at all: nothing is logged, nothing survives. */
+static int open_store(const struct config *cfg, struct store **out)
 {
     char err[STORE_ERR_LEN] = "";
-    struct store *st;
+
+    *out = NULL;
+    if (!strcmp(cfg->db_path, ":memory:"))
+        return 0;
 
     if (!strncmp(cfg->db_path, "data/", 5) && mkdir("data", 0755) && errno != EEXIST) {
         fprintf(stderr, "reflexor: cannot create 'data': %s\n", strerror(errno));
-        return NULL;
+        return -errno;
     }
-    st = store_open(cfg->db_path, err);
-    if (!st)
+    *out = store_open(cfg->db_path, err);
+    if (!*out) {
         fprintf(stderr, "reflexor: database %s\n", err);
-    return st;
+        return -EINVAL;
+    }
+    return 0;
 }
 
 /* reflexor --gc: the retention policy, once. */
 static int run_gc(const struct config *cfg)
 {
-    struct store *st = open_store(cfg);
+    struct store *st;
     int64_t inputs = 0;
     int removed = 0, err;
 
-    if (!st)
+    if (open_store(cfg, &st))
         return 1;
+    if (!st) {
+        printf("--db :memory: keeps nothing: nothing to remove\n");
+        return 0;
+    }
     if (!cfg->retention_max_age_days) {
         printf("retention.max_age_days is 0: nothing is ever removed\n");
         store_close(st);
@@ -358,7 +368,7 @@ int main(int argc, char **argv)
     raise_fd_limit(cfg.max_connections);
 
     if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)) ||
-        !(store = open_store(&cfg)))
+        open_store(&cfg, &store))
         goto out_release;
     sessions = session_table_create(&(struct session_env){&cfg, brain, tools, store});
     if (!sessions) {

@@ -171,19 +171,6 @@ static void publish(struct session *s, struct rx_buf *b)
     publish_to(s, b, true, true);
 }
 
-static void publish_input(struct session *s, const struct rx_input *in)
-{
-    struct rx_buf *b = &s->scratch;
-
-    rx_buf_reset(b);
-    if (rx_buf_puts(b, "{\"type\":\"input-received\",\"input\":") ||
-        rx_input_encode(in, b) || rx_buf_putc(b, '}')) {
-        log_warn("session %s: cannot encode input-received", s->id);
-        return;
-    }
-    publish(s, b);
-}
-
 static int encode_state_event(struct session *s, struct rx_buf *b)
 {
     rx_buf_reset(b);
@@ -193,26 +180,50 @@ static int encode_state_event(struct session *s, struct rx_buf *b)
     return 0;
 }
 
-/* The new state to those who want it whole, its patch to the others; an
-   event nobody follows is not encoded at all. */
-static void publish_state(struct session *s, const struct rx_outcome *o)
+/* The scratch buffer as one event frame, or NULL (logged). */
+static struct sse_frame *scratch_frame(struct session *s, const char *what, int err)
 {
+    struct sse_frame *f =
+        err ? NULL : sse_frame_event(s->seq, s->scratch.data, s->scratch.len);
+
+    if (!f)
+        log_warn("session %s: cannot encode %s", s->id, what);
+    return f;
+}
+
+/*
+ * An accepted input and what it did: input-received, then the new state to
+ * those who follow it whole and its patch to the others. Each frame is made
+ * once for all, only if someone follows, and each client is woken once.
+ */
+static void publish_input(struct session *s, const struct rx_input *in,
+                          const struct rx_outcome *o)
+{
+    bool full = sse_channel_has_clients(&s->ch),
+         patch = sse_channel_has_clients(&s->patch_ch);
+    struct sse_frame *f[3] = {NULL, NULL, NULL};
     struct rx_buf *b = &s->scratch;
 
-    if (sse_channel_has_clients(&s->ch)) {
-        if (encode_state_event(s, b))
-            log_warn("session %s: cannot encode state-updated", s->id);
-        else
-            publish_to(s, b, true, false);
-    }
-    if (sse_channel_has_clients(&s->patch_ch)) {
+    if (!full && !patch)
+        return;
+    rx_buf_reset(b);
+    f[0] = scratch_frame(s, "input-received",
+                         rx_buf_puts(b, "{\"type\":\"input-received\",\"input\":") ||
+                             rx_input_encode(in, b) || rx_buf_putc(b, '}'));
+    if (full)
+        f[1] = scratch_frame(s, "state-updated", encode_state_event(s, b));
+    if (patch) {
         rx_buf_reset(b);
-        if (rx_buf_puts(b, "{\"type\":\"state-patch\",\"patch\":") ||
-            rx_patch_encode(&s->state, o, b) || rx_buf_putc(b, '}'))
-            log_warn("session %s: cannot encode state-patch", s->id);
-        else
-            publish_to(s, b, false, true);
+        f[2] = scratch_frame(s, "state-patch",
+                             rx_buf_puts(b, "{\"type\":\"state-patch\",\"patch\":") ||
+                                 rx_patch_encode(&s->state, o, b) || rx_buf_putc(b, '}'));
     }
+    if (full && f[0] && f[1])
+        sse_channel_publish_n(&s->ch, (struct sse_frame *const[]){f[0], f[1]}, 2);
+    if (patch && f[0] && f[2])
+        sse_channel_publish_n(&s->patch_ch, (struct sse_frame *const[]){f[0], f[2]}, 2);
+    for (int i = 0; i < 3; i++)
+        sse_frame_unref(f[i]);
 }
 
 /* ---- the runtime's host ----------------------------------------------------- */
@@ -279,6 +290,8 @@ static void host_event(void *ctx, const char *type, const struct effect *fx)
         metrics_effect_done(effect_kind(fx) == RX_EFFECT_ASK_BRAIN ? 0 : 1,
                             effect_elapsed_ms(fx), !strcmp(type, "effect-failed"));
     log_debug("session %s: %s %s", s->id, type, effect_key(fx));
+    if (!sse_channel_has_clients(&s->ch) && !sse_channel_has_clients(&s->patch_ch))
+        return;
     rx_buf_reset(b);
     if (rx_buf_printf(b, "{\"type\":\"%s\",\"key\":", type) ||
         rx_buf_put_json_str(b, effect_key(fx)) || rx_buf_putc(b, '}'))
@@ -747,8 +760,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     set_title(s);
     if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START && !stream_open(s, in->message_id))
         log_warn("session %s: no buffer for message %s", s->id, in->message_id);
-    publish_input(s, in);
-    publish_state(s, &out);
+    publish_input(s, in, &out);
     streams_settle(s);
     if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, cause))
         log_warn("session %s: out of memory starting effects", s->id);
@@ -920,7 +932,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
     int err;
 
     if (!t->env.store)
-        return -ENOENT;
+        return -ENOSYS;
     new_uuid(fresh);
     if ((err = store_fork(t->env.store, sid, at, fresh, session_now_ms())))
         return err;
@@ -986,7 +998,7 @@ int session_state_at(struct session *s, int64_t seq, json_t **out)
     int err;
 
     if (!st)
-        return -ENOENT;
+        return -ENOSYS;
     if ((err = store_state_at(st, s->id, seq, &state)))
         return err;
     rx_buf_init(&b, RX_BUF_STATE_MAX);
@@ -1003,6 +1015,6 @@ int session_state_at(struct session *s, int64_t seq, json_t **out)
 int session_history(struct session *s, int64_t after, int limit, json_t **out)
 {
     if (!s->table->env.store)
-        return -ENOENT;
+        return -ENOSYS;
     return store_history(s->table->env.store, s->id, after, limit, out);
 }

@@ -73,7 +73,8 @@ size_t session_table_count(struct session_table *t);
 int session_table_load(struct session_table *t) SESSION_WUR;
 /*
  * A new session from the first `at` inputs of `sid`. 0 and a new reference in
- * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSPC, -ENOMEM, -EIO.
+ * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSYS (no database:
+ * --db :memory:), -ENOSPC, -ENOMEM, -EIO. The same -ENOSYS for the two below.
  */
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,
                        struct session **out) SESSION_WUR;

@@ -249,17 +249,18 @@ void sse_channel_release(struct sse_channel *ch)
     sse_channel_close_all(ch);
 }
 
-void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f)
+void sse_channel_publish_n(struct sse_channel *ch, struct sse_frame *const *f, size_t n)
 {
     struct sse_client *c, *next;
 
     pthread_mutex_lock(&g_lock);
     for (c = ch->clients; c; c = next) {
-        bool ok;
+        bool ok = true;
 
         next = c->next;
         pthread_mutex_lock(&c->lock);
-        ok = c->closed || client_push(c, f);
+        for (size_t i = 0; i < n && ok && !c->closed; i++)
+            ok = client_push(c, f[i]);
         if (!ok) {
             /* Drop the laggard rather than grow memory or stall the rest. */
             c->dropped = true;
@@ -272,6 +273,11 @@ void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f)
             client_detach(c);
     }
     pthread_mutex_unlock(&g_lock);
+}
+
+void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f)
+{
+    sse_channel_publish_n(ch, &f, 1);
 }
 
 struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,

