@@ -24,6 +24,7 @@ int config_init(struct config *c)
     memset(c, 0, sizeof(*c));
     c->listen_port = 8080;
     c->effects = true;
+    c->store_fsync = true;
     c->body_max = 1 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
@@ -155,6 +156,13 @@ int config_load_file(struct config *c, const char *file, struct cfg_error *err)
             goto out_decref;
         }
         c->allow_agent_inputs = json_is_true(v);
+    }
+    if ((v = at(root, "store.fsync"))) {
+        if (!json_is_boolean(v)) {
+            rc = bad(err, file, "store.fsync", "must be true or false");
+            goto out_decref;
+        }
+        c->store_fsync = json_is_true(v);
     }
     if ((v = at(root, "runtime.effects"))) {
         if (!json_is_boolean(v)) {

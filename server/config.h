@@ -45,6 +45,7 @@ struct config {
     int backoff_ms;
     int backoff_max_ms;
     int snapshot_every;
+    bool store_fsync; /* fsync each commit (survives power loss), or only write it */
     int retention_max_age_days;
     json_t *json; /* the whole file ({} when none) */
 };

@@ -33,8 +33,8 @@ static const char usage[] =
     "                         picks a free port, printed at start-up)\n"
     "      --db PATH          input log database (default data/reflexor.db),\n"
     "                         ':memory:' keeps nothing across restarts\n"
-    "      --gc               apply the retention policy to the database once,\n"
-    "                         report what was removed, and exit\n"
+    "      --gc               apply the retention policy to the database of a\n"
+    "                         stopped server once, report what was removed, exit\n"
     "      --web DIR          static files of the web UI (default build/web)\n"
     "      --brain NAME       'builtin' (embedded, offline) or 'openai'\n"
     "      --no-effects       fold inputs but carry out no effect (benchmarks)\n"
@@ -305,6 +305,8 @@ static int open_store(const struct config *cfg, struct store **out)
         fprintf(stderr, "reflexor: database %s\n", err);
         return -EINVAL;
     }
+    if (!cfg->store_fsync && store_set_durable(*out, false))
+        log_warn("database %s: cannot turn fsync off; it stays on", cfg->db_path);
     return 0;
 }
 
