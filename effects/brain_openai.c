@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
-#include <uuid/uuid.h>
+#include "state_machine/rx_uuid.h"
 
 #include "effects/openai_stream.h"
 #include "effects/toolkit.h"
@@ -88,12 +88,9 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void new_id(char out[37])
+static void new_id(char out[RX_UUID_LEN])
 {
-    uuid_t u;
-
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, out);
+    rx_uuid_new(out);
 }
 
 /* ---- config ---------------------------------------------------------------- */

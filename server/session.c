@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <uuid/uuid.h>
+#include "state_machine/rx_uuid.h"
 
 #include "server/log.h"
 #include "server/metrics.h"
@@ -62,12 +62,9 @@ int64_t session_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void new_uuid(char out[37])
+static void new_uuid(char out[RX_UUID_LEN])
 {
-    uuid_t u;
-
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, out);
+    rx_uuid_new(out);
 }
 
 /* ---- message streams ------------------------------------------------------ */

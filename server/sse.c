@@ -148,6 +148,16 @@ static void client_detach(struct sse_client *c)
     client_unref(c);
 }
 
+/* g_lock held: end the stream after what is queued, and let the channel go. */
+static void client_end(struct sse_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    client_wake(c);
+    pthread_mutex_unlock(&c->lock);
+    client_detach(c);
+}
+
 static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct sse_client *c = cls;
@@ -222,15 +232,8 @@ void sse_channel_init(struct sse_channel *ch, size_t queue_max)
 void sse_channel_close_all(struct sse_channel *ch)
 {
     pthread_mutex_lock(&g_lock);
-    while (ch->clients) {
-        struct sse_client *c = ch->clients;
-
-        pthread_mutex_lock(&c->lock);
-        c->closed = true;
-        client_wake(c);
-        pthread_mutex_unlock(&c->lock);
-        client_detach(c);
-    }
+    while (ch->clients)
+        client_end(ch->clients);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -355,13 +358,8 @@ long sse_clients_dropped(void)
 void sse_close_everything(void)
 {
     pthread_mutex_lock(&g_lock);
-    for (struct sse_client *c = g_clients; c; c = c->gnext) {
-        pthread_mutex_lock(&c->lock);
-        c->closed = true;
-        client_wake(c);
-        pthread_mutex_unlock(&c->lock);
-        client_detach(c);
-    }
+    for (struct sse_client *c = g_clients; c; c = c->gnext)
+        client_end(c);
     pthread_mutex_unlock(&g_lock);
 }
 

@@ -27,9 +27,14 @@ void rx_buf_release(struct rx_buf *b)
 
 void rx_buf_reset(struct rx_buf *b)
 {
-    b->len = 0;
+    rx_buf_truncate(b, 0);
+}
+
+void rx_buf_truncate(struct rx_buf *b, size_t len)
+{
+    b->len = len;
     if (b->data)
-        b->data[0] = '\0';
+        b->data[len] = '\0';
 }
 
 char *rx_buf_take(struct rx_buf *b, size_t *len)
@@ -180,8 +185,6 @@ int rx_buf_put_json_strn(struct rx_buf *b, const char *s, size_t n)
     return 0;
 
 out_truncate:
-    b->len = start_len;
-    if (b->data)
-        b->data[b->len] = '\0';
+    rx_buf_truncate(b, start_len);
     return err;
 }

@@ -35,6 +35,8 @@ void rx_buf_init(struct rx_buf *b, size_t max);
 void rx_buf_release(struct rx_buf *b);
 /* Forget the contents but keep the allocation. */
 void rx_buf_reset(struct rx_buf *b);
+/* Cut back to `len` bytes (<= b->len): undoes appends after a failure. */
+void rx_buf_truncate(struct rx_buf *b, size_t len);
 /* Hand the bytes (NUL-terminated, may be NULL when empty) to the caller. */
 char *rx_buf_take(struct rx_buf *b, size_t *len);
 

@@ -332,9 +332,7 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
     return 0;
 
 out_truncate:
-    b->len = start;
-    if (b->data)
-        b->data[start] = '\0';
+    rx_buf_truncate(b, start);
     return err;
 }
 

@@ -126,8 +126,6 @@ int rx_patch_encode(const struct rx_state *after, const struct rx_outcome *o,
     return 0;
 
 out_truncate:
-    b->len = start;
-    if (b->data)
-        b->data[start] = '\0';
+    rx_buf_truncate(b, start);
     return err;
 }

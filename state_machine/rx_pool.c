@@ -35,6 +35,18 @@ static void finish(struct rx_pool *p, struct rx_pool_job *j)
     (void)p;
 }
 
+/* Lock held. Take the first queued job. */
+static struct rx_pool_job *pop(struct rx_pool *p)
+{
+    struct rx_pool_job *j = p->head;
+
+    p->head = j->next;
+    if (!p->head)
+        p->tail = NULL;
+    p->queued--;
+    return j;
+}
+
 static void *worker_main(void *arg)
 {
     struct rx_pool *p = arg;
@@ -51,11 +63,7 @@ static void *worker_main(void *arg)
         }
         if (!p->head)
             break;
-        j = p->head;
-        p->head = j->next;
-        if (!p->head)
-            p->tail = NULL;
-        p->queued--;
+        j = pop(p);
         pthread_mutex_unlock(&p->lock);
         j->fn(j->arg);
         pthread_mutex_lock(&p->lock);
@@ -153,10 +161,7 @@ int rx_pool_run(struct rx_pool *p, struct rx_pool_job *jobs, size_t n)
         struct rx_pool_job *j = p->head;
 
         if (j && j->batch == &b) {
-            p->head = j->next;
-            if (!p->head)
-                p->tail = NULL;
-            p->queued--;
+            pop(p);
             pthread_mutex_unlock(&p->lock);
             j->fn(j->arg);
             pthread_mutex_lock(&p->lock);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <uuid/uuid.h>
+#include "state_machine/rx_uuid.h"
 
 #include "state_machine/rx_alloc.h"
 
@@ -82,11 +82,9 @@ int rx_reducer_max(json_t *current, json_t *update, json_t **out,
 
 static int uuid_next(void *ctx, char out[RX_REDUCER_ID_LEN])
 {
-    uuid_t u;
-
     (void)ctx;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, out);
+    _Static_assert(RX_REDUCER_ID_LEN >= RX_UUID_LEN, "a UUID must fit an id");
+    rx_uuid_new(out);
     return 0;
 }
 

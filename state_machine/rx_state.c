@@ -196,9 +196,7 @@ int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf 
     return 0;
 
 out_truncate:
-    b->len = start;
-    if (b->data)
-        b->data[start] = '\0';
+    rx_buf_truncate(b, start);
     return err;
 }
 
@@ -230,9 +228,7 @@ int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b)
     return 0;
 
 out_truncate:
-    b->len = start;
-    if (b->data)
-        b->data[start] = '\0';
+    rx_buf_truncate(b, start);
     return err;
 }
 
@@ -326,9 +322,7 @@ int rx_state_encode(const struct rx_state *s, struct rx_buf *b)
     return 0;
 
 out_truncate:
-    b->len = start;
-    if (b->data)
-        b->data[start] = '\0';
+    rx_buf_truncate(b, start);
     return err;
 }
 
