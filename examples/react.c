@@ -20,141 +20,145 @@ static const struct rx_reducer schema[] = {
     {"messages", RX_REDUCER_ADD_MESSAGES, NULL, NULL},
 };
 
-static json_t *last_message(json_t *state) {
-  json_t *m = json_object_get(state, "messages");
+static json_t *last_message(json_t *state)
+{
+    json_t *m = json_object_get(state, "messages");
 
-  return json_array_get(m, json_array_size(m) - 1);
+    return json_array_get(m, json_array_size(m) - 1);
 }
 
 /* Ask the brain; its reply becomes one assistant message (text or tool calls).
  */
-static int chat(struct rx_graph_task *t, json_t *in, void *ctx,
-                json_t **update) {
-  json_t *reply = NULL, *calls, *c, *msg, *oa;
-  size_t i;
-  int rc;
+static int chat(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
+{
+    json_t *reply = NULL, *calls, *c, *msg, *oa;
+    size_t i;
+    int rc;
 
-  (void)t;
-  (void)ctx;
-  rc = brain_builtin_reply(json_object_get(in, "messages"), &reply);
-  if (rc)
-    return rc;
-  calls = json_object_get(reply, "tool_calls");
-  if (!calls) {
-    msg = json_pack("{s:s,s:O}", "role", "assistant", "content",
-                    json_object_get(reply, "content"));
-  } else {
-    /* The brain's flat calls, in the OpenAI shape it reads back. */
-    oa = json_array();
-    json_array_foreach(calls, i, c) {
-      json_array_append_new(
-          oa, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id", json_object_get(c, "id"),
-                        "type", "function", "function", "name",
-                        json_object_get(c, "name"), "arguments",
-                        json_object_get(c, "arguments")));
+    (void)t;
+    (void)ctx;
+    rc = brain_builtin_reply(json_object_get(in, "messages"), &reply);
+    if (rc)
+        return rc;
+    calls = json_object_get(reply, "tool_calls");
+    if (!calls) {
+        msg = json_pack("{s:s,s:O}", "role", "assistant", "content",
+                        json_object_get(reply, "content"));
+    } else {
+        /* The brain's flat calls, in the OpenAI shape it reads back. */
+        oa = json_array();
+        json_array_foreach(calls, i, c)
+        {
+            json_array_append_new(oa, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id",
+                                                json_object_get(c, "id"), "type",
+                                                "function", "function", "name",
+                                                json_object_get(c, "name"), "arguments",
+                                                json_object_get(c, "arguments")));
+        }
+        msg =
+            json_pack("{s:s,s:n,s:o}", "role", "assistant", "content", "tool_calls", oa);
     }
-    msg = json_pack("{s:s,s:n,s:o}", "role", "assistant", "content",
-                    "tool_calls", oa);
-  }
-  json_decref(reply);
-  *update = json_pack("{s:[o]}", "messages", msg);
-  return *update ? 0 : -ENOMEM;
+    json_decref(reply);
+    *update = json_pack("{s:[o]}", "messages", msg);
+    return *update ? 0 : -ENOMEM;
 }
 
-static int run_calculator(const char *arguments, char *out, size_t size) {
-  char err[CALCULATOR_ERR_LEN] = "";
-  json_t *args = json_loads(arguments, 0, NULL);
-  const char *expr = json_string_value(json_object_get(args, "expression"));
-  double v;
-  int rc = -EINVAL;
+static int run_calculator(const char *arguments, char *out, size_t size)
+{
+    char err[CALCULATOR_ERR_LEN] = "";
+    json_t *args = json_loads(arguments, 0, NULL);
+    const char *expr = json_string_value(json_object_get(args, "expression"));
+    double v;
+    int rc = -EINVAL;
 
-  if (expr)
-    rc = calculator_eval(expr, &v, err);
-  if (!rc)
-    rc = calculator_format(v, out, size);
-  if (rc)
-    snprintf(out, size, "Error: %s", err[0] ? err : "bad arguments");
-  json_decref(args);
-  return 0;
+    if (expr)
+        rc = calculator_eval(expr, &v, err);
+    if (!rc)
+        rc = calculator_format(v, out, size);
+    if (rc)
+        snprintf(out, size, "Error: %s", err[0] ? err : "bad arguments");
+    json_decref(args);
+    return 0;
 }
 
 /* Run every tool call of the last message; one tool message per call. */
-static int tools(struct rx_graph_task *t, json_t *in, void *ctx,
-                 json_t **update) {
-  json_t *msgs = json_array(), *c;
-  char result[CALCULATOR_ERR_LEN + CALCULATOR_FMT_LEN];
-  size_t i;
+static int tools(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
+{
+    json_t *msgs = json_array(), *c;
+    char result[CALCULATOR_ERR_LEN + CALCULATOR_FMT_LEN];
+    size_t i;
 
-  (void)t;
-  (void)ctx;
-  json_array_foreach(json_object_get(last_message(in), "tool_calls"), i, c) {
-    json_t *fn = json_object_get(c, "function");
-    const char *name = json_string_value(json_object_get(fn, "name"));
+    (void)t;
+    (void)ctx;
+    json_array_foreach(json_object_get(last_message(in), "tool_calls"), i, c)
+    {
+        json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
 
-    if (name && !strcmp(name, "calculator"))
-      run_calculator(json_string_value(json_object_get(fn, "arguments")),
-                     result, sizeof(result));
-    else
-      snprintf(result, sizeof(result), "Error: unknown tool '%s'",
-               name ? name : "");
-    json_array_append_new(
-        msgs, json_pack("{s:s,s:O,s:s}", "role", "tool", "tool_call_id",
-                        json_object_get(c, "id"), "content", result));
-  }
-  *update = json_pack("{s:o}", "messages", msgs);
-  return *update ? 0 : -ENOMEM;
+        if (name && !strcmp(name, "calculator"))
+            run_calculator(json_string_value(json_object_get(fn, "arguments")), result,
+                           sizeof(result));
+        else
+            snprintf(result, sizeof(result), "Error: unknown tool '%s'",
+                     name ? name : "");
+        json_array_append_new(msgs,
+                              json_pack("{s:s,s:O,s:s}", "role", "tool", "tool_call_id",
+                                        json_object_get(c, "id"), "content", result));
+    }
+    *update = json_pack("{s:o}", "messages", msgs);
+    return *update ? 0 : -ENOMEM;
 }
 
-static int should_continue(json_t *state, void *ctx,
-                           struct rx_graph_route *route) {
-  (void)ctx;
-  return rx_graph_route_to(
-      route, json_object_get(last_message(state), "tool_calls") ? "tools"
-                                                                : RX_GRAPH_END);
+static int should_continue(json_t *state, void *ctx, struct rx_graph_route *route)
+{
+    (void)ctx;
+    return rx_graph_route_to(route, json_object_get(last_message(state), "tool_calls")
+                                        ? "tools"
+                                        : RX_GRAPH_END);
 }
 
-int main(int argc, char **argv) {
-  const char *map[] = {"tools", "tools", RX_GRAPH_END, RX_GRAPH_END, NULL};
-  struct rx_graph *g = rx_graph_create(schema, 1);
-  struct rx_graph_result res = {0};
-  struct rx_graph_error err = {{0}};
-  json_t *in, *m;
-  size_t i;
-  int rc = 1;
+int main(int argc, char **argv)
+{
+    const char *map[] = {"tools", "tools", RX_GRAPH_END, RX_GRAPH_END, NULL};
+    struct rx_graph *g = rx_graph_create(schema, 1);
+    struct rx_graph_result res = {0};
+    struct rx_graph_error err = {{0}};
+    json_t *in, *m;
+    size_t i;
+    int rc = 1;
 
-  in = json_pack("{s:[{s:s,s:s}]}", "messages", "role", "user", "content",
-                 argc > 1 ? argv[1] : "what is 6*7?");
-  if (!g || !in || rx_graph_add_node(g, "chat", chat, NULL) ||
-      rx_graph_add_node(g, "tools", tools, NULL) ||
-      rx_graph_add_edge(g, RX_GRAPH_START, "chat") ||
-      rx_graph_add_conditional_edges(g, "chat", should_continue, NULL, map) ||
-      rx_graph_add_edge(g, "tools", "chat") || rx_graph_compile(g, &err) ||
-      rx_graph_invoke(g, in, NULL, &res, &err)) {
-    fprintf(stderr, "react: %s\n", err.text[0] ? err.text : "out of memory");
-    goto out_release;
-  }
-  json_array_foreach(json_object_get(res.state, "messages"), i, m) {
-    json_t *calls = json_object_get(m, "tool_calls");
-    const char *role = json_string_value(json_object_get(m, "role"));
+    in = json_pack("{s:[{s:s,s:s}]}", "messages", "role", "user", "content",
+                   argc > 1 ? argv[1] : "what is 6*7?");
+    if (!g || !in || rx_graph_add_node(g, "chat", chat, NULL) ||
+        rx_graph_add_node(g, "tools", tools, NULL) ||
+        rx_graph_add_edge(g, RX_GRAPH_START, "chat") ||
+        rx_graph_add_conditional_edges(g, "chat", should_continue, NULL, map) ||
+        rx_graph_add_edge(g, "tools", "chat") || rx_graph_compile(g, &err) ||
+        rx_graph_invoke(g, in, NULL, &res, &err)) {
+        fprintf(stderr, "react: %s\n", err.text[0] ? err.text : "out of memory");
+        goto out_release;
+    }
+    json_array_foreach(json_object_get(res.state, "messages"), i, m)
+    {
+        json_t *calls = json_object_get(m, "tool_calls");
+        const char *role = json_string_value(json_object_get(m, "role"));
 
-    if (calls)
-      printf(
-          "%s: calls %s(%s)\n", role,
-          json_string_value(json_object_get(
-              json_object_get(json_array_get(calls, 0), "function"), "name")),
-          json_string_value(json_object_get(
-              json_object_get(json_array_get(calls, 0), "function"),
-              "arguments")));
-    else
-      printf("%s: %s\n", role,
-             json_string_value(json_object_get(m, "content")));
-  }
-  printf("answer: %s\n", json_string_value(json_object_get(
-                             last_message(res.state), "content")));
-  rc = 0;
+        if (calls)
+            printf(
+                "%s: calls %s(%s)\n", role,
+                json_string_value(json_object_get(
+                    json_object_get(json_array_get(calls, 0), "function"), "name")),
+                json_string_value(json_object_get(
+                    json_object_get(json_array_get(calls, 0), "function"), "arguments")));
+        else
+            printf("%s: %s\n", role, json_string_value(json_object_get(m, "content")));
+    }
+    printf("answer: %s\n",
+           json_string_value(json_object_get(last_message(res.state), "content")));
+    rc = 0;
 out_release:
-  rx_graph_result_release(&res);
-  json_decref(in);
-  rx_graph_destroy(g);
-  return rc;
+    rx_graph_result_release(&res);
+    json_decref(in);
+    rx_graph_destroy(g);
+    return rc;
 }
