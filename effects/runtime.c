@@ -133,7 +133,7 @@ static int ask_chunk(struct brain_ask *ask, const char *message_id, const char *
 
     if (effect_is_cancelled(fx))
         return -ECANCELED;
-    return fx->rt->host.chunk(fx->rt->host.ctx, message_id, delta);
+    return fx->rt->host.chunk(fx->rt->host.ctx, fx, message_id, delta);
 }
 
 static bool ask_is_cancelled(struct brain_ask *ask)

@@ -43,8 +43,10 @@ struct runtime_host {
      * rejected, -ECANCELED (the runtime checks first), -ENOMEM.
      */
     int (*dispatch)(void *ctx, struct effect *fx, struct rx_input *in);
-    /* Streamed text of a started message, lock NOT held. 0 or -ENOENT. */
-    int (*chunk)(void *ctx, const char *message_id, const char *delta);
+    /* Streamed text of a started message from `fx`, lock NOT held (the host
+       checks under it that fx was not cancelled). 0, -ECANCELED or -ENOENT. */
+    int (*chunk)(void *ctx, const struct effect *fx, const char *message_id,
+                 const char *delta);
     /* An effect event; lock held. `type` is "effect-started" etc. */
     void (*event)(void *ctx, const char *type, const struct effect *fx);
     /* Keep the host alive while a worker runs. */

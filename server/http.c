@@ -24,6 +24,12 @@ struct request {
     bool too_big;
 };
 
+/* Written by the main thread at shutdown, read by every MHD thread. */
+static bool http_is_stopping(const struct http_server *srv)
+{
+    return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
+}
+
 /* ---- responses ------------------------------------------------------------ */
 
 static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status,
@@ -74,6 +80,11 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
     va_end(ap);
     metrics_http_error((int)status);
     j = json_pack("{s:s, s:s}", "error", code, "message", msg);
+    /* A message quoting a path that is not UTF-8 cannot be a JSON string;
+       the answer must still be JSON. */
+    if (!j)
+        j = json_pack("{s:s, s:s}", "error", code, "message",
+                      "the request names something that is not valid UTF-8");
     if (j && field)
         json_object_set_new(j, "field", json_string(field));
     return send_json(conn, status, j);
@@ -133,13 +144,11 @@ static bool content_type_ok(struct MHD_Connection *conn)
 static enum MHD_Result send_accepted(struct MHD_Connection *conn,
                                      const struct submit_result *res, struct rx_input *in)
 {
-    char buf[512];
-    struct rx_buf b = {buf, 0, sizeof(buf), sizeof(buf) - 1};
+    struct rx_buf b;
     enum MHD_Result ret;
     int err;
 
-    /* A stack buffer: ids are at most a few hundred bytes, and a longer one
-       fails the append (E2BIG) rather than grow it. */
+    rx_buf_init(&b, RX_BUF_SMALL_MAX);
     err = rx_buf_printf(&b, "{\"success\":true,\"timestamp\":%lld,\"seq\":%lld",
                         (long long)res->timestamp, (long long)res->seq);
     if (!err && in->message_id)
@@ -150,9 +159,11 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
     if (!err)
         err = rx_buf_putc(&b, '}');
     rx_input_release(in);
-    if (err)
-        return send_error(conn, 500, "internal", NULL, "answer too long");
-    ret = send_text(conn, 200, "application/json", buf, b.len);
+    /* The input is applied and stored by now: never answer it with an error
+       (a client would retry it); the short form still says it was taken. */
+    ret = err ? send_text(conn, 200, "application/json", "{\"success\":true}", 16)
+              : send_text(conn, 200, "application/json", b.data, b.len);
+    rx_buf_release(&b);
     return ret;
 }
 
@@ -167,7 +178,7 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
     json_t *j;
     int err;
 
-    if (srv->stopping)
+    if (http_is_stopping(srv))
         return send_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!content_type_ok(conn))
         return send_error(conn, 415, "unsupported-media-type", NULL,
@@ -197,7 +208,7 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
             return send_error(conn, 429, "queue-full", NULL,
                               "too many inputs wait for this session; retry shortly");
         if (err == -ENOENT)
-            return send_error(conn, srv->stopping ? 503 : 404, "not-found", NULL,
+            return send_error(conn, http_is_stopping(srv) ? 503 : 404, "not-found", NULL,
                               "the session is gone");
         return send_error(conn, 500, "internal", NULL, "%s", strerror(-err));
     }
@@ -295,7 +306,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     json_int_t seq;
     int err;
 
-    if (srv->stopping)
+    if (http_is_stopping(srv))
         return send_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!content_type_ok(conn))
         return send_error(conn, 415, "unsupported-media-type", NULL,
@@ -393,7 +404,7 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
         return send_json(conn, 200, session_table_list(srv->sessions));
     if (strcmp(method, "POST"))
         return method_not_allowed(conn, "GET, POST");
-    if (srv->stopping)
+    if (http_is_stopping(srv))
         return send_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     err = session_table_create_session(srv->sessions, NULL, &s);
     if (err == -ENOSPC)
@@ -447,7 +458,7 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
 {
     return send_json(conn, 200,
                      json_pack("{s:s, s:I, s:I, s:s}", "status",
-                               srv->stopping ? "stopping" : "ok", "sessions",
+                               http_is_stopping(srv) ? "stopping" : "ok", "sessions",
                                (json_int_t)session_table_count(srv->sessions), "uptimeMs",
                                (json_int_t)(session_now_ms() - srv->started_ms), "brain",
                                srv->brain_name));
@@ -646,7 +657,7 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
 
 void http_server_quiesce(struct http_server *srv)
 {
-    srv->stopping = true;
+    __atomic_store_n(&srv->stopping, true, __ATOMIC_RELEASE);
     if (srv->daemon) {
         MHD_socket s = MHD_quiesce_daemon(srv->daemon);
 

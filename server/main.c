@@ -416,9 +416,11 @@ int main(int argc, char **argv)
     pthread_cond_signal(&pinger.wake);
     pthread_mutex_unlock(&pinger.lock);
     pthread_join(pinger.thread, NULL);
+    /* Connections still open would go on using the sessions: close them all
+       before the table goes. */
+    http_server_stop(&srv);
     session_table_destroy(sessions);
     sessions = NULL;
-    http_server_stop(&srv);
     log_info("stopped");
     rc = 0;
 

@@ -256,7 +256,8 @@ static int host_dispatch(void *ctx, struct effect *fx, struct rx_input *in)
     return 0;
 }
 
-static int host_chunk(void *ctx, const char *message_id, const char *delta)
+static int host_chunk(void *ctx, const struct effect *fx, const char *message_id,
+                      const char *delta)
 {
     struct session *s = ctx;
     struct msgstream *m;
@@ -265,7 +266,10 @@ static int host_chunk(void *ctx, const char *message_id, const char *delta)
 
     pthread_mutex_lock(&s->lock);
     m = stream_find(s, message_id);
-    if (!m) {
+    /* Checked again under the lock: a cancel may have come in between. */
+    if (effect_is_cancelled(fx)) {
+        err = -ECANCELED;
+    } else if (!m) {
         err = -ENOENT;
     } else if (!rx_buf_puts(&m->text, delta)) {
         f = stream_frame("chunk", "delta", delta, strlen(delta), (int64_t)m->text.len);
@@ -582,11 +586,18 @@ void session_table_destroy(struct session_table *t)
     if (!t)
         return;
     session_table_cancel_all(t);
-    while (t->head) {
-        struct session *s = t->head;
+    for (;;) {
+        struct session *s;
 
-        t->head = s->next;
-        t->count--;
+        pthread_mutex_lock(&t->lock);
+        s = t->head;
+        if (s) {
+            t->head = s->next;
+            t->count--;
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (!s)
+            break;
         session_stop(s);
         session_unref(s);
     }
@@ -863,7 +874,8 @@ int session_message_response(struct session *s, const char *message_id, bool sse
         if (!first[i])
             err = -ENOMEM;
     if (!err)
-        *resp = sse_channel_subscribe(m ? &m->ch : &s->ch, conn, first, n, !m);
+        *resp =
+            sse_channel_subscribe(m ? &m->ch : &s->ch, conn, first, n, !m || s->deleted);
     if (!err && !*resp)
         err = -ENOMEM;
 

@@ -27,6 +27,7 @@ struct sse_client {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sse_client *g_clients;
 static long g_open, g_dropped;
+static bool g_closing; /* shutdown: every new stream ends after its first frames */
 
 /* ---- frames -------------------------------------------------------------- */
 
@@ -311,8 +312,12 @@ struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,
     MHD_add_response_header(r, "Content-Type", "text/event-stream; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    c->refs = closed ? 1 : 2;
     pthread_mutex_lock(&g_lock);
+    /* During shutdown no stream may stay suspended: MHD stops only after
+       every connection was resumed. */
+    closed = closed || g_closing;
+    c->closed = closed;
+    c->refs = closed ? 1 : 2;
     if (!closed) {
         c->ch = ch;
         c->next = ch->clients;
@@ -358,6 +363,7 @@ long sse_clients_dropped(void)
 void sse_close_everything(void)
 {
     pthread_mutex_lock(&g_lock);
+    g_closing = true;
     for (struct sse_client *c = g_clients; c; c = c->gnext)
         client_end(c);
     pthread_mutex_unlock(&g_lock);

@@ -494,6 +494,23 @@ START_TEST(test_every_error)
         ck_assert_int_eq(r.status, 200);
         itest_resp_release(&r);
     }
+    /* An id of control characters escapes to six times its size: still a 200. */
+    {
+        char body[1024];
+        int n = snprintf(body, sizeof(body),
+                         "{\"type\":\"user-send-message\",\"messageId\":\"");
+
+        for (int i = 0; i < 128; i++)
+            n += snprintf(body + n, sizeof(body) - (size_t)n, "\\u0001");
+        snprintf(body + n, sizeof(body) - (size_t)n, "\",\"content\":\"hi\"}");
+        ck_assert_int_eq(post(sid, body, NULL), 200);
+    }
+    /* A path that is not UTF-8 still gets a JSON error, not a closed socket. */
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%%FF%%FE", srv.base);
+    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_str_eq(r.content_type, "application/json");
+    itest_resp_release(&r);
     /* Without a database there is no log to read. */
     session_url(url, sizeof(url), sid, "/history");
     ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
