@@ -249,7 +249,7 @@ static long long parse_seq(const char *v)
     return *end || errno || n < 0 ? -1 : n;
 }
 
-static enum MHD_Result log_error_answer(struct MHD_Connection *conn, int err)
+static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
 {
     if (err == -ENOENT)
         return send_error(conn, 404, "not-found", NULL, "no such session in the log");
@@ -277,7 +277,7 @@ static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
         return send_error(conn, 400, "invalid-input", "at",
                           "'at' must be a non-negative integer");
     err = session_state_at(s, seq, &j);
-    return err ? log_error_answer(conn, err) : send_json(conn, 200, j);
+    return err ? store_error_answer(conn, err) : send_json(conn, 200, j);
 }
 
 /* GET .../sessions/<sid>/history[?after=N&limit=M]: the inputs with their seq. */
@@ -293,7 +293,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
         return send_error(conn, 400, "invalid-input", after < 0 ? "after" : "limit",
                           "must be a non-negative integer");
     err = session_history(s, after, (int)(limit > 100000 ? 100000 : limit), &j);
-    return err ? log_error_answer(conn, err) : send_json(conn, 200, j);
+    return err ? store_error_answer(conn, err) : send_json(conn, 200, j);
 }
 
 /* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */
@@ -325,7 +325,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     json_decref(j);
     err = session_table_fork(srv->sessions, session_id(s), seq, &f);
     if (err)
-        return log_error_answer(conn, err);
+        return store_error_answer(conn, err);
     j = json_pack("{s:s, s:s, s:I}", "id", session_id(f), "from", session_id(s), "at",
                   seq);
     log_info("session %s forked from %s at %lld", session_id(f), session_id(s),

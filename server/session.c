@@ -147,8 +147,8 @@ static void streams_settle(struct session *s)
 
 /* ---- events ---------------------------------------------------------------- */
 
-/* One frame, shared by both kinds of subscribers. */
-static void publish_to(struct session *s, struct rx_buf *b, bool full, bool patch)
+/* One frame (an effect event), shared by both kinds of subscribers. */
+static void publish(struct session *s, struct rx_buf *b)
 {
     struct sse_frame *f = sse_frame_event(s->seq, b->data, b->len);
 
@@ -156,16 +156,9 @@ static void publish_to(struct session *s, struct rx_buf *b, bool full, bool patc
         log_warn("session %s: out of memory encoding an event", s->id);
         return;
     }
-    if (full)
-        sse_channel_publish(&s->ch, f);
-    if (patch)
-        sse_channel_publish(&s->patch_ch, f);
+    sse_channel_publish(&s->ch, f);
+    sse_channel_publish(&s->patch_ch, f);
     sse_frame_unref(f);
-}
-
-static void publish(struct session *s, struct rx_buf *b)
-{
-    publish_to(s, b, true, true);
 }
 
 static int encode_state_event(struct session *s, struct rx_buf *b)
@@ -333,11 +326,9 @@ void session_ref(struct session *s)
     __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
 }
 
-static void session_free(struct session *s)
+/* Free everything a session holds; its effects must have ended. */
+static void session_destroy(struct session *s)
 {
-    struct session_table *t = s->table;
-
-    runtime_wait_idle(s->rt);
     runtime_destroy(s->rt);
     while (s->streams) {
         struct msgstream *m = s->streams;
@@ -352,6 +343,14 @@ static void session_free(struct session *s)
     pthread_mutex_destroy(&s->lock);
     free(s->title);
     free(s);
+}
+
+static void session_free(struct session *s)
+{
+    struct session_table *t = s->table;
+
+    runtime_wait_idle(s->rt);
+    session_destroy(s);
     pthread_mutex_lock(&t->lock);
     if (--t->live == 0)
         pthread_cond_broadcast(&t->all_freed);
@@ -362,18 +361,6 @@ void session_unref(struct session *s)
 {
     if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
         session_free(s);
-}
-
-/* A session that never made it into the table (not counted in `live`). */
-static void session_free_unlisted(struct session *s)
-{
-    runtime_destroy(s->rt);
-    sse_channel_release(&s->ch);
-    sse_channel_release(&s->patch_ch);
-    rx_state_release(&s->state);
-    rx_buf_release(&s->scratch);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
 }
 
 static struct session *session_new(struct session_table *t, const char *id)
@@ -467,7 +454,7 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
         err = -ENOMEM;
     } else if (!state && t->env.store &&
                (err = store_create_session(t->env.store, id, s->created_at))) {
-        session_free_unlisted(s);
+        session_destroy(s); /* never listed: not counted in `live` */
     } else {
         if (state) {
             rx_state_release(&s->state);

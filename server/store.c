@@ -174,6 +174,17 @@ static int run(sqlite3_stmt *q)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
+/* Insert (sid, seq, the encoded text in st->buf): an input or a snapshot. */
+static int put_row(struct store *st, int id, const char *sid, int64_t seq)
+{
+    sqlite3_stmt *q = stmt(st, id);
+
+    bind_text(q, 1, sid, strlen(sid));
+    sqlite3_bind_int64(q, 2, seq);
+    bind_text(q, 3, st->buf.data, st->buf.len);
+    return run(q);
+}
+
 static int tx_begin(struct store *st)
 {
     int rc = run(stmt(st, Q_BEGIN));
@@ -613,11 +624,7 @@ static int append_rows(struct store *st, const char *sid, int64_t seq,
         set_error(st, "session '%s': cannot encode input %lld", sid, (long long)seq);
         return err == -E2BIG ? -ENOMEM : err;
     }
-    q = stmt(st, Q_INPUT_INSERT);
-    bind_text(q, 1, sid, strlen(sid));
-    sqlite3_bind_int64(q, 2, seq);
-    bind_text(q, 3, st->buf.data, st->buf.len);
-    if ((rc = run(q)))
+    if ((rc = put_row(st, Q_INPUT_INSERT, sid, seq)))
         return sql_fail(st, rc, "storing an input");
 
     if (snapshot_every <= 0 || seq % snapshot_every)
@@ -628,11 +635,7 @@ static int append_rows(struct store *st, const char *sid, int64_t seq,
                   (long long)seq);
         return err == -E2BIG ? -ENOMEM : err;
     }
-    q = stmt(st, Q_SNAPSHOT_INSERT);
-    bind_text(q, 1, sid, strlen(sid));
-    sqlite3_bind_int64(q, 2, seq);
-    bind_text(q, 3, st->buf.data, st->buf.len);
-    if ((rc = run(q)))
+    if ((rc = put_row(st, Q_SNAPSHOT_INSERT, sid, seq)))
         return sql_fail(st, rc, "storing a snapshot");
     /* Only the newest snapshot is kept: storage grows with inputs alone. */
     q = stmt(st, Q_SNAPSHOT_PRUNE);

@@ -940,6 +940,28 @@ START_TEST(test_history_at_and_fork)
 }
 END_TEST
 
+/* A bad config or flag stops the server before it listens: no port line. */
+START_TEST(test_bad_config_is_refused)
+{
+    static const char *const bad[] = {
+        "{\"limits\":{\"body_max\":\"big\"}}",
+        "{\"brain\":{\"provider\":\"oracle\"}}",
+        "{\"api_prefix\":\"no-slash\"}",
+        "{\"listen\":42}",
+        "{\"brain\":{\"builtin\":{\"chunk_chars\":-1}}}",
+        "{\"tools\":[{\"name\":\"x\"}]}",
+        "[1, 2",
+    };
+    const char *flag[] = {"--brain", "nope", NULL};
+    struct itest_server s;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(itest_server_start(&s, bad[i], NULL) != 0, "started with %s",
+                      bad[i]);
+    ck_assert_int_ne(itest_server_start(&s, "{}", flag), 0);
+}
+END_TEST
+
 START_TEST(test_bad_database_is_refused)
 {
     static const char garbage[] = "this is not a database, not at all, no\n";
@@ -1098,6 +1120,7 @@ static Suite *integration_suite(void)
     tcase_set_timeout(life, t);
     tcase_add_test(life, test_sigterm_with_open_streams);
     tcase_add_test(life, test_bad_database_is_refused);
+    tcase_add_test(life, test_bad_config_is_refused);
     suite_add_tcase(s, life);
 
     tcase_add_unchecked_fixture(oa, start_fake_and_server, stop_fake_and_server);
