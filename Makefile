@@ -38,18 +38,23 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS)
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm
 
+# The layers (docs/ARCHITECTURE.md): state_machine <- effects <- server, and
+# state_machine <- graph. libreflexor.a is the embeddable part: all but server/.
 SM_SRC   := $(wildcard state_machine/*.c)
+GRAPH_SRC := $(wildcard graph/*.c)
 FX_SRC   := $(wildcard effects/*.c)
 SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(FX_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(GRAPH_SRC) $(FX_SRC))
 SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
 
-UNIT_SRC := $(filter-out tests/check_main.c tests/check_integration.c tests/fuzz_%.c \
-              tests/helper_%.c,$(wildcard tests/check_*.c))
-UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/check_main.c)
+# tests/: unit/ (Check, in-process), integration/ (the real binary over HTTP),
+# fuzz/, fakes/ (stand-ins the tests start), browser/, data/.
+UNIT_SRC := $(filter-out tests/unit/check_main.c,$(wildcard tests/unit/check_*.c))
+UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/unit/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps run test check integration nginx-test bench valgrind fuzz format format-check clean
+.PHONY: all deps run test check integration nginx-test bench valgrind fuzz format format-check \
+        layer-check clean
 .DEFAULT_GOAL := all
 
 INTEG    := $(BUILD)/tests/check_integration
@@ -69,20 +74,20 @@ $(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libreflexor.a
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The unit runner finds every suite by its file name: tests/check_<m>.c exports
+# The unit runner finds every suite by its file name: tests/unit/check_<m>.c exports
 # `Suite *<m>_suite(void)`, so adding a test file needs no edit anywhere else.
 $(BUILD)/tests/suites.inc: $(UNIT_SRC) Makefile
 	@mkdir -p $(@D)
-	@for f in $(UNIT_SRC); do m=$${f#tests/check_}; echo "SUITE($${m%.c})"; done >$@
+	@for f in $(UNIT_SRC); do m=$${f#tests/unit/check_}; echo "SUITE($${m%.c})"; done >$@
 
-$(BUILD)/tests/check_main.o: $(BUILD)/tests/suites.inc
-$(BUILD)/tests/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
+$(BUILD)/tests/unit/check_main.o: $(BUILD)/tests/suites.inc
+$(BUILD)/tests/unit/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 
 $(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 # Integration tests: the real binary on 127.0.0.1, driven over HTTP/SSE.
-$(INTEG): $(BUILD)/tests/check_integration.o $(BUILD)/tests/itest.o
+$(INTEG): $(BUILD)/tests/integration/check_integration.o $(BUILD)/tests/integration/itest.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/%.o: %.c $(BUILD)/FLAGS
@@ -106,11 +111,12 @@ integration: $(BUILD)/reflexor $(INTEG)
 
 nginx-test: $(BUILD)/reflexor
 	@scripts/deps.sh nginx
-	RX_SERVER=./$(BUILD)/reflexor tests/nginx_test.sh
+	RX_SERVER=./$(BUILD)/reflexor tests/integration/nginx_test.sh
 
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
 test: deps
+	$(MAKE) format-check layer-check
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
 	$(MAKE) valgrind
@@ -135,21 +141,26 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/deps.sh clang
 	@mkdir -p build/fuzz
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. $(shell pkg-config --cflags jansson uuid) \
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. $(shell pkg-config --cflags jansson) \
 	  -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_machine \
-	  tests/fuzz_machine.c $(SM_SRC) $(shell pkg-config --libs jansson uuid)
+	  tests/fuzz/fuzz_machine.c $(SM_SRC) $(shell pkg-config --libs jansson)
 	mkdir -p build/fuzz/corpus
 	cp tests/data/fuzz/* build/fuzz/corpus/ 2>/dev/null || true
 	build/fuzz/fuzz_machine -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  build/fuzz/corpus
 
-FORMAT_FILES = $(wildcard state_machine/*.[ch] effects/*.[ch] server/*.[ch] \
-                 tests/*.[ch] examples/*.[ch] bench/*.[ch])
+FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
+                 tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
 	clang-format -i $(FORMAT_FILES)
 
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+# state_machine/ stays pure (SPEC section 1): no header from another layer or
+# library but jansson, and no pthread, uuid, clock, socket or file symbol.
+layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
+	@scripts/layer_check.sh $^
 
 clean:
 	rm -rf build

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "state_machine/rx_graph.h"
+#include "graph/rx_graph.h"
 
 #define RUNS 5000
 
@@ -42,7 +42,7 @@ static int measure(const char *label, struct rx_graph *g)
 {
     static double t[RUNS];
     struct rx_graph_result res;
-    struct rx_graph_error err = {{0}};
+    struct rx_error err = {{0}};
     json_t *in = json_pack("{s:i}", "n", 0);
     int i;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "state_machine/rx_uuid.h"
+#include "effects/idgen.h"
 
 #include "effects/calculator.h"
 #include "state_machine/rx_alloc.h"
@@ -471,7 +471,7 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
     int rc;
 
     if (!mid) {
-        rx_uuid_new(id);
+        idgen_uuid(id);
         mid = id;
         in.type = RX_IN_BRAIN_SEND_MESSAGE_START;
         if (rx_input_set_str(&in.message_id, mid))

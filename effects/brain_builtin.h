@@ -39,6 +39,7 @@
 #include <jansson.h>
 
 #include "effects/brain.h"
+#include "state_machine/rx_common.h"
 
 #define BRAIN_BUILTIN_ECHO_PREFIX "Echo: "
 /* Longest summary the brain writes; older parts are dropped first. */
@@ -70,14 +71,12 @@ void brain_builtin_config_init(struct brain_builtin_config *cfg);
  * to {"content": "..."} or {"tool_calls": [{"id", "name", "arguments"}]}
  * (arguments a JSON text); -EINVAL when messages is not an array; -ENOMEM.
  */
-int brain_builtin_reply(json_t *messages, json_t **reply)
-    __attribute__((warn_unused_result));
+int brain_builtin_reply(json_t *messages, json_t **reply) RX_WUR;
 
 /*
  * A builtin brain with `cfg` (copied; NULL for the defaults), or NULL when out
  * of memory or when cfg->call_id_prefix is longer than BRAIN_BUILTIN_PREFIX_MAX.
  */
-struct brain *brain_builtin_create(const struct brain_builtin_config *cfg)
-    __attribute__((warn_unused_result));
+struct brain *brain_builtin_create(const struct brain_builtin_config *cfg) RX_WUR;
 
 #endif

@@ -12,7 +12,8 @@
 #include <time.h>
 
 #include <curl/curl.h>
-#include "state_machine/rx_uuid.h"
+#include "effects/idgen.h"
+#include "effects/now.h"
 
 #include "effects/openai_stream.h"
 #include "effects/toolkit.h"
@@ -79,19 +80,6 @@ struct oa_xfer {
     int cb_rc; /* why the write callback stopped the transfer */
     long retry_after_ms;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void new_id(char out[RX_UUID_LEN])
-{
-    rx_uuid_new(out);
-}
 
 /* ---- config ---------------------------------------------------------------- */
 
@@ -278,7 +266,7 @@ static int dispatch_start(struct oa_ask *ax)
     char id[37];
     int rc;
 
-    new_id(id);
+    idgen_uuid(id);
     rc = rx_input_set_str(&in.message_id, id);
     rc = rc ? rc : dispatch(ax, &in);
     rx_input_release(&in);
@@ -305,7 +293,7 @@ static int dispatch_complete(struct oa_ask *ax, const char *content)
     if (!*ax->msg_id && has_resume(ax)) {
         snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", ax->ask->resume_message_id);
     } else if (!*ax->msg_id) {
-        new_id(id);
+        idgen_uuid(id);
         snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", id);
     }
     rc = rx_input_set_str(&in.message_id, ax->msg_id);
@@ -369,7 +357,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 
     (void)p;
     x->got_headers = true;
-    x->last_ms = now_ms();
+    x->last_ms = now_mono_ms();
     return size * n;
 }
 
@@ -378,7 +366,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     struct oa_xfer *x = ud;
     size_t n = size * nmemb;
 
-    x->last_ms = now_ms();
+    x->last_ms = now_mono_ms();
     x->body_bytes += n;
     if (!x->status)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
@@ -467,7 +455,7 @@ static int xfer_run(struct oa_ask *ax, const char *body, struct oa_xfer *x, char
         curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x) ||
         curl_multi_add_handle(multi, x->easy))
         goto out_cleanup;
-    x->last_ms = now_ms();
+    x->last_ms = now_mono_ms();
 
     /*
      * curl_multi_poll waits on the transfer and on cancel_fd at once, so a
@@ -495,7 +483,7 @@ static int xfer_run(struct oa_ask *ax, const char *body, struct oa_xfer *x, char
         if (done || !running)
             break;
         /* Before the first response byte the connect time counts too. */
-        gap = now_ms() - x->last_ms;
+        gap = now_mono_ms() - x->last_ms;
         limit = b->stall_timeout_ms + (x->got_headers ? 0 : b->connect_timeout_ms);
         if (gap >= limit) {
             stalled = true;
@@ -845,7 +833,7 @@ static int add_call(struct oa_ask *ax, struct rx_input *in,
     char gen[42] = "call_";
 
     if (!id_usable(ax, in, c->id))
-        new_id(gen + 5);
+        idgen_uuid(gen + 5);
     call.id = rx_strdup(id_usable(ax, in, c->id) ? c->id : gen);
     call.name = rx_strdup(c->name ? c->name : "");
     /* Blank arguments mean none; anything else goes as sent, valid or not. */

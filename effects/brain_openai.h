@@ -44,6 +44,7 @@
 #include <jansson.h>
 
 #include "effects/brain.h"
+#include "state_machine/rx_common.h"
 
 #define BRAIN_OPENAI_ERR_LEN       160
 #define BRAIN_OPENAI_DEFAULT_URL   "https://api.openai.com/v1"
@@ -75,8 +76,8 @@
  * NULL) a one-line message naming the field, e.g.
  *   "brain.openai.stall_timeout_ms: must be an integer from 1 to 86400000".
  */
-struct brain *brain_openai_create(json_t *config, const struct toolkit *tools, char *err)
-    __attribute__((warn_unused_result));
+struct brain *brain_openai_create(json_t *config, const struct toolkit *tools,
+                                  char *err) RX_WUR;
 
 /*
  * Whether the environment asks for this brain: OPENAI_API_KEY or

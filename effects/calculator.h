@@ -23,6 +23,7 @@
 #define CALCULATOR_H
 
 #include <stddef.h>
+#include "state_machine/rx_common.h"
 
 /* Size of the `err` buffer callers pass (message truncated to fit). */
 #define CALCULATOR_ERR_LEN 160
@@ -42,8 +43,7 @@
  * be NULL) holds a one-line lower-case message such as "division by zero" or
  * "unexpected 'x' at position 4" (positions count from 1).
  */
-int calculator_eval(const char *expr, double *out, char *err)
-    __attribute__((warn_unused_result));
+int calculator_eval(const char *expr, double *out, char *err) RX_WUR;
 
 /*
  * Print `v` for people: integral values without a fraction ("5", "-12",
@@ -51,7 +51,6 @@ int calculator_eval(const char *expr, double *out, char *err)
  * "1e+20"); -0 prints as "0". 0, -EDOM for NaN or infinity, -ENOSPC when `size`
  * is too small (CALCULATOR_FMT_LEN always suffices). `buf` is unchanged on error.
  */
-int calculator_format(double v, char *buf, size_t size)
-    __attribute__((warn_unused_result));
+int calculator_format(double v, char *buf, size_t size) RX_WUR;
 
 #endif

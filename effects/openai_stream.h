@@ -36,8 +36,7 @@
 #include <jansson.h>
 
 #include "state_machine/rx_buf.h"
-
-#define OPENAI_STREAM_WUR __attribute__((warn_unused_result))
+#include "state_machine/rx_common.h"
 
 /* Bounds: one SSE line or event, the whole reply text, one call's arguments. */
 #define OPENAI_STREAM_EVENT_MAX   (4u << 20)
@@ -95,15 +94,14 @@ void openai_stream_release(struct openai_stream *st);
  * `error`), -E2BIG (a bound passed), -ENOMEM, or the callback's non-zero
  * value. Once an error was returned every later call returns it again.
  */
-int openai_stream_feed(struct openai_stream *st, const char *p,
-                       size_t n) OPENAI_STREAM_WUR;
+int openai_stream_feed(struct openai_stream *st, const char *p, size_t n) RX_WUR;
 
 /*
  * The body ended: handle a last event that lacked its blank line, parse a
  * whole-JSON body, and check the reply was complete. 0 or the errors above
  * (-EPROTO "the stream ended before [DONE]" when cut).
  */
-int openai_stream_finish(struct openai_stream *st) OPENAI_STREAM_WUR;
+int openai_stream_finish(struct openai_stream *st) RX_WUR;
 
 /* True when the reply asked for tools (at least one call was assembled). */
 bool openai_stream_has_calls(const struct openai_stream *st);

@@ -26,6 +26,7 @@
 #include "state_machine/rx_effects.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 struct toolkit;
 struct effect;

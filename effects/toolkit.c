@@ -2,6 +2,7 @@
  * toolkit - tool registry and runners. See toolkit.h.
  */
 #include "effects/toolkit.h"
+#include "effects/now.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -661,14 +662,6 @@ static int run_clock(json_t *args, char **result, bool *is_error)
 
 /* --------------------------------------------------------- command tools */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool fd_is_readable(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -881,13 +874,13 @@ enum run_end { END_EXITED, END_TIMEOUT, END_CANCELLED, END_OVERFLOW, END_NOMEM }
  */
 static enum run_end supervise(struct child *c, int cancel_fd, int timeout_ms, int *status)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = now_mono_ms() + timeout_ms;
     int reap_wait = 1;
 
     for (;;) {
         struct pollfd p[4];
         int np = 0, wait_ms, rc;
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - now_mono_ms();
 
         if (left <= 0) {
             kill_and_reap(c->pid);

@@ -33,8 +33,7 @@
 #include <stddef.h>
 
 #include <jansson.h>
-
-#define TOOLKIT_WUR __attribute__((warn_unused_result))
+#include "state_machine/rx_common.h"
 
 /* Size of the `err` buffer toolkit_add_from_config fills. */
 #define TOOLKIT_ERR_LEN 256
@@ -54,12 +53,12 @@
 struct toolkit;
 
 /* An empty toolkit, or NULL when out of memory. */
-struct toolkit *toolkit_create(void) TOOLKIT_WUR;
+struct toolkit *toolkit_create(void) RX_WUR;
 /* Kill nothing (calls must have returned), free everything. NULL is fine. */
 void toolkit_destroy(struct toolkit *tk);
 
 /* Add `calculator` and `clock`. 0, -EEXIST (already there) or -ENOMEM. */
-int toolkit_add_builtins(struct toolkit *tk) TOOLKIT_WUR;
+int toolkit_add_builtins(struct toolkit *tk) RX_WUR;
 
 /*
  * Add the command tools of a config `tools` array (borrowed), each
@@ -74,7 +73,7 @@ int toolkit_add_builtins(struct toolkit *tk) TOOLKIT_WUR;
  * A command whose path contains '/' must be executable now; a bare name is
  * looked up in PATH when the tool runs.
  */
-int toolkit_add_from_config(struct toolkit *tk, json_t *tools, char *err) TOOLKIT_WUR;
+int toolkit_add_from_config(struct toolkit *tk, json_t *tools, char *err) RX_WUR;
 
 /* Number of tools, and whether `name` is one of them. */
 size_t toolkit_count(const struct toolkit *tk);
@@ -85,7 +84,7 @@ bool toolkit_has(const struct toolkit *tk, const char *name);
  *   [{"type":"function","function":{"name","description","parameters"}}]
  * A NEW reference, or NULL when out of memory.
  */
-json_t *toolkit_schemas(const struct toolkit *tk) TOOLKIT_WUR;
+json_t *toolkit_schemas(const struct toolkit *tk) RX_WUR;
 
 /*
  * Run tool `name` with `params_json` (a JSON object as text; NULL or blank
@@ -99,6 +98,6 @@ json_t *toolkit_schemas(const struct toolkit *tk) TOOLKIT_WUR;
  * or -ENOMEM with *result and *is_error unchanged.
  */
 int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
-                 int cancel_fd, char **result, bool *is_error) TOOLKIT_WUR;
+                 int cancel_fd, char **result, bool *is_error) RX_WUR;
 
 #endif

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "state_machine/rx_agent.h"
+#include "graph/rx_agent.h"
 
 static const struct rx_reducer schema[] = {
     {"messages", RX_REDUCER_ADD_MESSAGES, NULL, NULL},
@@ -16,7 +16,7 @@ int main(int argc, char **argv)
 {
     struct rx_graph *g = rx_graph_create(schema, 1);
     struct rx_graph_result res = {0};
-    struct rx_graph_error err = {{0}};
+    struct rx_error err = {{0}};
     json_t *in, *msgs;
     int rc = 1;
 

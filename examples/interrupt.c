@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "state_machine/rx_graph.h"
+#include "graph/rx_graph.h"
 
 static int plan(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
 {
@@ -53,7 +53,7 @@ int main(void)
     struct rx_checkpoint *cp = rx_checkpoint_memory_create();
     struct rx_graph_config cfg = {.checkpointer = cp, .thread_id = "demo"};
     struct rx_graph_result res = {0};
-    struct rx_graph_error err = {{0}};
+    struct rx_error err = {{0}};
     json_t *in = json_object();
     char *q = NULL;
     int rc = 1;

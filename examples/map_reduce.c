@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "state_machine/rx_graph.h"
+#include "graph/rx_graph.h"
 
 static const struct rx_reducer schema[] = {
     {"lengths", RX_REDUCER_APPEND, NULL, NULL},
@@ -60,7 +60,7 @@ int main(void)
 {
     struct rx_graph *g = rx_graph_create(schema, 1);
     struct rx_graph_result res = {0};
-    struct rx_graph_error err = {{0}};
+    struct rx_error err = {{0}};
     json_t *in = json_pack("{s:[s,s,s,s]}", "words", "map", "reduce", "with", "send");
     json_t *v;
     size_t i;

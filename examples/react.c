@@ -14,7 +14,7 @@
 
 #include "effects/brain_builtin.h"
 #include "effects/calculator.h"
-#include "state_machine/rx_graph.h"
+#include "graph/rx_graph.h"
 
 static const struct rx_reducer schema[] = {
     {"messages", RX_REDUCER_ADD_MESSAGES, NULL, NULL},
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     const char *map[] = {"tools", "tools", RX_GRAPH_END, RX_GRAPH_END, NULL};
     struct rx_graph *g = rx_graph_create(schema, 1);
     struct rx_graph_result res = {0};
-    struct rx_graph_error err = {{0}};
+    struct rx_error err = {{0}};
     json_t *in, *m;
     size_t i;
     int rc = 1;

@@ -1,4 +1,4 @@
-# mk/library.mk - the embeddable library's extras (state_machine/rx_graph...):
+# mk/library.mk - the embeddable library's extras (graph/):
 #   make examples-check   run every example and check its output (in make test)
 #   make bench            invoke overhead of rx_graph (build/bench/bench_graph)
 

@@ -1,8 +1,8 @@
 # The openai brain's fake provider: a standalone OpenAI-compatible server
-# (tests/fake_openai.c) that tests/check_brain_openai.c starts as a child.
+# (tests/fakes/fake_openai.c) that tests/unit/check_brain_openai.c starts as a child.
 # The unit runner finds it next to itself (or through $FAKE_OPENAI).
 
-$(BUILD)/tests/fake_openai: $(BUILD)/tests/fake_openai.o
+$(BUILD)/tests/fake_openai: $(BUILD)/tests/fakes/fake_openai.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Order-only: the runner needs the fake built, not linked in.

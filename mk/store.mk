@@ -6,7 +6,7 @@
 #   make crash-test    kill -9 the real server at random moments, restart,
 #                      check nothing acknowledged is lost (build/tests/crash_loop)
 #
-# The unit tests of the store are tests/check_store.c (in `make check`).
+# The unit tests of the store are tests/unit/check_store.c (in `make check`).
 # CRASH_SEED / CRASH_ITERATIONS pick the loop's seed and length.
 
 .PHONY: bench-store crash-test
@@ -19,7 +19,7 @@ $(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o
 bench-store: $(BUILD)/bench/bench_store
 	./$(BUILD)/bench/bench_store
 
-$(BUILD)/tests/crash_loop: $(BUILD)/tests/crash_loop.o $(BUILD)/tests/itest.o \
+$(BUILD)/tests/crash_loop: $(BUILD)/tests/integration/crash_loop.o $(BUILD)/tests/integration/itest.o \
                            $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 

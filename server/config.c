@@ -63,8 +63,7 @@ void config_release(struct config *c)
     memset(c, 0, sizeof(*c));
 }
 
-static int bad(struct cfg_error *err, const char *file, const char *field,
-               const char *why)
+static int bad(struct rx_error *err, const char *file, const char *field, const char *why)
 {
     if (err)
         snprintf(err->text, sizeof(err->text), "%s: '%s' %s", file, field, why);
@@ -84,7 +83,7 @@ static json_t *at(json_t *root, const char *path)
 }
 
 static int get_str(json_t *root, const char *file, const char *path, char **out,
-                   struct cfg_error *err)
+                   struct rx_error *err)
 {
     json_t *v = at(root, path);
 
@@ -96,7 +95,7 @@ static int get_str(json_t *root, const char *file, const char *path, char **out,
 }
 
 static int get_int(json_t *root, const char *file, const char *path, long lo, long hi,
-                   long *out, struct cfg_error *err)
+                   long *out, struct rx_error *err)
 {
     json_t *v = at(root, path);
     char why[96];
@@ -119,7 +118,7 @@ static int get_int(json_t *root, const char *file, const char *path, long lo, lo
         (field) = v_;                                                                    \
     } while (0)
 
-int config_load_file(struct config *c, const char *file, struct cfg_error *err)
+int config_load_file(struct config *c, const char *file, struct rx_error *err)
 {
     json_error_t jerr;
     json_t *root = json_load_file(file, 0, &jerr), *v;
@@ -136,7 +135,7 @@ int config_load_file(struct config *c, const char *file, struct cfg_error *err)
         goto out_decref;
     }
     if ((v = at(root, "listen"))) {
-        struct cfg_error e2;
+        struct rx_error e2;
 
         if (!json_is_string(v) || config_set_listen(c, json_string_value(v), &e2)) {
             rc = bad(err, file, "listen", "must be \"HOST:PORT\"");
@@ -200,7 +199,7 @@ out_decref:
     return rc;
 }
 
-int config_load_env(struct config *c, struct cfg_error *err)
+int config_load_env(struct config *c, struct rx_error *err)
 {
     const char *v;
 
@@ -229,7 +228,7 @@ int config_load_env(struct config *c, struct cfg_error *err)
     return 0;
 }
 
-int config_set_listen(struct config *c, const char *hostport, struct cfg_error *err)
+int config_set_listen(struct config *c, const char *hostport, struct rx_error *err)
 {
     const char *colon = strrchr(hostport, ':');
     char *end;

@@ -3,7 +3,7 @@
  * environment overrides, then command-line flags (later wins).
  *
  * Every field is documented in config/README.md. A bad value fails with one
- * line naming the file, the field and why (struct cfg_error).
+ * line naming the file, the field and why (struct rx_error).
  * Ownership: struct config is caller-allocated (config_init/_release) and
  * owns its strings and `json` (NEW reference to the parsed file, from which
  * brain and tool settings are read).
@@ -15,12 +15,7 @@
 #include <stddef.h>
 
 #include <jansson.h>
-
-#define CFG_WUR __attribute__((warn_unused_result))
-
-struct cfg_error {
-    char text[512];
-};
+#include "state_machine/rx_common.h"
 
 struct config {
     char *listen_host;
@@ -51,18 +46,18 @@ struct config {
 };
 
 /* Defaults only. 0 or -ENOMEM. */
-int config_init(struct config *c) CFG_WUR;
+int config_init(struct config *c) RX_WUR;
 void config_release(struct config *c);
 
 /* Read a config file over the defaults. 0 or -EINVAL with `err`. */
-int config_load_file(struct config *c, const char *path, struct cfg_error *err) CFG_WUR;
+int config_load_file(struct config *c, const char *path, struct rx_error *err) RX_WUR;
 /* Apply REFLEXOR_* and LLM environment variables. 0 or -EINVAL with `err`. */
-int config_load_env(struct config *c, struct cfg_error *err) CFG_WUR;
+int config_load_env(struct config *c, struct rx_error *err) RX_WUR;
 /* "HOST:PORT" into listen_host/listen_port. 0 or -EINVAL with `err`. */
 int config_set_listen(struct config *c, const char *hostport,
-                      struct cfg_error *err) CFG_WUR;
+                      struct rx_error *err) RX_WUR;
 /* Replace a string setting. 0 or -ENOMEM. */
-int config_set_str(char **field, const char *value) CFG_WUR;
+int config_set_str(char **field, const char *value) RX_WUR;
 
 /* The brain's section: json["brain"][name] (borrowed, may be NULL). */
 json_t *config_brain_section(const struct config *c, const char *name);

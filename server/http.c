@@ -1,6 +1,7 @@
 /*
  * http - routes and responses. See http.h.
  */
+#include "effects/now.h"
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -460,7 +461,7 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
                      json_pack("{s:s, s:I, s:I, s:s}", "status",
                                http_is_stopping(srv) ? "stopping" : "ok", "sessions",
                                (json_int_t)session_table_count(srv->sessions), "uptimeMs",
-                               (json_int_t)(session_now_ms() - srv->started_ms), "brain",
+                               (json_int_t)(now_wall_ms() - srv->started_ms), "brain",
                                srv->brain_name));
 }
 
@@ -617,7 +618,7 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     srv->cfg = cfg;
     srv->sessions = sessions;
     srv->brain_name = brain_name;
-    srv->started_ms = session_now_ms();
+    srv->started_ms = now_wall_ms();
     /* build/web is web/ plus its npm libraries; web/ alone still serves a page. */
     if (realpath(cfg->web_root, real) || realpath("web", real))
         srv->web_root = strdup(real);

@@ -17,6 +17,7 @@
 
 #include "server/config.h"
 #include "server/session.h"
+#include "state_machine/rx_common.h"
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -31,8 +32,7 @@ struct http_server {
 
 /* Bind and start serving. 0, or a negative errno with a logged reason. */
 int http_server_start(struct http_server *srv, const struct config *cfg,
-                      struct session_table *sessions, const char *brain_name)
-    __attribute__((warn_unused_result));
+                      struct session_table *sessions, const char *brain_name) RX_WUR;
 /* Stop accepting connections; new inputs get 503. */
 void http_server_quiesce(struct http_server *srv);
 /* Close every connection and free the daemon. */

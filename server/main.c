@@ -16,6 +16,7 @@
 #include "effects/brain_builtin.h"
 #include "effects/brain_openai.h"
 #include "effects/toolkit.h"
+#include "effects/now.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 /* Settings: defaults < file < environment < flags. */
 static int load_config(struct config *cfg, const struct options *o)
 {
-    struct cfg_error err = {""};
+    struct rx_error err = {""};
     enum log_level level;
 
     if (config_init(cfg))
@@ -252,7 +253,7 @@ struct pinger {
 
 static void sweep_if_due(struct pinger *p)
 {
-    int64_t now = session_now_ms();
+    int64_t now = now_wall_ms();
 
     if (!p->retention_days || now < p->next_sweep_ms)
         return;
@@ -328,7 +329,7 @@ static int run_gc(const struct config *cfg)
         store_close(st);
         return 0;
     }
-    err = store_gc(st, session_now_ms() - (int64_t)cfg->retention_max_age_days * 86400000,
+    err = store_gc(st, now_wall_ms() - (int64_t)cfg->retention_max_age_days * 86400000,
                    &removed, &inputs);
     if (err)
         fprintf(stderr, "reflexor: gc failed: %s\n", strerror(-err));

@@ -11,6 +11,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_machine.h"
+#include "state_machine/rx_common.h"
 
 void metrics_input(enum rx_verdict v, enum rx_reason r);
 void metrics_http_error(int status);

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "state_machine/rx_uuid.h"
+#include "effects/idgen.h"
+#include "effects/now.h"
 
 #include "server/log.h"
 #include "server/metrics.h"
@@ -53,19 +54,6 @@ struct session_table {
     int live; /* sessions not yet freed, in the table or not */
     pthread_cond_t all_freed;
 };
-
-int64_t session_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void new_uuid(char out[RX_UUID_LEN])
-{
-    rx_uuid_new(out);
-}
 
 /* ---- message streams ------------------------------------------------------ */
 
@@ -380,7 +368,7 @@ static struct session *session_new(struct session_table *t, const char *id)
     snprintf(s->id, sizeof(s->id), "%s", id);
     s->table = t;
     s->refs = 1;
-    s->created_at = session_now_ms();
+    s->created_at = now_wall_ms();
     pthread_mutex_init(&s->lock, NULL);
     rx_buf_init(&s->scratch, RX_BUF_STATE_MAX);
     sse_channel_init(&s->ch, (size_t)t->env.cfg->sse_queue_max);
@@ -488,7 +476,7 @@ int session_table_create_session(struct session_table *t, const char *id,
     char fresh[37];
 
     if (!id) {
-        new_uuid(fresh);
+        idgen_uuid(fresh);
         id = fresh;
     }
     return table_add(t, id, 0, NULL, 0, out);
@@ -717,7 +705,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
         goto out_unlock;
     }
     if (in->type == RX_IN_USER_SEND_MESSAGE && !in->message_id) {
-        new_uuid(fresh);
+        idgen_uuid(fresh);
         if ((err = rx_input_set_str(&in->message_id, fresh)))
             goto out_unlock;
     }
@@ -726,7 +714,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     /* Every input, from a client or an effect, is stamped on entry. */
     if (s->last_stamp < s->state.updated_at)
         s->last_stamp = s->state.updated_at;
-    in->timestamp = session_now_ms();
+    in->timestamp = now_wall_ms();
     if (in->timestamp <= s->last_stamp)
         in->timestamp = s->last_stamp + 1;
     in->has_timestamp = true;
@@ -929,12 +917,12 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 
     if (!t->env.store)
         return -ENOSYS;
-    new_uuid(fresh);
-    if ((err = store_fork(t->env.store, sid, at, fresh, session_now_ms())))
+    idgen_uuid(fresh);
+    if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
         return err;
     if ((err = store_session_load(t->env.store, fresh, &state, &seq)))
         goto out_drop;
-    if ((err = table_add(t, fresh, session_now_ms(), &state, seq, out))) {
+    if ((err = table_add(t, fresh, now_wall_ms(), &state, seq, out))) {
         rx_state_release(&state);
         goto out_drop;
     }

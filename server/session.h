@@ -26,8 +26,8 @@
 #include "server/config.h"
 #include "server/sse.h"
 #include "state_machine/rx_machine.h"
+#include "state_machine/rx_common.h"
 
-#define SESSION_WUR    __attribute__((warn_unused_result))
 #define SESSION_ID_MAX 64
 
 struct session;
@@ -56,11 +56,11 @@ void session_table_destroy(struct session_table *t);
 
 /* Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENOSPC (limit) or -ENOMEM. */
 int session_table_create_session(struct session_table *t, const char *id,
-                                 struct session **out) SESSION_WUR;
+                                 struct session **out) RX_WUR;
 /* A new reference to the session, or NULL. */
 struct session *session_table_get(struct session_table *t, const char *id);
 /* Remove and stop a session. 0 or -ENOENT. */
-int session_table_delete(struct session_table *t, const char *id) SESSION_WUR;
+int session_table_delete(struct session_table *t, const char *id) RX_WUR;
 /* NEW reference: [{id, createdAt, updatedAt, title, messageCount}], newest first. */
 json_t *session_table_list(struct session_table *t);
 size_t session_table_count(struct session_table *t);
@@ -70,14 +70,14 @@ size_t session_table_count(struct session_table *t);
  * and interrupted answers resume under their id. 0 or a negative errno (the
  * store's sentence is logged).
  */
-int session_table_load(struct session_table *t) SESSION_WUR;
+int session_table_load(struct session_table *t) RX_WUR;
 /*
  * A new session from the first `at` inputs of `sid`. 0 and a new reference in
  * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSYS (no database:
  * --db :memory:), -ENOSPC, -ENOMEM, -EIO. The same -ENOSYS for the two below.
  */
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,
-                       struct session **out) SESSION_WUR;
+                       struct session **out) RX_WUR;
 /* Retention: drop sessions idle since before `older_than_ms`. Number removed. */
 int session_table_sweep(struct session_table *t, int64_t older_than_ms);
 /* Cancel every effect of every session (shutdown, step one). */
@@ -97,7 +97,7 @@ const char *session_id(const struct session *s);
  * accepted input (it is then undone and not acknowledged); -ENOMEM.
  */
 int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
-                   struct submit_result *res) SESSION_WUR;
+                   struct submit_result *res) RX_WUR;
 
 /* NEW reference: the state as JSON. NULL on ENOMEM. */
 json_t *session_state_json(struct session *s);
@@ -105,10 +105,9 @@ json_t *session_state_json(struct session *s);
  * NEW reference: the state as of input `seq`, from the log. 0, -ENOENT,
  * -ERANGE (seq past the log), -ENOMEM, -EIO.
  */
-int session_state_at(struct session *s, int64_t seq, json_t **out) SESSION_WUR;
+int session_state_at(struct session *s, int64_t seq, json_t **out) RX_WUR;
 /* NEW reference: [{seq, input}] after `after`, at most `limit` (<= 0: all). */
-int session_history(struct session *s, int64_t after, int limit,
-                    json_t **out) SESSION_WUR;
+int session_history(struct session *s, int64_t after, int limit, json_t **out) RX_WUR;
 
 /*
  * An SSE response for the session's stream: the retry line, the current
@@ -126,9 +125,6 @@ struct MHD_Response *session_subscribe(struct session *s, struct MHD_Connection 
  */
 int session_message_response(struct session *s, const char *message_id, bool sse,
                              struct MHD_Connection *conn,
-                             struct MHD_Response **resp) SESSION_WUR;
-
-/* Milliseconds since the epoch (the clock every stamp comes from). */
-int64_t session_now_ms(void);
+                             struct MHD_Response **resp) RX_WUR;
 
 #endif

@@ -25,8 +25,6 @@
 
 #include <microhttpd.h>
 
-#define SSE_WUR __attribute__((warn_unused_result))
-
 struct sse_frame {
     int refs; /* atomic */
     size_t len;

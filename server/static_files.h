@@ -10,13 +10,14 @@
 #define STATIC_FILES_H
 
 #include <microhttpd.h>
+#include "state_machine/rx_common.h"
 
 /*
  * A response for `url` under `root` (a real path). 0 with *resp, -ENOENT
  * (404), -EACCES (403 for a refused path) or -ENOMEM.
  */
-int static_files_response(const char *root, const char *url, struct MHD_Response **resp)
-    __attribute__((warn_unused_result));
+int static_files_response(const char *root, const char *url,
+                          struct MHD_Response **resp) RX_WUR;
 /* The MIME type for a file name (never NULL). */
 const char *static_files_mime(const char *name);
 

@@ -38,8 +38,7 @@
 
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
-
-#define STORE_WUR __attribute__((warn_unused_result))
+#include "state_machine/rx_common.h"
 
 /* Bytes of the caller's error buffers (store_open, store_last_error). */
 #define STORE_ERR_LEN 256
@@ -54,7 +53,7 @@ struct store;
  * beside the database). A new reference to the store, or NULL with `err`
  * (STORE_ERR_LEN bytes, may be NULL) set to "'<path>': <why>".
  */
-struct store *store_open(const char *path, char *err) STORE_WUR;
+struct store *store_open(const char *path, char *err) RX_WUR;
 /* Checkpoint the WAL, close the file, free. NULL is allowed. */
 void store_close(struct store *st);
 
@@ -63,15 +62,15 @@ void store_close(struct store *st);
  * Either way a commit survives kill -9 of the process; only fsync makes it
  * survive a power loss. 0 or -EIO.
  */
-int store_set_durable(struct store *st, bool fsync_each_commit) STORE_WUR;
+int store_set_durable(struct store *st, bool fsync_each_commit) RX_WUR;
 
 /* The last error sentence of any call (copied into `buf`, STORE_ERR_LEN bytes). */
 void store_last_error(struct store *st, char *buf);
 
 /* A new session with no inputs. 0, -EEXIST or -EIO. */
-int store_create_session(struct store *st, const char *sid, int64_t created_at) STORE_WUR;
+int store_create_session(struct store *st, const char *sid, int64_t created_at) RX_WUR;
 /* Remove a session and every row of it. 0 or -ENOENT / -EIO. */
-int store_delete_session(struct store *st, const char *sid) STORE_WUR;
+int store_delete_session(struct store *st, const char *sid) RX_WUR;
 
 /*
  * Commit one accepted input as number `seq` of the session (1, 2, ...), in
@@ -86,7 +85,7 @@ int store_delete_session(struct store *st, const char *sid) STORE_WUR;
  */
 int store_append(struct store *st, const char *sid, int64_t seq,
                  const struct rx_input *in, const struct rx_state *after,
-                 int snapshot_every) STORE_WUR;
+                 int snapshot_every) RX_WUR;
 
 /*
  * Called by store_load once per session, oldest first. `state` is initialised
@@ -104,7 +103,7 @@ typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
  * -EPROTO, and store_last_error names the session and the seq. 0, the
  * callback's non-zero value, -EPROTO, -ENOMEM or -EIO.
  */
-int store_load(struct store *st, store_each_fn each, void *ctx) STORE_WUR;
+int store_load(struct store *st, store_each_fn each, void *ctx) RX_WUR;
 
 /*
  * One session's current state (as store_load builds it) into caller-allocated
@@ -112,7 +111,7 @@ int store_load(struct store *st, store_each_fn each, void *ctx) STORE_WUR;
  * release. 0, -ENOENT, -EPROTO, -ENOMEM or -EIO.
  */
 int store_session_load(struct store *st, const char *sid, struct rx_state *out,
-                       int64_t *seq) STORE_WUR;
+                       int64_t *seq) RX_WUR;
 
 /*
  * NEW reference in `*out`: [{"seq":N,"input":{...}}, ...] for the inputs with
@@ -120,7 +119,7 @@ int store_session_load(struct store *st, const char *sid, struct rx_state *out,
  * 0, -ENOENT (no such session), -ENOMEM or -EIO.
  */
 int store_history(struct store *st, const char *sid, int64_t after_seq, int limit,
-                  json_t **out) STORE_WUR;
+                  json_t **out) RX_WUR;
 
 /*
  * The state as of input `seq` (0: the initial state) into caller-allocated
@@ -128,7 +127,7 @@ int store_history(struct store *st, const char *sid, int64_t after_seq, int limi
  * past the last input), -EPROTO, -ENOMEM or -EIO.
  */
 int store_state_at(struct store *st, const char *sid, int64_t seq,
-                   struct rx_state *out) STORE_WUR;
+                   struct rx_state *out) RX_WUR;
 
 /*
  * A new session `new_sid` whose log is inputs 1..at of `sid` (at 0: empty),
@@ -137,7 +136,7 @@ int store_state_at(struct store *st, const char *sid, int64_t seq,
  * taken), -ERANGE (at < 0 or past the last input), -ENOSPC or -EIO.
  */
 int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
-               int64_t created_at) STORE_WUR;
+               int64_t created_at) RX_WUR;
 
 /*
  * Retention: delete every session whose updated_at < older_than_ms with all
@@ -146,16 +145,16 @@ int store_fork(struct store *st, const char *sid, int64_t at, const char *new_si
  * server can drop them from memory). 0, -ENOMEM or -EIO (nothing removed).
  */
 int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
-                  int64_t *removed_inputs) STORE_WUR;
+                  int64_t *removed_inputs) RX_WUR;
 /* store_gc_list with counts only. */
 int store_gc(struct store *st, int64_t older_than_ms, int *removed_sessions,
-             int64_t *removed_inputs) STORE_WUR;
+             int64_t *removed_inputs) RX_WUR;
 
 /*
  * Size figures: the number of stored inputs, and the bytes of the database
  * pages in use (page_count - freelist_count) * page_size, WAL not included.
  * 0 or -EIO.
  */
-int store_stats(struct store *st, int64_t *inputs, int64_t *bytes) STORE_WUR;
+int store_stats(struct store *st, int64_t *inputs, int64_t *bytes) RX_WUR;
 
 #endif

@@ -15,8 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define RX_WUR __attribute__((warn_unused_result))
+#include "state_machine/rx_common.h"
 
 /* Bounds of the buffers the project uses (curl DYN_* style). */
 #define RX_BUF_STATE_MAX (256u << 20) /* an encoded session state */

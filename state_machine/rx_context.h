@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 #define RX_CONTEXT_SUMMARY_PREFIX "[Previous conversation summary]\n"
 

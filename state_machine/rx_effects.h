@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 enum rx_effect_kind { RX_EFFECT_ASK_BRAIN, RX_EFFECT_REQUEST_TOOLKIT };
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "state_machine/rx_buf.h"
+#include "state_machine/rx_common.h"
 
 /* The id of record i of `list`. */
 typedef const char *(*rx_index_key_fn)(const void *list, size_t i);

@@ -20,6 +20,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 /* X-macro: enum name, wire name, origin (who may send it). */
 #define RX_INPUT_TYPES(X)                                                                \

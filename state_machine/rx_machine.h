@@ -14,6 +14,7 @@
 
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 enum rx_verdict { RX_ACCEPTED, RX_UNCHANGED, RX_REJECTED };
 

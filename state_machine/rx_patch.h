@@ -13,6 +13,7 @@
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_machine.h"
 #include "state_machine/rx_state.h"
+#include "state_machine/rx_common.h"
 
 /*
  * Append the patch of an accepted transition (`o`, `after` the state it

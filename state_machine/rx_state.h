@@ -26,6 +26,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_index.h"
+#include "state_machine/rx_common.h"
 
 enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
 
@@ -122,7 +123,6 @@ int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b) RX_WUR;
  * offending field when err != NULL, up to RX_ERR_LEN bytes) or -ENOMEM. On
  * failure `out` is left uninitialised-safe: rx_state_release need not be called.
  */
-#define RX_ERR_LEN 160
 int rx_state_decode(json_t *json, struct rx_state *out, char *err) RX_WUR;
 
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */

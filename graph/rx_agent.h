@@ -1,0 +1,45 @@
+/*
+ * rx_agent - the minimal Agent of seed 002: a name and run(state) -> state
+ * over JSON states; the EchoAgent; and the adapter that makes an Agent a
+ * node of an rx_graph.
+ *
+ * Pure: no I/O, clock or threads; an agent's run() may block (a ChatAgent
+ * over a brain does), which rx_graph allows.
+ * The state shape is the agent's own; the EchoAgent's is
+ * {"messages":[{"role":"user"|"assistant"|"system","content":"..."}]}.
+ * Ownership: struct rx_agent is caller-owned (a static const one is fine);
+ * run() borrows `state`, never modifies it, and sets *out to a new reference.
+ * Errors: 0 or a negative errno.
+ */
+#ifndef RX_AGENT_H
+#define RX_AGENT_H
+
+#include <jansson.h>
+
+#include "graph/rx_graph.h"
+#include "state_machine/rx_common.h"
+
+struct rx_agent {
+    const char *name;
+    /* One step: state in (borrowed), the whole next state out (new). */
+    int (*run)(const struct rx_agent *agent, json_t *state, json_t **out);
+    void *data; /* the implementation's */
+};
+
+/* The EchoAgent: answers the last user message with its own content. */
+extern const struct rx_agent rx_agent_echo;
+
+int rx_agent_run(const struct rx_agent *agent, json_t *state, json_t **out) RX_WUR;
+
+/*
+ * An rx_graph node function; ctx is the struct rx_agent. The agent's whole
+ * next state becomes a partial update holding only what changed: for keys
+ * with an append, add_messages or patch_by_id reducer whose new list starts
+ * with the old one, just the new tail; for add_messages and patch_by_id keys
+ * that were rewritten, the whole list (merged by id); for other keys, the
+ * new value. An append key rewritten is -EINVAL (it cannot be expressed).
+ * Keys the agent dropped are left alone.
+ */
+int rx_agent_node(struct rx_graph_task *task, json_t *input, void *ctx, json_t **update);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * rx_common - the conventions every layer shares, and nothing else.
+ *
+ * Pure: macros, one constant and one struct; no functions with effects.
+ * Every module's fallible actions return 0 or a negative errno and carry
+ * RX_WUR; a sentence for humans goes into a caller's struct rx_error (NULL
+ * allowed), filled with rx_error_set().
+ * Ownership: struct rx_error is caller-allocated and owns nothing.
+ */
+#ifndef RX_COMMON_H
+#define RX_COMMON_H
+
+/* The one warn-unused-result marker (fallible actions and constructors). */
+#define RX_WUR __attribute__((warn_unused_result))
+
+/* A UUID in text form: 36 characters and the NUL. */
+#define RX_UUID_LEN 37
+
+/* The one error struct: a sentence saying what went wrong, for a person. */
+#define RX_ERR_LEN 512
+struct rx_error {
+    char text[RX_ERR_LEN];
+};
+
+/*
+ * Fill `err` (may be NULL) with a printf-style sentence, cut to fit. Returns
+ * `code`, so callers can write `return rx_error_set(err, -EINVAL, "...")`.
+ */
+int rx_error_set(struct rx_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,464 @@
+/*
+ * itest - integration test helpers. See itest.h.
+ */
+#include "tests/integration/itest.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* ---- the server process ----------------------------------------------------- */
+
+/* Read the server's stdout until its "listening on http://HOST:PORT/" line. */
+static int read_port(int fd, int timeout_ms)
+{
+    char buf[1024];
+    size_t len = 0;
+    long deadline = now_ms() + timeout_ms;
+
+    while (now_ms() < deadline && len < sizeof(buf) - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        const char *at;
+        ssize_t n;
+
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n <= 0)
+            return -1;
+        len += (size_t)n;
+        buf[len] = '\0';
+        at = strstr(buf, "http://127.0.0.1:");
+        if (at && strchr(at, '/' + 0) && strchr(at + 17, '/'))
+            return atoi(at + 17);
+    }
+    return -1;
+}
+
+int itest_server_start(struct itest_server *s, const char *config_json,
+                       const char *const *extra_args)
+{
+    const char *bin = getenv("RX_SERVER") ? getenv("RX_SERVER") : "build/reflexor";
+    const char *wrap = getenv("RX_SERVER_WRAPPER");
+    char *argv[64], wrapbuf[512];
+    int pipefd[2], fd, argc = 0;
+    posix_spawn_file_actions_t fa;
+    FILE *f;
+
+    memset(s, 0, sizeof(*s));
+    snprintf(s->config_path, sizeof(s->config_path), "/tmp/rx-itest-XXXXXX");
+    fd = mkstemp(s->config_path);
+    if (fd < 0)
+        return -1;
+    f = fdopen(fd, "w");
+    fputs(config_json ? config_json : "{}", f);
+    fclose(f);
+    if (wrap && *wrap) {
+        char *save = NULL;
+
+        snprintf(wrapbuf, sizeof(wrapbuf), "%s", wrap);
+        for (char *t = strtok_r(wrapbuf, " ", &save); t && argc < 40;
+             t = strtok_r(NULL, " ", &save))
+            argv[argc++] = t;
+    }
+    argv[argc++] = (char *)bin;
+    argv[argc++] = (char *)"--config";
+    argv[argc++] = s->config_path;
+    argv[argc++] = (char *)"--listen";
+    argv[argc++] = (char *)"127.0.0.1:0";
+    /* No file unless a test asks for one (a later --db wins). */
+    argv[argc++] = (char *)"--db";
+    argv[argc++] = (char *)":memory:";
+    argv[argc++] = (char *)"--log-level";
+    argv[argc++] = getenv("RX_LOG_LEVEL") ? getenv("RX_LOG_LEVEL") : (char *)"warn";
+    for (size_t i = 0; extra_args && extra_args[i] && argc < 62; i++)
+        argv[argc++] = (char *)extra_args[i];
+    argv[argc] = NULL;
+    if (pipe2(pipefd, O_CLOEXEC))
+        return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    if (posix_spawnp(&s->pid, argv[0], &fa, NULL, argv, environ)) {
+        posix_spawn_file_actions_destroy(&fa);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(pipefd[1]);
+    s->out_fd = pipefd[0];
+    s->port = read_port(s->out_fd, wrap ? 60000 : 15000);
+    if (s->port <= 0) {
+        itest_server_stop(s);
+        return -1;
+    }
+    snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
+    return 0;
+}
+
+int itest_server_stop(struct itest_server *s)
+{
+    int status = 0;
+    long deadline = now_ms() + 60000;
+
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    while (waitpid(s->pid, &status, WNOHANG) == 0) {
+        if (now_ms() > deadline) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+            status = -1;
+            break;
+        }
+        usleep(10000);
+    }
+    s->pid = 0;
+    if (s->out_fd > 0)
+        close(s->out_fd);
+    unlink(s->config_path);
+    if (status == -1 || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+/* ---- plain requests --------------------------------------------------------- */
+
+struct sink {
+    char *data;
+    size_t len;
+};
+
+static size_t sink_write(char *p, size_t size, size_t n, void *cls)
+{
+    struct sink *s = cls;
+    char *d = realloc(s->data, s->len + size * n + 1);
+
+    if (!d)
+        return 0;
+    memcpy(d + s->len, p, size * n);
+    s->len += size * n;
+    d[s->len] = '\0';
+    s->data = d;
+    return size * n;
+}
+
+int itest_request(const char *method, const char *url, const char *body,
+                  const char *const *headers, struct itest_resp *r)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct sink sink = {NULL, 0};
+    char *ct = NULL;
+    CURLcode rc;
+
+    memset(r, 0, sizeof(*r));
+    if (!c)
+        return -1;
+    for (size_t i = 0; headers && headers[i]; i++)
+        h = curl_slist_append(h, headers[i]);
+    if (body && !headers)
+        h = curl_slist_append(h, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    if (!strcmp(method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct)
+        snprintf(r->content_type, sizeof(r->content_type), "%s", ct);
+    r->body = sink.data ? sink.data : strdup("");
+    r->len = sink.len;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+void itest_resp_release(struct itest_resp *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+json_t *itest_resp_json(const struct itest_resp *r)
+{
+    return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+}
+
+long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
+                      json_t **answer)
+{
+    char url[256];
+    struct itest_resp r;
+    long status;
+
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s/moorex", s->base, sid);
+    if (itest_request("POST", url, json, NULL, &r))
+        return -1;
+    status = r.status;
+    if (answer)
+        *answer = itest_resp_json(&r);
+    itest_resp_release(&r);
+    return status;
+}
+
+json_t *itest_poll_json(const char *url, bool (*pred)(json_t *, void *), void *arg,
+                        int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    json_t *j = NULL;
+
+    do {
+        struct itest_resp r;
+
+        json_decref(j);
+        j = NULL;
+        if (!itest_request("GET", url, NULL, NULL, &r))
+            j = itest_resp_json(&r);
+        itest_resp_release(&r);
+        if (j && pred(j, arg))
+            return j;
+        usleep(20000);
+    } while (now_ms() < deadline);
+    return j;
+}
+
+/* ---- SSE -------------------------------------------------------------------- */
+
+/* Parse complete events out of the raw buffer (lock held). */
+static void sse_parse(struct itest_sse *e, size_t *scanned)
+{
+    for (;;) {
+        char *start = e->raw + *scanned, *end = strstr(start, "\n\n");
+        char id[32] = "", *line, *save = NULL;
+        json_t *data = NULL;
+
+        if (!end)
+            return;
+        *end = '\0';
+        for (line = strtok_r(start, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            if (!strncmp(line, "id: ", 4))
+                snprintf(id, sizeof(id), "%s", line + 4);
+            else if (!strncmp(line, "data: ", 6))
+                data = json_loads(line + 6, 0, NULL);
+        }
+        if (data) {
+            json_array_append_new(e->events,
+                                  json_pack("{s:s, s:o}", "id", id, "data", data));
+            pthread_cond_broadcast(&e->cond);
+        }
+        /* Keep the raw text readable: put back what strtok and the cut removed. */
+        for (char *p = start; p < end; p++)
+            if (!*p)
+                *p = '\n';
+        *end = '\n';
+        *scanned = (size_t)(end - e->raw) + 2;
+    }
+}
+
+struct sse_ctx {
+    struct itest_sse *e;
+    size_t scanned;
+};
+
+static size_t sse_write(char *p, size_t size, size_t n, void *cls)
+{
+    struct sse_ctx *ctx = cls;
+    struct itest_sse *e = ctx->e;
+    char *d;
+
+    pthread_mutex_lock(&e->lock);
+    d = realloc(e->raw, e->raw_len + size * n + 1);
+    if (!d) {
+        pthread_mutex_unlock(&e->lock);
+        return 0;
+    }
+    memcpy(d + e->raw_len, p, size * n);
+    e->raw_len += size * n;
+    d[e->raw_len] = '\0';
+    e->raw = d;
+    sse_parse(e, &ctx->scanned);
+    pthread_mutex_unlock(&e->lock);
+    return size * n;
+}
+
+static int sse_progress(void *cls, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    struct itest_sse *e = cls;
+    bool stop;
+
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)d;
+    pthread_mutex_lock(&e->lock);
+    stop = e->stop;
+    pthread_mutex_unlock(&e->lock);
+    return stop;
+}
+
+static void *sse_main(void *arg)
+{
+    struct itest_sse *e = arg;
+    struct sse_ctx ctx = {e, 0};
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
+    char hdr[64];
+    char *ct = NULL;
+
+    if (*e->last_event_id) {
+        snprintf(hdr, sizeof(hdr), "Last-Event-ID: %s", e->last_event_id);
+        h = curl_slist_append(h, hdr);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, e->url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &ctx);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, sse_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, e);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L);
+    curl_easy_perform(c);
+    pthread_mutex_lock(&e->lock);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &e->status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct)
+        snprintf(e->content_type, sizeof(e->content_type), "%s", ct);
+    e->done = true;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+int itest_sse_open(struct itest_sse *e, const char *url, const char *last_event_id)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->url, sizeof(e->url), "%s", url);
+    if (last_event_id)
+        snprintf(e->last_event_id, sizeof(e->last_event_id), "%s", last_event_id);
+    e->events = json_array();
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    return pthread_create(&e->thread, NULL, sse_main, e) ? -1 : 0;
+}
+
+static bool event_matches(json_t *ev, const char *type, const char *key,
+                          const char *value)
+{
+    json_t *data = json_object_get(ev, "data");
+    const char *t = json_string_value(json_object_get(data, "type"));
+
+    if (!t || strcmp(t, type))
+        return false;
+    if (!key)
+        return true;
+    return json_is_string(json_object_get(data, key)) &&
+           !strcmp(json_string_value(json_object_get(data, key)), value);
+}
+
+int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const char *key,
+                   const char *value, int timeout_ms)
+{
+    struct timespec ts;
+    int found = -1;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        for (size_t i = from; i < json_array_size(e->events) && found < 0; i++)
+            if (event_matches(json_array_get(e->events, i), type, key, value))
+                found = (int)i;
+        if (found >= 0 || e->done)
+            break;
+        if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return found;
+}
+
+bool itest_sse_wait_done(struct itest_sse *e, int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    bool done;
+
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        done = e->done;
+        pthread_mutex_unlock(&e->lock);
+        if (done || now_ms() > deadline)
+            return done;
+        usleep(10000);
+    }
+}
+
+json_t *itest_sse_event(struct itest_sse *e, size_t i)
+{
+    json_t *d;
+
+    pthread_mutex_lock(&e->lock);
+    d = json_object_get(json_array_get(e->events, i), "data");
+    pthread_mutex_unlock(&e->lock);
+    return d;
+}
+
+size_t itest_sse_count(struct itest_sse *e)
+{
+    size_t n;
+
+    pthread_mutex_lock(&e->lock);
+    n = json_array_size(e->events);
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+void itest_sse_close(struct itest_sse *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->stop = true;
+    pthread_mutex_unlock(&e->lock);
+    pthread_join(e->thread, NULL);
+    json_decref(e->events);
+    free(e->raw);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
+}

@@ -1,0 +1,198 @@
+/*
+ * check_patch - the JSON Patch a transition emits turns the state before into
+ * the state after, byte for byte, for every accepted input of the golden
+ * conversations (tests/data/machine/) and of a seeded random walk.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state_machine/rx_patch.h"
+#include "tests/unit/helper_sm.h"
+
+/* A JSON Pointer of at most two levels: "/key" or "/key/<index|->". */
+static void apply_op(json_t *doc, json_t *op)
+{
+    const char *kind = json_string_value(json_object_get(op, "op"));
+    const char *path = json_string_value(json_object_get(op, "path"));
+    json_t *value = json_object_get(op, "value");
+    char key[64];
+    const char *slash;
+    json_t *list;
+
+    ck_assert_ptr_nonnull(kind);
+    ck_assert_ptr_nonnull(path);
+    ck_assert_ptr_nonnull(value);
+    ck_assert(path[0] == '/');
+    slash = strchr(path + 1, '/');
+    if (!slash) {
+        ck_assert_str_eq(kind, "replace");
+        ck_assert_ptr_nonnull(json_object_get(doc, path + 1));
+        json_object_set(doc, path + 1, value);
+        return;
+    }
+    snprintf(key, sizeof(key), "%.*s", (int)(slash - path - 1), path + 1);
+    list = json_object_get(doc, key);
+    ck_assert(json_is_array(list));
+    if (!strcmp(slash + 1, "-")) {
+        ck_assert_str_eq(kind, "add");
+        json_array_append(list, value);
+    } else {
+        size_t i = strtoul(slash + 1, NULL, 10);
+
+        ck_assert_str_eq(kind, "replace");
+        ck_assert_uint_lt(i, json_array_size(list));
+        json_array_set(list, i, value);
+    }
+}
+
+/* Apply one input; when accepted, check patch(before) == after. */
+static void step(struct rx_state *s, const char *input_json)
+{
+    struct rx_input in;
+    struct rx_outcome o;
+    struct rx_buf b;
+    json_t *before, *patch, *after, *j = json_loads(input_json, 0, NULL);
+    char *want, *got;
+    size_t i;
+    json_t *op;
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(rx_input_parse(j, &in, NULL, NULL), 0);
+    json_decref(j);
+    got = state_bytes(s);
+    before = json_loads(got, 0, NULL);
+    free(got);
+    ck_assert_int_eq(rx_machine_apply(s, &in, &o), 0);
+    rx_input_release(&in);
+    if (o.verdict != RX_ACCEPTED) {
+        json_decref(before);
+        return;
+    }
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(rx_patch_encode(s, &o, &b), 0);
+    patch = json_loads(b.data, 0, NULL);
+    ck_assert_msg(json_is_array(patch), "not a JSON array: %s", b.data);
+    json_array_foreach(patch, i, op) apply_op(before, op);
+    want = state_bytes(s);
+    after = json_loads(want, 0, NULL);
+    got = json_dumps(before, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    ck_assert_msg(json_equal(before, after), "input %s\npatch %s\ngot  %s\nwant %s",
+                  input_json, b.data, got, want);
+    free(got);
+    free(want);
+    json_decref(after);
+    json_decref(patch);
+    json_decref(before);
+    rx_buf_release(&b);
+}
+
+static const char *const golden[] = {"conversation", "cancel", "compress"};
+
+START_TEST(test_patch_golden)
+{
+    char path[256], line[65536];
+    struct rx_state s;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "tests/data/machine/%s/inputs.jsonl", golden[_i]);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    while (fgets(line, sizeof(line), f))
+        if (line[0] == '{')
+            step(&s, line);
+    fclose(f);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* A seeded walk through every input type, accepted or not. */
+START_TEST(test_patch_random)
+{
+    static const char *const ids[] = {"a", "b", "c", "d"};
+    unsigned seed = 7;
+    struct rx_state s;
+    char in[512];
+    int64_t t = 1;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (int n = 0; n < (test_quick() ? 200 : 800); n++) {
+        const char *id = ids[rand_r(&seed) % 4];
+
+        t += rand_r(&seed) % 3;
+        switch (rand_r(&seed) % 9) {
+        case 0:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"user-send-message\",\"timestamp\":%lld,"
+                     "\"messageId\":\"u%d\",\"content\":\"hi %d\"}",
+                     (long long)t, n, n);
+            break;
+        case 1:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"user-cancel\",\"timestamp\":%lld,"
+                     "\"partialContents\":{\"%s%d\":\"part\"}}",
+                     (long long)t, id, n % 7);
+            break;
+        case 2:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"brain-send-message-start\",\"timestamp\":%lld,"
+                     "\"calledBrainAt\":%lld,\"messageId\":\"%s%d\"}",
+                     (long long)t, (long long)(t / 2), id, n % 7);
+            break;
+        case 3:
+            snprintf(
+                in, sizeof(in),
+                "{\"type\":\"brain-send-message-complete\",\"timestamp\":%lld,"
+                "\"calledBrainAt\":%lld,\"messageId\":\"%s%d\",\"content\":\"done\"}",
+                (long long)t, (long long)(t / 2), id, n % 7);
+            break;
+        case 4:
+            snprintf(
+                in, sizeof(in),
+                "{\"type\":\"brain-call-tools\",\"timestamp\":%lld,\"calledBrainAt\":"
+                "%lld,\"toolCalls\":{\"c%d\":{\"name\":\"clock\",\"parameters\":\"{}\"},"
+                "\"d%d\":{\"name\":\"calculator\",\"parameters\":\"{}\"}}}",
+                (long long)t, (long long)(t / 2), n, n);
+            break;
+        case 5:
+        case 6:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"%s\",\"timestamp\":%lld,\"toolCallId\":\"%c%d\","
+                     "\"%s\":\"r\"}",
+                     n % 2 ? "toolkit-respond" : "toolkit-error", (long long)t,
+                     n % 3 ? 'c' : 'd', n - (int)(rand_r(&seed) % 20),
+                     n % 2 ? "result" : "error");
+            break;
+        case 7:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"brain-compress-history\",\"timestamp\":%lld,"
+                     "\"calledBrainAt\":%lld,\"summary\":\"so far %d\",\"cutAt\":%lld}",
+                     (long long)t, (long long)(t / 2), n, (long long)(t - 2));
+            break;
+        default:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"brain-load-tool-call\",\"timestamp\":%lld,"
+                     "\"calledBrainAt\":%lld,\"toolCallId\":\"c%d\"}",
+                     (long long)t, (long long)(t / 2), n - (int)(rand_r(&seed) % 40));
+        }
+        step(&s, in);
+        ck_assert(rx_state_check_invariants(&s));
+    }
+    rx_state_release(&s);
+}
+END_TEST
+
+Suite *patch_suite(void);
+Suite *patch_suite(void)
+{
+    Suite *s = suite_create("patch");
+    TCase *tc = tcase_create("patch");
+
+    tcase_add_loop_test(tc, test_patch_golden, 0, sizeof(golden) / sizeof(golden[0]));
+    tcase_add_test(tc, test_patch_random);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    return s;
+}

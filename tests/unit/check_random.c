@@ -1,0 +1,336 @@
+/*
+ * check_random - thousands of random input sequences (seeded, deterministic),
+ * valid and invalid mixed. After every step the invariants hold: the state's
+ * own (rx_state_check_invariants), updatedAt and calledBrainAt never decrease,
+ * a rejected or unchanged input leaves the bytes as they were, no ask for new
+ * signals while a tool is pending, exactly one request-toolkit key per pending
+ * record, unique keys. At the end, replaying the accepted inputs (encoded with
+ * rx_input_encode, parsed back) from the initial state gives the same bytes.
+ * RX_TEST_QUICK=1 runs fewer sequences (valgrind).
+ */
+#include "tests/unit/helper_sm.h"
+
+#include <inttypes.h>
+
+/*
+ * Check records the location of every passing ck_assert (a write to a pipe),
+ * which dominates a loop of 10^5 steps; the hot path checks with REQUIRE,
+ * which only calls into Check on failure.
+ */
+#define REQUIRE(cond, ...)                                                               \
+    do {                                                                                 \
+        if (!(cond))                                                                     \
+            ck_abort_msg(__VA_ARGS__);                                                   \
+    } while (0)
+#define REQUIRE0(call) REQUIRE((call) == 0, "%s failed", #call)
+
+/* state_bytes without ck_assert. */
+static char *bytes_of(const struct rx_state *s)
+{
+    struct rx_buf b;
+
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    REQUIRE0(rx_state_encode(s, &b));
+    return rx_buf_take(&b, NULL);
+}
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t rng_next(struct rng *r)
+{
+    /* xorshift64*: small, fast, and the same on every platform. */
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ull;
+}
+
+static unsigned pick(struct rng *r, unsigned n)
+{
+    return (unsigned)(rng_next(r) % n);
+}
+
+static const char *const texts[] = {
+    "hi", "2+3?", "caf\\u00e9", "a \\\"quote\\\"", "line\\nbreak", "", " "};
+
+/* One random input as JSON text into buf; the clock `t` moves forward mostly. */
+static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char *buf,
+                      size_t size)
+{
+    char ts[48], cba[48];
+    unsigned k = pick(r, 100);
+    int64_t when;
+
+    switch (pick(r, 12)) {
+    case 0: /* stale */
+        when = *t > 3 ? *t - 1 - pick(r, 3) : *t;
+        break;
+    case 1: /* same time */
+        when = *t;
+        break;
+    default:
+        when = *t += 1 + pick(r, 3);
+    }
+    if (pick(r, 40))
+        snprintf(ts, sizeof(ts), "\"timestamp\":%" PRId64 ",", when);
+    else
+        ts[0] = '\0'; /* missing: parses, the machine refuses it */
+    snprintf(cba, sizeof(cba), "\"calledBrainAt\":%" PRId64 ",",
+             pick(r, 4) ? (int64_t)pick(r, (unsigned)when + 1) : when);
+
+    if (k < 22) {
+        snprintf(
+            buf, size,
+            "{\"type\":\"user-send-message\",%s\"messageId\":\"m%u\",\"content\":\"%s\"}",
+            ts, pick(r, 6), texts[pick(r, 7)]);
+    } else if (k < 27) {
+        char parts[256] = "";
+        size_t n = 0;
+
+        for (size_t i = 0; i < s->assistant.len && n < 200; i++)
+            if (s->assistant.items[i].status == RX_STATUS_STREAMING && pick(r, 2))
+                n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s\"%.20s\":\"p%u\"",
+                                      n ? "," : "", s->assistant.items[i].id, pick(r, 9));
+        snprintf(buf, size, "{\"type\":\"user-cancel\",%s\"partialContents\":{%s}}", ts,
+                 parts);
+    } else if (k < 40) {
+        snprintf(buf, size,
+                 "{\"type\":\"brain-send-message-start\",%s%s\"messageId\":\"a%u\"}", ts,
+                 cba, pick(r, 6));
+    } else if (k < 53) {
+        snprintf(buf, size,
+                 "{\"type\":\"brain-send-message-complete\",%s%s\"messageId\":\"a%u\","
+                 "\"content\":\"%s\"}",
+                 ts, cba, pick(r, 6), texts[pick(r, 7)]);
+    } else if (k < 65) {
+        unsigned a = pick(r, 8), b = pick(r, 8);
+
+        if (pick(r, 2))
+            snprintf(
+                buf, size,
+                "{\"type\":\"brain-call-tools\",%s%s\"toolCalls\":{\"c%u\":{\"name\":"
+                "\"calculator\",\"parameters\":\"{\\\"e\\\":%u}\"}}}",
+                ts, cba, a, b);
+        else
+            snprintf(
+                buf, size,
+                "{\"type\":\"brain-call-tools\",%s%s\"toolCalls\":{\"c%u\":{\"name\":"
+                "\"clock\",\"parameters\":\"{}\"},\"c%u\":{\"name\":\"calculator\","
+                "\"parameters\":{\"e\":[1,2]}}}}",
+                ts, cba, a, b);
+    } else if (k < 70) {
+        snprintf(buf, size,
+                 "{\"type\":\"brain-compress-history\",%s%s\"summary\":\"s%u\",\"cutAt\":"
+                 "%" PRId64 "}",
+                 ts, cba, pick(r, 5),
+                 pick(r, 3) ? (int64_t)pick(r, (unsigned)when + 1) : when + pick(r, 3));
+    } else if (k < 76) {
+        snprintf(buf, size,
+                 "{\"type\":\"brain-load-tool-call\",%s%s\"toolCallId\":\"c%u\"}", ts,
+                 cba, pick(r, 9));
+    } else if (k < 90) {
+        snprintf(buf, size,
+                 "{\"type\":\"toolkit-respond\",%s\"toolCallId\":\"c%u\",\"result\":"
+                 "\"%s\"}",
+                 ts, pick(r, 9), texts[pick(r, 5)]);
+    } else if (k < 97) {
+        snprintf(
+            buf, size,
+            "{\"type\":\"toolkit-error\",%s\"toolCallId\":\"c%u\",\"error\":\"e%u\"}", ts,
+            pick(r, 9), pick(r, 3));
+    } else {
+        /* Shapes the parser must refuse. */
+        static const char *const bad[] = {
+            "{\"type\":\"user-send-message\",\"messageId\":\"m1\",\"content\":5}",
+            "{\"type\":\"brain-call-tools\",\"calledBrainAt\":1,\"toolCalls\":[]}",
+            "{\"type\":\"what\"}",
+            "{\"type\":\"toolkit-respond\",\"toolCallId\":\"c1\"}",
+        };
+        snprintf(buf, size, "%s", bad[pick(r, 4)]);
+    }
+}
+
+/* The effect invariants of SPEC 3.3 for one state. */
+static void check_effects(const struct rx_state *s)
+{
+    struct rx_effect_set set;
+    size_t pending = rx_state_pending_tools(s), requests = 0;
+
+    rx_effect_set_init(&set);
+    REQUIRE0(rx_effects_at(s, &set));
+    for (size_t i = 0; i < set.len; i++) {
+        const struct rx_effect *e = &set.items[i];
+
+        for (size_t j = 0; j < i; j++)
+            REQUIRE(strcmp(set.items[j].key, e->key), "duplicate key %s", e->key);
+        if (e->kind == RX_EFFECT_REQUEST_TOOLKIT) {
+            const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
+
+            REQUIRE(c && !c->result.present, "%s: not a pending call", e->key);
+            requests++;
+        } else if (pending) {
+            /* No ask for new signals while a tool is pending; only an answer
+               already streaming may keep its own ask. */
+            bool streaming = false;
+
+            for (size_t j = 0; j < s->assistant.len; j++)
+                streaming |= s->assistant.items[j].status == RX_STATUS_STREAMING &&
+                             s->assistant.items[j].called_brain_at == e->signals_cut_at;
+            REQUIRE(streaming, "'%s' wanted while a tool is pending", e->key);
+        }
+    }
+    REQUIRE(requests == pending, "%zu requests for %zu pending calls", requests, pending);
+    for (size_t i = 0; i < s->tools.len; i++) {
+        char key[RX_EFFECT_KEY_LEN];
+
+        if (s->tools.items[i].result.present)
+            continue;
+        snprintf(key, sizeof(key), "request-toolkit-%s", s->tools.items[i].id);
+        REQUIRE(rx_effect_set_find(&set, key), "%s not wanted", key);
+    }
+    rx_effect_set_release(&set);
+}
+
+/* Replace the state by its decoded encoding: the machine must not care. */
+static void reload(struct rx_state *s)
+{
+    char *bytes = bytes_of(s), *again;
+    json_t *j = json_loads(bytes, 0, NULL);
+    struct rx_state back;
+
+    REQUIRE(j, "encoding is not JSON");
+    REQUIRE0(rx_state_decode(j, &back, NULL));
+    again = bytes_of(&back);
+    REQUIRE(!strcmp(bytes, again), "decode changed the state:\n%s\n%s", bytes, again);
+    rx_state_release(s);
+    *s = back;
+    json_decref(j);
+    free(bytes);
+    free(again);
+}
+
+struct stats {
+    long steps, parse_errors, accepted, unchanged, rejected;
+};
+
+static void run_sequence(uint64_t seed, int steps, struct stats *st)
+{
+    struct rng r = {seed * 0x9e3779b97f4a7c15ull + 1};
+    struct rx_state s, replay;
+    struct rx_buf log;
+    int64_t t = 0;
+    char *final, *replayed, *line, *save = NULL;
+
+    REQUIRE0(rx_state_init(&s));
+    rx_buf_init(&log, RX_BUF_STATE_MAX);
+    REQUIRE0(rx_buf_puts(&log, ""));
+    for (int i = 0; i < steps; i++) {
+        char text[1024], *before, *after;
+        json_t *j;
+        struct rx_input in;
+        struct rx_outcome out;
+        int64_t upd = s.updated_at, cba = s.called_brain_at;
+
+        gen_input(&r, &t, &s, text, sizeof(text));
+        j = json_loads(text, 0, NULL);
+        REQUIRE(j != NULL, "generator made bad JSON: %s", text);
+        st->steps++;
+        if (rx_input_parse(j, &in, NULL, NULL)) {
+            st->parse_errors++;
+            json_decref(j);
+            continue;
+        }
+        json_decref(j);
+        before = bytes_of(&s);
+        REQUIRE0(rx_machine_apply(&s, &in, &out));
+        REQUIRE(rx_state_check_invariants(&s), "seed %" PRIu64 " step %d: %s", seed, i,
+                text);
+        REQUIRE(s.updated_at >= upd, "updatedAt went back");
+        REQUIRE(s.called_brain_at >= cba, "calledBrainAt went back");
+        after = bytes_of(&s);
+        if (out.verdict == RX_ACCEPTED) {
+            st->accepted++;
+            REQUIRE(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
+            REQUIRE0(rx_input_encode(&in, &log));
+            REQUIRE0(rx_buf_putc(&log, '\n'));
+        } else {
+            REQUIRE(!strcmp(before, after),
+                    "seed %" PRIu64 " step %d: %s %s changed the state: %s", seed, i,
+                    rx_verdict_name(out.verdict), rx_reason_name(out.reason), text);
+            if (out.verdict == RX_UNCHANGED)
+                st->unchanged++;
+            else
+                st->rejected++;
+            REQUIRE((out.reason == RX_REASON_NONE) == (out.verdict == RX_UNCHANGED),
+                    "reason %s with verdict %s", rx_reason_name(out.reason),
+                    rx_verdict_name(out.verdict));
+        }
+        check_effects(&s);
+        if (pick(&r, 10) == 0)
+            reload(&s);
+        rx_input_release(&in);
+        free(before);
+        free(after);
+    }
+
+    /* state = fold(transition, initial, accepted inputs) */
+    REQUIRE0(rx_state_init(&replay));
+    for (line = strtok_r(log.data, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_t *j = json_loads(line, 0, NULL);
+        struct rx_input in;
+        struct rx_outcome out;
+
+        REQUIRE(j != NULL, "encoded input is not JSON: %s", line);
+        REQUIRE0(rx_input_parse(j, &in, NULL, NULL));
+        REQUIRE0(rx_machine_apply(&replay, &in, &out));
+        REQUIRE(out.verdict == RX_ACCEPTED, "replay of %s: %s", line,
+                rx_reason_name(out.reason));
+        rx_input_release(&in);
+        json_decref(j);
+    }
+    final = bytes_of(&s);
+    replayed = bytes_of(&replay);
+    REQUIRE(!strcmp(final, replayed), "seed %" PRIu64 ": replay differs\n%s\n%s", seed,
+            final, replayed);
+    free(final);
+    free(replayed);
+    rx_buf_release(&log);
+    rx_state_release(&replay);
+    rx_state_release(&s);
+}
+
+START_TEST(test_random_sequences)
+{
+    int n = test_quick() ? 150 : 2000;
+    struct stats st = {0};
+
+    for (int i = 0; i < n; i++)
+        run_sequence((uint64_t)i + 1, 10 + (int)(i % 50), &st);
+    /* The generator must reach every verdict often, or the test proves little. */
+    if (getenv("RX_TEST_VERBOSE"))
+        fprintf(stderr,
+                "random: %ld steps, %ld accepted, %ld unchanged, %ld rejected, %ld parse "
+                "errors\n",
+                st.steps, st.accepted, st.unchanged, st.rejected, st.parse_errors);
+    ck_assert_int_gt(st.accepted, st.steps / 5);
+    ck_assert_int_gt(st.rejected, st.steps / 10);
+    ck_assert_int_gt(st.unchanged, 0);
+    ck_assert_int_gt(st.parse_errors, 0);
+}
+END_TEST
+
+Suite *random_suite(void);
+
+Suite *random_suite(void)
+{
+    Suite *s = suite_create("random");
+    TCase *tc = tcase_create("sequences");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_random_sequences);
+    suite_add_tcase(s, tc);
+    return s;
+}

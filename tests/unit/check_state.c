@@ -1,0 +1,264 @@
+/*
+ * check_state - the state's JSON wire shape (SPEC 3.1): exact bytes and key
+ * order, encode -> decode -> encode round trips, copies, and decode errors that
+ * name the offending field.
+ */
+#include "tests/unit/helper_sm.h"
+
+static const char *const round_trip[] = {
+    S0,
+    ST(1, UM("m1", "hi", 1), "", "", 0, "", 0),
+    ST(1700000000123,
+       UM("m1", "\\u00e9\\u4e2d \\ud83d\\ude00 \\'q\\' \\\\ / \\t\\r\\n\\b\\f \\u0001",
+          1700000000000),
+       AM("a1", "", 1700000000001, 1700000000001, "streaming", 1700000000000), "",
+       1700000000000, "", 0),
+    ST(9, UM("m1", "a", 1) "," UM("m2", "b", 5),
+       AM("a1", "x", 2, 3, "complete", 1) "," AM("a2", "y", 6, 7, "stopped", 5),
+       TC("c1", "calculator", "{\\'expression\\':\\'2+3\\'}", 3, OKR("5", 4),
+          true) "," TC("c2", "clock", "{}", 3, ERRR("cancelled", 7),
+                       false) "," TC("c3", "x", "", 8, "null", false),
+       8, "sum\\nmary", 4),
+};
+
+/* The exact bytes of SPEC 3.1's example, key order included. */
+START_TEST(test_spec_example_bytes)
+{
+    static const char spec[] =
+        "{\"updatedAt\":4,\"userMessages\":[{\"kind\":\"user\",\"id\":\"m1\",\"content\":"
+        "\"hi\",\"receivedAt\":1}],\"assistantMessages\":[{\"kind\":\"assistant\",\"id\":"
+        "\"a1\",\"content\":\"\",\"receivedAt\":2,\"updatedAt\":2,\"status\":"
+        "\"streaming\",\"calledBrainAt\":1}],\"toolCallRecords\":[{\"id\":\"c1\","
+        "\"name\":\"calculator\",\"parameters\":\"{\\\"expression\\\":\\\"2+3\\\"}\","
+        "\"calledAt\":3,\"result\":{\"isSuccess\":true,\"content\":\"5\",\"receivedAt\":"
+        "4},\"isLoaded\":false}],\"calledBrainAt\":1,\"contextSummary\":\"\","
+        "\"summaryCutAt\":0}";
+    json_t *j = json_loads(spec, 0, NULL);
+    struct rx_state s;
+    char *got;
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(rx_state_decode(j, &s, NULL), 0);
+    got = state_bytes(&s);
+    ck_assert_str_eq(got, spec);
+    free(got);
+    json_decref(j);
+    rx_state_release(&s);
+}
+END_TEST
+
+START_TEST(test_initial_state)
+{
+    struct rx_state s;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    ck_assert(rx_state_check_invariants(&s));
+    ck_assert_state(&s, S0);
+    ck_assert_uint_eq(rx_state_pending_tools(&s), 0);
+    rx_state_release(&s);
+}
+END_TEST
+
+START_TEST(test_round_trip)
+{
+    struct rx_state s, back, copy;
+    char *b1, *b2, *b3;
+    json_t *j;
+
+    state_from(&s, round_trip[_i]);
+    b1 = state_bytes(&s);
+    j = json_loads(b1, 0, NULL);
+    ck_assert_msg(j != NULL, "encoding is not JSON: %s", b1);
+    ck_assert_int_eq(rx_state_decode(j, &back, NULL), 0);
+    b2 = state_bytes(&back);
+    ck_assert_str_eq(b1, b2);
+    ck_assert_int_eq(rx_state_copy(&s, &copy), 0);
+    ck_assert(rx_state_check_invariants(&copy));
+    b3 = state_bytes(&copy);
+    ck_assert_str_eq(b1, b3);
+    /* The encoding means what the text meant. */
+    {
+        json_t *orig = qjson(round_trip[_i]);
+
+        ck_assert(json_equal(orig, j));
+        json_decref(orig);
+    }
+    free(b1);
+    free(b2);
+    free(b3);
+    json_decref(j);
+    rx_state_release(&s);
+    rx_state_release(&back);
+    rx_state_release(&copy);
+}
+END_TEST
+
+/* The record encoders give the same shape as inside the state. */
+START_TEST(test_record_encoders)
+{
+    struct rx_state s;
+    struct rx_buf b;
+
+    state_from(&s, round_trip[3]);
+    rx_buf_init(&b, RX_BUF_SMALL_MAX);
+    ck_assert_int_eq(rx_message_encode(&s.assistant.items[1], true, &b), 0);
+    ck_assert_str_eq(b.data, "{\"kind\":\"assistant\",\"id\":\"a2\",\"content\":\"y\","
+                             "\"receivedAt\":6,\"updatedAt\":7,\"status\":\"stopped\","
+                             "\"calledBrainAt\":5}");
+    rx_buf_reset(&b);
+    ck_assert_int_eq(rx_message_encode(&s.user.items[0], false, &b), 0);
+    ck_assert_str_eq(
+        b.data, "{\"kind\":\"user\",\"id\":\"m1\",\"content\":\"a\",\"receivedAt\":1}");
+    rx_buf_reset(&b);
+    ck_assert_int_eq(rx_tool_call_encode(&s.tools.items[1], &b), 0);
+    ck_assert_str_eq(b.data, "{\"id\":\"c2\",\"name\":\"clock\",\"parameters\":\"{}\","
+                             "\"calledAt\":3,\"result\":{\"isSuccess\":false,\"error\":"
+                             "\"cancelled\",\"receivedAt\":7},\"isLoaded\":false}");
+    ck_assert_uint_eq(rx_state_pending_tools(&s), 1);
+    ck_assert_ptr_eq(rx_state_find_tool(&s, "c3"), &s.tools.items[2]);
+    ck_assert_ptr_null(rx_state_find_tool(&s, "c4"));
+    ck_assert_ptr_eq(rx_state_find_user(&s, "m2"), &s.user.items[1]);
+    ck_assert_ptr_eq(rx_state_find_assistant(&s, "a1"), &s.assistant.items[0]);
+    ck_assert_ptr_null(rx_state_find_assistant(&s, "m1"));
+    rx_buf_release(&b);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* An encode that runs into the buffer's bound leaves the buffer as it was. */
+START_TEST(test_encode_bound)
+{
+    struct rx_state s;
+    struct rx_buf b;
+
+    state_from(&s, round_trip[3]);
+    rx_buf_init(&b, 40);
+    ck_assert_int_eq(rx_buf_puts(&b, "prefix"), 0);
+    ck_assert_int_eq(rx_state_encode(&s, &b), -E2BIG);
+    ck_assert_uint_eq(b.len, 6);
+    ck_assert_str_eq(b.data, "prefix");
+    rx_buf_release(&b);
+    rx_state_release(&s);
+}
+END_TEST
+
+struct bad_row {
+    const char *state;
+    const char *field; /* the error text names it; NULL: only -EINVAL */
+};
+
+#define GOOD_TC TC("c1", "clock", "{}", 1, "null", false)
+
+static const struct bad_row bad_rows[] = {
+    {"[1]", NULL},
+    {"{'updatedAt':'x','userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
+     "'calledBrainAt':0,'contextSummary':'','summaryCutAt':0}",
+     "updatedAt"},
+    {"{'updatedAt':0,'assistantMessages':[],'toolCallRecords':[],'calledBrainAt':0,"
+     "'contextSummary':'','summaryCutAt':0}",
+     "userMessages"},
+    {ST(1, "5", "", "", 0, "", 0), "userMessages"},
+    {ST(1, "{'kind':'user','id':'m1','content':5,'receivedAt':1}", "", "", 0, "", 0),
+     "content"},
+    {ST(1, "{'kind':'user','id':7,'content':'x','receivedAt':1}", "", "", 0, "", 0),
+     "id"},
+    {ST(1, "{'kind':'user','id':'m1','content':'x'}", "", "", 0, "", 0), "receivedAt"},
+    {ST(1, "{'kind':'assistant','id':'m1','content':'x','receivedAt':1}", "", "", 0, "",
+        0),
+     "kind"},
+    {ST(2, "", AM("a1", "x", 1, 2, "done", 1), "", 0, "", 0), "status"},
+    {ST(2, "",
+        "{'kind':'assistant','id':'a1','content':'x','receivedAt':1,'updatedAt':2,"
+        "'status':'complete'}",
+        "", 0, "", 0),
+     "calledBrainAt"},
+    {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':{},"
+     "'calledBrainAt':0,'contextSummary':'','summaryCutAt':0}",
+     "toolCallRecords"},
+    {ST(1, "", "",
+        "{'id':'c1','name':'n','parameters':{},'calledAt':1,'result':null,'isLoaded':"
+        "false}",
+        0, "", 0),
+     "parameters"},
+    {ST(1, "", "",
+        "{'id':'c1','name':'n','parameters':'{}','calledAt':1,'result':null,'isLoaded':"
+        "'no'}",
+        0, "", 0),
+     "isLoaded"},
+    {ST(1, "", "", TC("c1", "n", "{}", 1, "5", false), 0, "", 0), "result"},
+    {ST(1, "", "", TC("c1", "n", "{}", 1, "{'isSuccess':true,'content':'x'}", false), 0,
+        "", 0),
+     "receivedAt"},
+    {ST(1, "", "", TC("c1", "n", "{}", 1, "{'isSuccess':true,'receivedAt':1}", false), 0,
+        "", 0),
+     "content"},
+    {ST(1, "", "", TC("c1", "n", "{}", 1, "{'isSuccess':false,'receivedAt':1}", false), 0,
+        "", 0),
+     "error"},
+    {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
+     "'calledBrainAt':0,'contextSummary':null,'summaryCutAt':0}",
+     "contextSummary"},
+    {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
+     "'calledBrainAt':0,'contextSummary':'','summaryCutAt':-1}",
+     "summaryCutAt"},
+    {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
+     "'contextSummary':'','summaryCutAt':0}",
+     "calledBrainAt"},
+    /* Invariants: duplicate ids, times after updatedAt. */
+    {ST(1, UM("m1", "a", 1) "," UM("m1", "b", 1), "", "", 0, "", 0), NULL},
+    {ST(1, "", "", GOOD_TC "," GOOD_TC, 0, "", 0), NULL},
+    {ST(1, UM("m1", "a", 2), "", "", 0, "", 0), NULL},
+    {ST(1, "", "", TC("c1", "n", "{}", 1, OKR("x", 2), false), 0, "", 0), NULL},
+};
+
+START_TEST(test_decode_errors)
+{
+    const struct bad_row *r = &bad_rows[_i];
+    json_t *j = qjson(r->state);
+    struct rx_state s;
+    char err[RX_ERR_LEN] = "";
+
+    ck_assert_msg(rx_state_decode(j, &s, err) == -EINVAL, "decoded: %s", r->state);
+    if (r->field)
+        ck_assert_msg(strstr(err, r->field) != NULL, "'%s' does not name '%s'", err,
+                      r->field);
+    else
+        ck_assert_str_ne(err, "");
+    /* err may be NULL too. */
+    ck_assert_int_eq(rx_state_decode(j, &s, NULL), -EINVAL);
+    json_decref(j);
+}
+END_TEST
+
+START_TEST(test_status_names)
+{
+    enum rx_status st;
+
+    ck_assert_str_eq(rx_status_name(RX_STATUS_STREAMING), "streaming");
+    ck_assert_str_eq(rx_status_name(RX_STATUS_COMPLETE), "complete");
+    ck_assert_str_eq(rx_status_name(RX_STATUS_STOPPED), "stopped");
+    ck_assert_int_eq(rx_status_parse("stopped", &st), 0);
+    ck_assert_int_eq(st, RX_STATUS_STOPPED);
+    ck_assert_int_eq(rx_status_parse("Stopped", &st), -EINVAL);
+}
+END_TEST
+
+Suite *state_suite(void);
+
+Suite *state_suite(void)
+{
+    Suite *s = suite_create("state");
+    TCase *tc = tcase_create("json");
+
+    tcase_add_test(tc, test_spec_example_bytes);
+    tcase_add_test(tc, test_initial_state);
+    tcase_add_loop_test(tc, test_round_trip, 0,
+                        sizeof(round_trip) / sizeof(round_trip[0]));
+    tcase_add_test(tc, test_record_encoders);
+    tcase_add_test(tc, test_encode_bound);
+    tcase_add_loop_test(tc, test_decode_errors, 0,
+                        sizeof(bad_rows) / sizeof(bad_rows[0]));
+    tcase_add_test(tc, test_status_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
