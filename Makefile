@@ -22,11 +22,13 @@ WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
 PKGS    := libmicrohttpd jansson uuid libcurl sqlite3
 OPT     ?= -O2 -g
 
+# BUILD_ROOT=build/x keeps a second tree of objects apart (two builds at once).
+BUILD_ROOT ?= build
 ifdef SANITIZE
-BUILD   := build/san
+BUILD   := $(BUILD_ROOT)/san
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
-BUILD   := build
+BUILD   := $(BUILD_ROOT)
 SANFLAGS :=
 endif
 
@@ -86,8 +88,19 @@ $(BUILD)/tests/unit/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
-# Integration tests: the real binary on 127.0.0.1, driven over HTTP/SSE.
-$(INTEG): $(BUILD)/tests/integration/check_integration.o $(BUILD)/tests/integration/itest.o
+# Integration tests: the real binary on 127.0.0.1, driven over HTTP/SSE. The
+# same convention: tests/integration/check_<m>.c exports `Suite *<m>_suite(void)`.
+INTEG_SRC := $(filter-out tests/integration/check_main.c,$(wildcard tests/integration/check_*.c))
+INTEG_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(INTEG_SRC) tests/integration/check_main.c)
+
+$(BUILD)/tests/isuites.inc: $(INTEG_SRC) Makefile
+	@mkdir -p $(@D)
+	@for f in $(INTEG_SRC); do m=$${f#tests/integration/check_}; echo "SUITE($${m%.c})"; done >$@
+
+$(BUILD)/tests/integration/check_main.o: $(BUILD)/tests/isuites.inc
+$(BUILD)/tests/integration/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
+
+$(INTEG): $(INTEG_OBJ) $(BUILD)/tests/integration/itest.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/%.o: %.c $(BUILD)/FLAGS
@@ -107,7 +120,7 @@ check: $(BUILD)/tests/check_unit
 	./$(BUILD)/tests/check_unit
 
 integration: $(BUILD)/reflexor $(INTEG)
-	RX_SERVER=./$(BUILD)/reflexor ./$(INTEG)
+	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai ./$(INTEG)
 
 nginx-test: $(BUILD)/reflexor
 	@scripts/deps.sh nginx

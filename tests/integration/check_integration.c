@@ -1001,7 +1001,8 @@ static void start_fake_and_server(void)
         dup2(in[0], 0);
         close(out[0]);
         close(in[1]);
-        execl("build/tests/fake_openai", "fake_openai", "--exit-on-eof", (char *)NULL);
+        execl(getenv("FAKE_OPENAI") ? getenv("FAKE_OPENAI") : "build/tests/fake_openai",
+              "fake_openai", "--exit-on-eof", (char *)NULL);
         _exit(127);
     }
     close(out[1]);
@@ -1070,7 +1071,8 @@ START_TEST(test_openai_round_trip_through_server)
 }
 END_TEST
 
-static Suite *integration_suite(void)
+Suite *integration_suite(void);
+Suite *integration_suite(void)
 {
     Suite *s = suite_create("integration");
     TCase *tc = tcase_create("server");
@@ -1128,18 +1130,4 @@ static Suite *integration_suite(void)
     tcase_add_test(oa, test_openai_round_trip_through_server);
     suite_add_tcase(s, oa);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr;
-    int failed;
-
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    sr = srunner_create(integration_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    curl_global_cleanup();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
