@@ -147,7 +147,7 @@ VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG)
 	@scripts/deps.sh valgrind
 	CK_FORK=no RX_TEST_QUICK=1 $(VALGRIND) ./$(BUILD)/tests/check_unit
-	RX_SERVER=./$(BUILD)/reflexor RX_SERVER_WRAPPER="$(subst exitcode=1,exitcode=99,$(VALGRIND))" \
+	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai RX_SERVER_WRAPPER="$(subst exitcode=1,exitcode=99,$(VALGRIND))" \
 	  ./$(INTEG)
 
 FUZZ_SECONDS ?= 60
