@@ -126,7 +126,8 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
                    int snapshot_every)
 {
     struct rx_state *st = calloc((size_t)sessions, sizeof(*st));
-    char err[STORE_ERR_LEN], sid[48];
+    struct rx_error err;
+    char sid[48];
     struct store *db = NULL;
     double t0;
     int rc = -1;
@@ -137,8 +138,8 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
         if (rx_state_init(&st[s]))
             goto out_release;
     if (r->path) {
-        if (!(db = store_open(r->path, err))) {
-            fprintf(stderr, "bench_store: %s\n", err);
+        if (!(db = store_open(r->path, &err))) {
+            fprintf(stderr, "bench_store: %s\n", err.text);
             goto out_release;
         }
         if (store_set_durable(db, r->durable))
@@ -161,8 +162,8 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
         if (db) {
             session_id(sid, sizeof(sid), s);
             if (store_append(db, sid, i / sessions + 1, &in[i], &st[s], snapshot_every)) {
-                store_last_error(db, err);
-                fprintf(stderr, "bench_store: append %d: %s\n", i, err);
+                store_last_error(db, &err);
+                fprintf(stderr, "bench_store: append %d: %s\n", i, err.text);
                 goto out_close;
             }
         }

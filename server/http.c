@@ -1,7 +1,6 @@
 /*
  * http - routes and responses. See http.h.
  */
-#include "effects/now.h"
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -14,8 +13,10 @@
 #include <stdarg.h>
 #include <unistd.h>
 
+#include "effects/now.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/session_table.h"
 #include "server/sse.h"
 #include "server/static_files.h"
 
@@ -175,7 +176,7 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
     struct rx_input in;
     json_error_t jerr;
     const char *field = NULL;
-    char why[RX_ERR_LEN] = "";
+    struct rx_error why = {""};
     json_t *j;
     int err;
 
@@ -188,12 +189,12 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
     if (!j)
         return send_error(conn, 400, "invalid-json", NULL, "line %d, column %d: %s",
                           jerr.line, jerr.column, jerr.text);
-    err = rx_input_parse(j, &in, &field, why);
+    err = rx_input_parse(j, &in, &field, &why);
     json_decref(j);
     if (err == -ENOMEM)
         return send_error(conn, 500, "internal", NULL, "out of memory");
     if (err)
-        return send_error(conn, 400, "invalid-input", field, "%s", why);
+        return send_error(conn, 400, "invalid-input", field, "%s", why.text);
     if (rx_input_type_origin(in.type) != RX_ORIGIN_USER &&
         !srv->cfg->allow_agent_inputs) {
         rx_input_release(&in);
@@ -228,6 +229,13 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
         return send_json(conn, 409, e);
     }
     return send_accepted(conn, &res, &in);
+}
+
+/* session_attach_fn: a channel becomes this connection's SSE response. */
+static void *attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
+                           size_t n, bool closed)
+{
+    return sse_channel_subscribe(ch, conn, first, n, closed);
 }
 
 static bool wants_sse(struct MHD_Connection *conn)
@@ -361,8 +369,8 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
             const char *mode =
                 MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
 
-            return send_stream(
-                conn, session_subscribe(s, conn, mode && !strcmp(mode, "patch")));
+            return send_stream(conn, session_subscribe(s, mode && !strcmp(mode, "patch"),
+                                                       attach_stream, conn));
         }
         if (!strcmp(method, "POST"))
             return submit_input(srv, conn, s, req);
@@ -379,18 +387,21 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         return fork_session(srv, conn, s, req);
     }
     if (!strncmp(rest, "/messages/", 10) && rest[10] && !strchr(rest + 10, '/')) {
-        struct MHD_Response *r = NULL;
+        void *r = NULL;
+        json_t *j = NULL;
+        bool sse = wants_sse(conn);
         int err;
 
         if (!get)
             return method_not_allowed(conn, "GET");
-        err = session_message_response(s, rest + 10, wants_sse(conn), conn, &r);
+        err = sse ? session_message_subscribe(s, rest + 10, attach_stream, conn, &r)
+                  : session_message_json(s, rest + 10, &j);
         if (err == -ENOENT)
             return send_error(conn, 404, "not-found", NULL, "no assistant message '%s'",
                               rest + 10);
         if (err)
             return send_error(conn, 500, "internal", NULL, "out of memory");
-        return send_stream(conn, r);
+        return sse ? send_stream(conn, r) : send_json(conn, 200, j);
     }
     return send_error(conn, 404, "not-found", NULL, "no such route");
 }

@@ -21,6 +21,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/session.h"
+#include "server/session_table.h"
 #include "server/sse.h"
 #include "server/store.h"
 
@@ -291,7 +292,7 @@ static void *pinger_main(void *arg)
    is no database at all: nothing is logged, nothing survives. */
 static int open_store(const struct config *cfg, struct store **out)
 {
-    char err[STORE_ERR_LEN] = "";
+    struct rx_error err;
 
     *out = NULL;
     if (!strcmp(cfg->db_path, ":memory:"))
@@ -301,9 +302,9 @@ static int open_store(const struct config *cfg, struct store **out)
         fprintf(stderr, "reflexor: cannot create 'data': %s\n", strerror(errno));
         return -errno;
     }
-    *out = store_open(cfg->db_path, err);
+    *out = store_open(cfg->db_path, &err);
     if (!*out) {
-        fprintf(stderr, "reflexor: database %s\n", err);
+        fprintf(stderr, "reflexor: database %s\n", err.text);
         return -EINVAL;
     }
     if (!cfg->store_fsync && store_set_durable(*out, false))

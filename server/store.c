@@ -91,7 +91,7 @@ struct store {
     pthread_mutex_t lock; /* guards everything below */
     sqlite3_stmt *q[Q__COUNT];
     struct rx_buf buf; /* encodes inputs and snapshots */
-    char err[STORE_ERR_LEN];
+    char err[RX_ERR_LEN];
 };
 
 /* One session id and its creation time, as store_load lists them. */
@@ -135,10 +135,10 @@ static int sql_fail(struct store *st, int rc, const char *what)
     return sql_errno(rc);
 }
 
-void store_last_error(struct store *st, char *buf)
+void store_last_error(struct store *st, struct rx_error *err)
 {
     pthread_mutex_lock(&st->lock);
-    snprintf(buf, STORE_ERR_LEN, "%s", st->err);
+    rx_error_set(err, 0, "%s", st->err);
     pthread_mutex_unlock(&st->lock);
 }
 
@@ -455,9 +455,9 @@ static int configure(sqlite3 *db, bool memory, char *why, size_t n)
     return SQLITE_OK;
 }
 
-struct store *store_open(const char *path, char *err)
+struct store *store_open(const char *path, struct rx_error *err)
 {
-    char why[STORE_ERR_LEN] = "";
+    char why[RX_ERR_LEN] = "";
     bool memory;
     struct store *st = NULL;
     sqlite3 *db = NULL;
@@ -507,8 +507,7 @@ out_finalize:
 out_close_db:
     sqlite3_close(db);
 out_report:
-    if (err)
-        snprintf(err, STORE_ERR_LEN, "'%s': %s", path ? path : "", why);
+    rx_error_set(err, 0, "'%s': %s", path ? path : "", why);
     return NULL;
 }
 
@@ -671,7 +670,7 @@ out_unlock:
 static int fold_one(struct store *st, const char *sid, int64_t seq, const char *text,
                     size_t len, struct rx_state *s)
 {
-    char why[RX_ERR_LEN] = "";
+    struct rx_error why = {""};
     const char *field = NULL;
     struct rx_input in;
     struct rx_outcome out;
@@ -685,15 +684,15 @@ static int fold_one(struct store *st, const char *sid, int64_t seq, const char *
                   je.text);
         return -EPROTO;
     }
-    err = rx_input_parse(j, &in, &field, why);
+    err = rx_input_parse(j, &in, &field, &why);
     json_decref(j);
     if (err == -ENOMEM)
         goto out_nomem;
     if (err) {
         set_error(st, "session '%s': input %lld is invalid: %s", sid, (long long)seq,
-                  why[0]  ? why
-                  : field ? field
-                          : "?");
+                  why.text[0] ? why.text
+                  : field     ? field
+                              : "?");
         return -EPROTO;
     }
     err = rx_machine_apply(s, &in, &out);
@@ -722,7 +721,7 @@ out_nomem:
 static int build_state(struct store *st, const char *sid, int64_t upto,
                        struct rx_state *out, int64_t *reached)
 {
-    char why[RX_ERR_LEN] = "";
+    struct rx_error why = {""};
     struct rx_state s;
     sqlite3_stmt *q;
     int64_t seq = 0;
@@ -738,13 +737,13 @@ static int build_state(struct store *st, const char *sid, int64_t upto,
                                (size_t)sqlite3_column_bytes(q, 1), 0, &je);
 
         seq = sqlite3_column_int64(q, 0);
-        err = j ? rx_state_decode(j, &s, why) : -EINVAL;
+        err = j ? rx_state_decode(j, &s, &why) : -EINVAL;
         json_decref(j);
         if (err == -ENOMEM) {
             set_error(st, "session '%s': out of memory decoding a snapshot", sid);
         } else if (err) {
             set_error(st, "session '%s': snapshot at %lld does not decode: %s", sid,
-                      (long long)seq, j ? why : je.text);
+                      (long long)seq, j ? why.text : je.text);
             err = -EPROTO;
         }
     } else if (rc == SQLITE_DONE) {

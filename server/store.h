@@ -40,8 +40,6 @@
 #include "state_machine/rx_state.h"
 #include "state_machine/rx_common.h"
 
-/* Bytes of the caller's error buffers (store_open, store_last_error). */
-#define STORE_ERR_LEN 256
 /* The schema this code writes; files with a newer one are refused. */
 #define STORE_SCHEMA_VERSION 1
 
@@ -51,9 +49,9 @@ struct store;
  * Open or create the database at `path` (":memory:" for none on disk). The
  * parent directory must exist and be writable (WAL needs its -wal file
  * beside the database). A new reference to the store, or NULL with `err`
- * (STORE_ERR_LEN bytes, may be NULL) set to "'<path>': <why>".
+ * (may be NULL) set to "'<path>': <why>".
  */
-struct store *store_open(const char *path, char *err) RX_WUR;
+struct store *store_open(const char *path, struct rx_error *err) RX_WUR;
 /* Checkpoint the WAL, close the file, free. NULL is allowed. */
 void store_close(struct store *st);
 
@@ -64,8 +62,8 @@ void store_close(struct store *st);
  */
 int store_set_durable(struct store *st, bool fsync_each_commit) RX_WUR;
 
-/* The last error sentence of any call (copied into `buf`, STORE_ERR_LEN bytes). */
-void store_last_error(struct store *st, char *buf);
+/* The last error sentence of any call, copied into `err`. */
+void store_last_error(struct store *st, struct rx_error *err);
 
 /* A new session with no inputs. 0, -EEXIST or -EIO. */
 int store_create_session(struct store *st, const char *sid, int64_t created_at) RX_WUR;

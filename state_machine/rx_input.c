@@ -75,14 +75,13 @@ int rx_input_set_str(char **field, const char *value)
 struct parse {
     json_t *json;
     const char **field;
-    char *err;
+    struct rx_error *err;
 };
 
 static int bad(struct parse *p, const char *field, const char *why)
 {
     *p->field = field;
-    if (p->err)
-        snprintf(p->err, RX_ERR_LEN, "'%s' %s", field, why);
+    rx_error_set(p->err, 0, "'%s' %s", field, why);
     return -EINVAL;
 }
 
@@ -234,7 +233,8 @@ static int parse_body(struct parse *p, struct rx_input *in)
     return bad(p, "type", "is not an input type");
 }
 
-int rx_input_parse(json_t *json, struct rx_input *in, const char **field, char *err)
+int rx_input_parse(json_t *json, struct rx_input *in, const char **field,
+                   struct rx_error *err)
 {
     const char *dummy;
     struct parse p = {json, field ? field : &dummy, err};

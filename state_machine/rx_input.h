@@ -76,12 +76,12 @@ int rx_input_type_parse(const char *name, enum rx_input_type *out) RX_WUR;
 /*
  * Parse one input from JSON (borrowed). 0; -EINVAL with `field` set to the
  * offending field name (a static string; "type" for an unknown type) and `err`
- * (RX_ERR_LEN bytes, may be NULL) to a human sentence; -ENOMEM. Unknown fields
+ * (may be NULL) to a human sentence; -ENOMEM. Unknown fields
  * are ignored. A missing `timestamp` is allowed (the server stamps inputs).
  * On failure `in` needs no release.
  */
 int rx_input_parse(json_t *json, struct rx_input *in, const char **field,
-                   char *err) RX_WUR;
+                   struct rx_error *err) RX_WUR;
 void rx_input_release(struct rx_input *in);
 
 /* Append the input as compact JSON (what the log stores and the SSE sends). */

@@ -328,14 +328,12 @@ out_truncate:
 
 /* ---- decoding ------------------------------------------------------------ */
 
-static int fail(char *err, const char *field, const char *why)
+static int fail(struct rx_error *err, const char *field, const char *why)
 {
-    if (err)
-        snprintf(err, RX_ERR_LEN, "'%s' %s", field, why);
-    return -EINVAL;
+    return rx_error_set(err, -EINVAL, "'%s' %s", field, why);
 }
 
-static int get_time(json_t *o, const char *key, int64_t *out, char *err)
+static int get_time(json_t *o, const char *key, int64_t *out, struct rx_error *err)
 {
     json_t *v = json_object_get(o, key);
 
@@ -345,7 +343,7 @@ static int get_time(json_t *o, const char *key, int64_t *out, char *err)
     return 0;
 }
 
-static int get_str(json_t *o, const char *key, char **out, char *err)
+static int get_str(json_t *o, const char *key, char **out, struct rx_error *err)
 {
     json_t *v = json_object_get(o, key);
 
@@ -355,7 +353,8 @@ static int get_str(json_t *o, const char *key, char **out, char *err)
     return *out ? 0 : -ENOMEM;
 }
 
-static int decode_message(json_t *j, bool assistant, struct rx_message *m, char *err)
+static int decode_message(json_t *j, bool assistant, struct rx_message *m,
+                          struct rx_error *err)
 {
     const char *kind = json_string_value(json_object_get(j, "kind"));
     int rc;
@@ -387,7 +386,7 @@ static int decode_message(json_t *j, bool assistant, struct rx_message *m, char 
     return 0;
 }
 
-static int decode_result(json_t *j, struct rx_tool_result *r, char *err)
+static int decode_result(json_t *j, struct rx_tool_result *r, struct rx_error *err)
 {
     json_t *ok = json_object_get(j, "isSuccess");
     int rc;
@@ -406,7 +405,7 @@ static int decode_result(json_t *j, struct rx_tool_result *r, char *err)
     return 0;
 }
 
-static int decode_tool_call(json_t *j, struct rx_tool_call *c, char *err)
+static int decode_tool_call(json_t *j, struct rx_tool_call *c, struct rx_error *err)
 {
     json_t *loaded = json_object_get(j, "isLoaded");
     int rc;
@@ -432,7 +431,7 @@ out_release:
 }
 
 static int decode_messages(json_t *arr, bool assistant, struct rx_message_list *l,
-                           char *err)
+                           struct rx_error *err)
 {
     size_t n = json_array_size(arr);
     int rc;
@@ -452,7 +451,7 @@ static int decode_messages(json_t *arr, bool assistant, struct rx_message_list *
     return 0;
 }
 
-int rx_state_decode(json_t *json, struct rx_state *out, char *err)
+int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err)
 {
     struct rx_state s;
     json_t *tools = json_object_get(json, "toolCallRecords");

@@ -119,11 +119,11 @@ int rx_message_encode(const struct rx_message *m, bool assistant,
 int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b) RX_WUR;
 
 /*
- * Build a state from its JSON form (`json` borrowed). 0, -EINVAL (err names the
- * offending field when err != NULL, up to RX_ERR_LEN bytes) or -ENOMEM. On
+ * Build a state from its JSON form (`json` borrowed). 0, -EINVAL (err, may be
+ * NULL, names the offending field) or -ENOMEM. On
  * failure `out` is left uninitialised-safe: rx_state_release need not be called.
  */
-int rx_state_decode(json_t *json, struct rx_state *out, char *err) RX_WUR;
+int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err) RX_WUR;
 
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */
 int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;

@@ -163,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct rx_outcome out;
         struct rx_buf enc;
         const char *field = NULL;
-        char err[RX_ERR_LEN];
+        struct rx_error err;
         char *before, *after;
         int64_t upd = s.updated_at, cba = s.called_brain_at, ask = INT64_MAX;
         int rc;
@@ -171,7 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p += len + (nl != NULL);
         if (!j)
             continue;
-        rc = rx_input_parse(j, &in, &field, err);
+        rc = rx_input_parse(j, &in, &field, &err);
         json_decref(j);
         if (rc) {
             CHECK(rc == -EINVAL && field, "parse: %d without a field", rc);

@@ -256,10 +256,10 @@ static void *canceller(void *arg)
 static void session_init(struct session *s, const char *state, int64_t cut)
 {
     json_t *j = qjson(state);
-    char err[RX_ERR_LEN] = "";
+    struct rx_error err = {""};
 
     memset(s, 0, sizeof(*s));
-    ck_assert_msg(rx_state_decode(j, &s->st, err) == 0, "%s", err);
+    ck_assert_msg(rx_state_decode(j, &s->st, &err) == 0, "%s", err.text);
     ck_assert_int_eq(rx_state_copy(&s->st, &s->snap), 0);
     json_decref(j);
     s->inputs = json_array();

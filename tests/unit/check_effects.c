@@ -228,7 +228,7 @@ START_TEST(test_long_ids_unique_keys)
     json_t *j;
     struct rx_state s;
     struct rx_effect_set set;
-    char err[RX_ERR_LEN];
+    struct rx_error err;
 
     memset(id1, 'x', 200);
     memset(id2, 'x', 200);
@@ -247,7 +247,7 @@ START_TEST(test_long_ids_unique_keys)
         0);
     j = json_loads(text, 0, NULL);
     ck_assert_ptr_nonnull(j);
-    if (rx_state_decode(j, &s, err) == 0) {
+    if (rx_state_decode(j, &s, &err) == 0) {
         rx_effect_set_init(&set);
         ck_assert_int_eq(rx_effects_at(&s, &set), 0);
         ck_assert_uint_eq(set.len, 2);

@@ -456,20 +456,21 @@ START_TEST(test_parse)
     json_t *j = qjson(r->input);
     struct rx_input in;
     const char *field = "unset";
-    char err[RX_ERR_LEN] = "";
-    int rc = rx_input_parse(j, &in, &field, err);
+    struct rx_error err = {""};
+    int rc = rx_input_parse(j, &in, &field, &err);
 
     if (!r->field) {
         ck_assert_msg(rc == 0, "%s: %d field %s (%s)", r->input, rc, field ? field : "-",
-                      err);
+                      err.text);
         rx_input_release(&in);
     } else {
         ck_assert_msg(rc == -EINVAL, "%s: rc %d", r->input, rc);
         ck_assert_ptr_nonnull(field);
         ck_assert_msg(!strncmp(field, r->field, strlen(r->field)),
                       "%s: field '%s', want '%s'", r->input, field, r->field);
-        ck_assert_msg(strstr(err, r->field) != NULL,
-                      "%s: message '%s' does not name '%s'", r->input, err, r->field);
+        ck_assert_msg(strstr(err.text, r->field) != NULL,
+                      "%s: message '%s' does not name '%s'", r->input, err.text,
+                      r->field);
     }
     json_decref(j);
 }

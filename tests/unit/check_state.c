@@ -216,14 +216,14 @@ START_TEST(test_decode_errors)
     const struct bad_row *r = &bad_rows[_i];
     json_t *j = qjson(r->state);
     struct rx_state s;
-    char err[RX_ERR_LEN] = "";
+    struct rx_error err = {""};
 
-    ck_assert_msg(rx_state_decode(j, &s, err) == -EINVAL, "decoded: %s", r->state);
+    ck_assert_msg(rx_state_decode(j, &s, &err) == -EINVAL, "decoded: %s", r->state);
     if (r->field)
-        ck_assert_msg(strstr(err, r->field) != NULL, "'%s' does not name '%s'", err,
-                      r->field);
+        ck_assert_msg(strstr(err.text, r->field) != NULL, "'%s' does not name '%s'",
+                      err.text, r->field);
     else
-        ck_assert_str_ne(err, "");
+        ck_assert_str_ne(err.text, "");
     /* err may be NULL too. */
     ck_assert_int_eq(rx_state_decode(j, &s, NULL), -EINVAL);
     json_decref(j);

@@ -28,11 +28,11 @@
 #define ck_store_ok(st, call)                                                            \
     do {                                                                                 \
         int rc_ = (call);                                                                \
-        char err_[STORE_ERR_LEN] = "";                                                   \
+        struct rx_error err_ = {""};                                                     \
                                                                                          \
         if (rc_)                                                                         \
-            store_last_error(st, err_);                                                  \
-        ck_assert_msg(rc_ == 0, "%s: %d (%s)", #call, rc_, err_);                        \
+            store_last_error(st, &err_);                                                 \
+        ck_assert_msg(rc_ == 0, "%s: %d (%s)", #call, rc_, err_.text);                   \
     } while (0)
 
 static char tmpdir[64];
@@ -135,9 +135,9 @@ static void gen_parse(int i, struct rx_input *in)
 {
     json_t *j = gen_input(i);
     const char *field = NULL;
-    char err[RX_ERR_LEN] = "";
+    struct rx_error err = {""};
 
-    ck_assert_msg(rx_input_parse(j, in, &field, err) == 0, "input %d: %s", i, err);
+    ck_assert_msg(rx_input_parse(j, in, &field, &err) == 0, "input %d: %s", i, err.text);
     json_decref(j);
 }
 
@@ -194,19 +194,20 @@ static char *fold_bytes(int n)
 
 static struct store *open_ok(const char *path)
 {
-    char err[STORE_ERR_LEN] = "";
-    struct store *st = store_open(path, err);
+    struct rx_error err = {""};
+    struct store *st = store_open(path, &err);
 
-    ck_assert_msg(st != NULL, "store_open: %s", err);
+    ck_assert_msg(st != NULL, "store_open: %s", err.text);
     return st;
 }
 
 /* store_open must fail with one line naming the path and containing `why`. */
 static void open_fails(const char *path, const char *why)
 {
-    char err[STORE_ERR_LEN] = "";
+    struct rx_error e = {""};
+    const char *err = e.text;
     char quoted[300];
-    struct store *st = store_open(path, err);
+    struct store *st = store_open(path, &e);
 
     ck_assert_msg(st == NULL, "store_open('%s') succeeded", path);
     snprintf(quoted, sizeof(quoted), "'%s': ", path);
@@ -344,7 +345,8 @@ START_TEST(test_append_errors)
     struct rx_state s;
     struct rx_input in;
     json_t *h = NULL;
-    char err[STORE_ERR_LEN];
+    struct rx_error e;
+    const char *err = e.text;
 
     fill_session(st, "s", 3, 0, NULL);
     ck_assert_int_eq(rx_state_init(&s), 0);
@@ -352,7 +354,7 @@ START_TEST(test_append_errors)
     ck_assert_int_eq(store_append(st, "ghost", 1, &in, &s, 0), -ENOENT);
     ck_assert_int_eq(store_append(st, "s", 3, &in, &s, 0), -EEXIST);
     ck_assert_int_eq(store_append(st, "s", 5, &in, &s, 0), -EINVAL);
-    store_last_error(st, err);
+    store_last_error(st, &e);
     ck_assert_msg(strstr(err, "input 5 does not follow 3"), "%s", err);
     ck_assert_int_eq(store_history(st, "s", 0, 0, &h), 0);
     ck_assert_int_eq(json_array_size(h), 3);
@@ -379,7 +381,9 @@ START_TEST(test_snapshot_bounds_replay)
 {
     struct store *st = open_ok(dbpath);
     struct loaded l = {0};
-    char *want = fold_bytes(35), err[STORE_ERR_LEN];
+    char *want = fold_bytes(35);
+    struct rx_error e;
+    const char *err = e.text;
 
     fill_session(st, "s", 35, 10, NULL);
     store_close(st);
@@ -403,28 +407,28 @@ START_TEST(test_snapshot_bounds_replay)
     st = open_ok(dbpath);
     ck_assert_int_eq(store_load(st, collect, &l), -EPROTO);
     ck_assert_int_eq(l.n, 0);
-    store_last_error(st, err);
+    store_last_error(st, &e);
     ck_assert_msg(strstr(err, "session 's': input 33 does not fold"), "%s", err);
     store_close(st);
 
     raw_sql(dbpath, "UPDATE inputs SET input='{\"type\":\"nope\"}' WHERE seq=33");
     st = open_ok(dbpath);
     ck_assert_int_eq(store_load(st, collect, &l), -EPROTO);
-    store_last_error(st, err);
+    store_last_error(st, &e);
     ck_assert_msg(strstr(err, "session 's': input 33 is invalid"), "%s", err);
     store_close(st);
 
     raw_sql(dbpath, "DELETE FROM inputs WHERE seq=33");
     st = open_ok(dbpath);
     ck_assert_int_eq(store_load(st, collect, &l), -EPROTO);
-    store_last_error(st, err);
+    store_last_error(st, &e);
     ck_assert_msg(strstr(err, "session 's': input 33 is missing"), "%s", err);
     store_close(st);
 
     raw_sql(dbpath, "UPDATE snapshots SET state='{\"updatedAt\":\"x\"}'");
     st = open_ok(dbpath);
     ck_assert_int_eq(store_load(st, collect, &l), -EPROTO);
-    store_last_error(st, err);
+    store_last_error(st, &e);
     ck_assert_msg(strstr(err, "session 's': snapshot at 30 does not decode"), "%s", err);
     store_close(st);
     free(want);

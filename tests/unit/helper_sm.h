@@ -85,10 +85,10 @@ static inline char *state_bytes(const struct rx_state *s)
 static inline void state_from(struct rx_state *s, const char *text)
 {
     json_t *j = qjson(text);
-    char err[RX_ERR_LEN] = "";
-    int rc = rx_state_decode(j, s, err);
+    struct rx_error err = {""};
+    int rc = rx_state_decode(j, s, &err);
 
-    ck_assert_msg(rc == 0, "state does not decode (%d, %s): %s", rc, err, text);
+    ck_assert_msg(rc == 0, "state does not decode (%d, %s): %s", rc, err.text, text);
     json_decref(j);
     ck_assert(rx_state_check_invariants(s));
 }
@@ -107,11 +107,11 @@ static inline void input_from(struct rx_input *in, const char *text)
 {
     json_t *j = qjson(text);
     const char *field = NULL;
-    char err[RX_ERR_LEN] = "";
-    int rc = rx_input_parse(j, in, &field, err);
+    struct rx_error err = {""};
+    int rc = rx_input_parse(j, in, &field, &err);
 
     ck_assert_msg(rc == 0, "input does not parse (%d, field %s, %s): %s", rc,
-                  field ? field : "-", err, text);
+                  field ? field : "-", err.text, text);
     json_decref(j);
 }
 

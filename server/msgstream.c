@@ -1,0 +1,102 @@
+/*
+ * msgstream - buffers of streaming answers. See msgstream.h.
+ */
+#include "server/msgstream.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/event.h"
+
+struct msgstream *msgstream_find(struct msgstream *head, const char *id)
+{
+    for (struct msgstream *m = head; m; m = m->next)
+        if (!strcmp(m->id, id))
+            return m;
+    return NULL;
+}
+
+struct msgstream *msgstream_open(struct msgstream **head, const char *id, size_t text_max,
+                                 size_t queue_max)
+{
+    struct msgstream *m = calloc(1, sizeof(*m));
+
+    if (!m)
+        return NULL;
+    m->id = strdup(id);
+    if (!m->id) {
+        free(m);
+        return NULL;
+    }
+    rx_buf_init(&m->text, text_max);
+    sse_channel_init(&m->ch, queue_max);
+    m->next = *head;
+    *head = m;
+    return m;
+}
+
+static void msgstream_free(struct msgstream *m)
+{
+    sse_channel_release(&m->ch);
+    rx_buf_release(&m->text);
+    free(m->id);
+    free(m);
+}
+
+/* Send `f` to the followers and drop our reference (NULL: out of memory). */
+static void publish(struct msgstream *m, struct sse_frame *f)
+{
+    if (!f)
+        return;
+    sse_channel_publish(&m->ch, f);
+    sse_frame_unref(f);
+}
+
+int msgstream_append(struct msgstream *m, const char *delta)
+{
+    size_t n = strlen(delta);
+    int err = rx_buf_append(&m->text, delta, n);
+
+    if (err)
+        return err;
+    publish(m, event_message("chunk", "delta", delta, n, (int64_t)m->text.len));
+    return 0;
+}
+
+void msgstream_settle(struct msgstream **head, const struct rx_state *st)
+{
+    for (struct msgstream **p = head; *p;) {
+        struct msgstream *m = *p;
+        const struct rx_message *msg = rx_state_find_assistant(st, m->id);
+
+        if (msg && msg->status == RX_STATUS_STREAMING) {
+            p = &m->next;
+            continue;
+        }
+        if (msg) {
+            size_t len = strlen(msg->content);
+
+            publish(m, event_message(rx_status_name(msg->status), "content", msg->content,
+                                     len, (int64_t)len));
+        }
+        *p = m->next;
+        msgstream_free(m);
+    }
+}
+
+void msgstream_close_all(struct msgstream *head)
+{
+    for (struct msgstream *m = head; m; m = m->next)
+        sse_channel_close_all(&m->ch);
+}
+
+void msgstream_free_all(struct msgstream **head)
+{
+    while (*head) {
+        struct msgstream *m = *head;
+
+        *head = m->next;
+        msgstream_free(m);
+    }
+}

@@ -1,0 +1,312 @@
+/*
+ * session_table - the sessions of the server. See session_table.h.
+ */
+#include "server/session_table.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "effects/idgen.h"
+#include "effects/now.h"
+#include "server/config.h"
+#include "server/log.h"
+#include "server/session_internal.h"
+#include "server/store.h"
+
+struct session_table *session_table_create(const struct session_env *env)
+{
+    struct session_table *t = calloc(1, sizeof(*t));
+
+    if (!t)
+        return NULL;
+    t->env = *env;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->all_freed, NULL);
+    return t;
+}
+
+static bool id_is_valid(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (!n || n > SESSION_ID_MAX)
+        return false;
+    /* Ids appear in URLs and file names: keep them plain. */
+    return strspn(id,
+                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+               n &&
+           strcmp(id, ".") && strcmp(id, "..");
+}
+
+static struct session *table_find(struct session_table *t, const char *id)
+{
+    for (struct session *s = t->head; s; s = s->next)
+        if (!strcmp(s->id, id))
+            return s;
+    return NULL;
+}
+
+/*
+ * Add a session to the table: a fresh one (state NULL, recorded in the store)
+ * or one rebuilt from the store (`state` moved in, `seq` inputs folded).
+ */
+static int table_add(struct session_table *t, const char *id, int64_t created_at,
+                     struct rx_state *state, int64_t seq, struct session **out)
+{
+    struct session *s;
+    int err = 0;
+
+    if (!id_is_valid(id))
+        return -EINVAL;
+    pthread_mutex_lock(&t->lock);
+    if (table_find(t, id)) {
+        err = -EEXIST;
+    } else if (t->count >= (size_t)t->env.cfg->max_sessions) {
+        err = -ENOSPC;
+    } else if (!(s = session_create(t, id))) {
+        err = -ENOMEM;
+    } else if (!state && t->env.store &&
+               (err = store_create_session(t->env.store, id, s->created_at))) {
+        session_destroy(s); /* never listed: not counted in `live` */
+    } else {
+        if (state)
+            session_restore(s, state, seq, created_at);
+        s->next = t->head;
+        t->head = s;
+        t->count++;
+        t->live++;
+        if (out) {
+            session_ref(s);
+            *out = s;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return err;
+}
+
+/*
+ * The one way out of the table (delete, sweep, shutdown): unlink the session
+ * (id NULL: the first one), stop it and drop the table's reference. False
+ * when there was none.
+ */
+static bool table_remove(struct session_table *t, const char *id)
+{
+    struct session **p, *s = NULL;
+
+    pthread_mutex_lock(&t->lock);
+    for (p = &t->head; *p; p = &(*p)->next) {
+        if (!id || !strcmp((*p)->id, id)) {
+            s = *p;
+            *p = s->next;
+            t->count--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!s)
+        return false;
+    session_stop(s);
+    session_unref(s);
+    return true;
+}
+
+int session_table_create_session(struct session_table *t, const char *id,
+                                 struct session **out)
+{
+    char fresh[RX_UUID_LEN];
+
+    if (!id) {
+        idgen_uuid(fresh);
+        id = fresh;
+    }
+    return table_add(t, id, 0, NULL, 0, out);
+}
+
+struct session *session_table_get(struct session_table *t, const char *id)
+{
+    struct session *s;
+
+    pthread_mutex_lock(&t->lock);
+    s = table_find(t, id);
+    if (s)
+        session_ref(s);
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
+
+int session_table_delete(struct session_table *t, const char *id)
+{
+    if (!table_remove(t, id))
+        return -ENOENT;
+    if (t->env.store && store_delete_session(t->env.store, id))
+        log_warn("session %s: could not delete its log", id);
+    return 0;
+}
+
+void session_table_cancel_all(struct session_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        s->deleted = true; /* no input is taken during shutdown */
+        runtime_cancel_all(s->rt);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+int session_table_effects_running(struct session_table *t)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        n += runtime_running(s->rt);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+void session_table_destroy(struct session_table *t)
+{
+    if (!t)
+        return;
+    session_table_cancel_all(t);
+    while (table_remove(t, NULL))
+        ;
+    /* Effects hold sessions until they end; the brain must outlive them all. */
+    pthread_mutex_lock(&t->lock);
+    while (t->live)
+        pthread_cond_wait(&t->all_freed, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    pthread_cond_destroy(&t->all_freed);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+size_t session_table_count(struct session_table *t)
+{
+    size_t n;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->count;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+json_t *session_table_list(struct session_table *t)
+{
+    json_t *arr = json_array();
+
+    if (!arr)
+        return NULL;
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        json_t *o;
+
+        pthread_mutex_lock(&s->lock);
+        o = json_pack(
+            "{s:s, s:I, s:I, s:s, s:I}", "id", s->id, "createdAt",
+            (json_int_t)s->created_at, "updatedAt",
+            (json_int_t)(s->state.updated_at ? s->state.updated_at : s->created_at),
+            "title", s->title ? s->title : "New chat", "messageCount",
+            (json_int_t)(s->state.user.len + s->state.assistant.len));
+        pthread_mutex_unlock(&s->lock);
+        if (json_array_append_new(arr, o)) {
+            json_decref(arr);
+            arr = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return arr;
+}
+
+/* ---- the log: recovery, forks, retention ---------------------------------------- */
+
+static int load_one(void *ctx, const char *sid, int64_t created_at,
+                    struct rx_state *state, int64_t seq)
+{
+    struct session_table *t = ctx;
+    int err = table_add(t, sid, created_at, state, seq, NULL);
+
+    if (err) {
+        log_error("session %s: cannot restore: %s", sid, strerror(-err));
+        return err;
+    }
+    return 0;
+}
+
+int session_table_load(struct session_table *t)
+{
+    struct rx_error why;
+    int err;
+
+    if (!t->env.store)
+        return 0;
+    err = store_load(t->env.store, load_one, t);
+    if (err) {
+        store_last_error(t->env.store, &why);
+        log_error("cannot load the sessions: %s", why.text);
+        return err;
+    }
+    log_info("restored %zu session(s)", session_table_count(t));
+    /* Effects wanted by a restored state start now, without waiting for an input. */
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next)
+        session_reconcile(s);
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+int session_table_fork(struct session_table *t, const char *sid, int64_t at,
+                       struct session **out)
+{
+    struct rx_state state;
+    char fresh[RX_UUID_LEN];
+    int64_t seq;
+    int err;
+
+    if (!t->env.store)
+        return -ENOSYS;
+    idgen_uuid(fresh);
+    if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
+        return err;
+    if ((err = store_session_load(t->env.store, fresh, &state, &seq)))
+        goto out_drop;
+    if ((err = table_add(t, fresh, now_wall_ms(), &state, seq, out))) {
+        rx_state_release(&state);
+        goto out_drop;
+    }
+    session_reconcile(*out);
+    return 0;
+
+out_drop:
+    if (store_delete_session(t->env.store, fresh))
+        log_warn("session %s: half-made fork left in the log", fresh);
+    return err;
+}
+
+int session_table_sweep(struct session_table *t, int64_t older_than_ms)
+{
+    json_t *ids = NULL, *id;
+    int64_t inputs = 0;
+    size_t i;
+    int n = 0;
+
+    if (!t->env.store || store_gc_list(t->env.store, older_than_ms, &ids, &inputs))
+        return 0;
+    /* The rows are gone already; this only drops the sessions from memory. */
+    json_array_foreach(ids, i, id)
+    {
+        table_remove(t, json_string_value(id));
+        n++;
+    }
+    if (n)
+        log_info("retention: removed %d session(s), %lld input(s)", n, (long long)inputs);
+    json_decref(ids);
+    return n;
+}
