@@ -1,11 +1,14 @@
 /*
- * http - the HTTP face of Reflexor on libmicrohttpd: routes of SPEC 4, JSON
- * errors, SSE responses, static files, /healthz and /metrics.
+ * http - the HTTP face of Reflexor on libmicrohttpd: the daemon, reading
+ * request bodies, auth, and the top-level routes (the API prefix goes to
+ * server/api; /healthz, /metrics; static files).
  *
- * MHD runs one internal epoll thread; streams suspend while idle. A request
+ * MHD runs a pool of internal epoll threads (limits.http_threads; 0 means one
+ * per CPU, at most 4); streams suspend while idle. A request
  * is answered on the access handler's second call at the earliest (answering
  * on the first makes MHD close the connection), after its body is read.
- * Depends on server/session, server/static_files, server/metrics.
+ * Depends on server/api, server/reply, server/session_table, server/static_files,
+ * server/metrics.
  * Ownership: struct http_server is caller-allocated; it borrows the config
  * and the session table, which must outlive http_server_stop().
  */
@@ -33,6 +36,8 @@ struct http_server {
 /* Bind and start serving. 0, or a negative errno with a logged reason. */
 int http_server_start(struct http_server *srv, const struct config *cfg,
                       struct session_table *sessions, const char *brain_name) RX_WUR;
+/* True once http_server_quiesce was called (any thread may ask). */
+bool http_server_is_stopping(const struct http_server *srv);
 /* Stop accepting connections; new inputs get 503. */
 void http_server_quiesce(struct http_server *srv);
 /* Close every connection and free the daemon. */

@@ -27,6 +27,10 @@
  * taken), -ERANGE (seq past the log), -EPROTO (stored data does not fold:
  * corruption), -ENOSPC (disk full), -ENOMEM, -EIO (anything else SQLite says).
  * The sentence for humans is kept: store_last_error().
+ *
+ * Size: store.c is one job, the SQLite log (schema, append, load, history,
+ * state-at, fork, retention), over 600 lines because its prepared statements
+ * and transaction helpers are private to it; splitting it would spread them.
  */
 #ifndef STORE_H
 #define STORE_H

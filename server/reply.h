@@ -1,0 +1,30 @@
+/*
+ * reply - how the server answers a request: JSON bodies, JSON errors (SPEC
+ * section 4: every error is JSON), plain text and streams.
+ *
+ * Depends on libmicrohttpd, jansson and server/metrics (errors are counted).
+ * Each call queues one response on `conn` and returns MHD's verdict.
+ * Ownership: reply_json steals `j` (NULL: out of memory, the connection is
+ * closed); reply_stream takes the response (NULL: answered 500). Text is copied.
+ */
+#ifndef REPLY_H
+#define REPLY_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,
+                           const char *text, size_t len);
+enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t *j);
+/* {"error": code, "message": <fmt...>, ["field": field]} with `status`. */
+enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
+                            const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* 200 with a streaming response (SSE); the response is destroyed here. */
+enum MHD_Result reply_stream(struct MHD_Connection *conn, struct MHD_Response *r);
+/* 405 with an Allow header listing `allow`. */
+enum MHD_Result reply_method_not_allowed(struct MHD_Connection *conn, const char *allow);
+
+#endif
