@@ -3,8 +3,10 @@
  * over JSON states; the EchoAgent; and the adapter that makes an Agent a
  * node of an rx_graph.
  *
- * Pure: no I/O, clock or threads; an agent's run() may block (a ChatAgent
- * over a brain does), which rx_graph allows.
+ * Depends on graph/ and state_machine/ only; no I/O, clock or threads here.
+ * An agent's run() may block, which rx_graph allows. The ChatAgent of SPEC 8
+ * (an agent over any brain) is not here yet: graph/ must not include
+ * effects/, so it cannot wrap the brains there directly.
  * The state shape is the agent's own; the EchoAgent's is
  * {"messages":[{"role":"user"|"assistant"|"system","content":"..."}]}.
  * Ownership: struct rx_agent is caller-owned (a static const one is fine);
@@ -26,9 +28,17 @@ struct rx_agent {
     void *data; /* the implementation's */
 };
 
-/* The EchoAgent: answers the last user message with its own content. */
+/*
+ * The EchoAgent: appends an assistant message with the content of the last
+ * message when that is a user message with string content; otherwise the
+ * state comes back unchanged. -EINVAL when "messages" is there but not an array.
+ */
 extern const struct rx_agent rx_agent_echo;
 
+/*
+ * agent->run(agent, state, out). 0 with *out a new reference; -EINVAL when
+ * agent or its run is NULL or state is not an object; else the agent's error.
+ */
 int rx_agent_run(const struct rx_agent *agent, json_t *state, json_t **out) RX_WUR;
 
 /*
@@ -37,8 +47,9 @@ int rx_agent_run(const struct rx_agent *agent, json_t *state, json_t **out) RX_W
  * with an append, add_messages or patch_by_id reducer whose new list starts
  * with the old one, just the new tail; for add_messages and patch_by_id keys
  * that were rewritten, the whole list (merged by id); for other keys, the
- * new value. An append key rewritten is -EINVAL (it cannot be expressed).
- * Keys the agent dropped are left alone.
+ * new value. An append key rewritten is -EINVAL (it cannot be expressed),
+ * with the task's error set. Keys the agent dropped are left alone.
+ * ctx is borrowed; errors of rx_agent_run pass through.
  */
 int rx_agent_node(struct rx_graph_task *task, json_t *input, void *ctx, json_t **update);
 

@@ -8,21 +8,24 @@
  * rx_reducer_merge applies a partial update key by key: keys absent from the
  * update keep their value.
  *
- * Pure: no I/O, clock, threads or globals. The only outside call is libuuid
- * (uuid_generate_random) for messages without an id, and a caller may replace
- * it with struct rx_reducer_ids for deterministic tests.
+ * Depends on state_machine/ and graph/rx_uuid only; no I/O, clock, threads
+ * or mutable globals. The only outside call is rx_uuid (libuuid) for messages
+ * without an id, and a caller may replace it with struct rx_reducer_ids for
+ * deterministic tests.
  *
  * Values are never modified in place: every reducer builds a new value that
  * shares unchanged members (messages, items) with the old one by reference.
- * This is what lets rx_graph keep shallow copies of a state as checkpoints.
- * Custom reducers must keep that promise.
+ * This is what lets rx_graph merge a step into a shallow copy (json_copy) of
+ * the state while the old state stays intact. Custom reducers must keep that
+ * promise.
  *
  * Ownership: `current` and `update` are borrowed; `*out` is a new reference,
  * set only on success. `state` given to rx_reducer_merge is modified in place
- * only on success.
+ * only on success. Schemas are the caller's and only read.
  * Errors: 0 or a negative errno (-EINVAL for a bad update, -ENOENT for a remove
- * of an unknown id, -ENOMEM); the error struct (NULL allowed) then names the
- * key and the id.
+ * of an unknown id, -ENOMEM); the error struct (NULL allowed) then says what
+ * went wrong (the id, the message index), and rx_reducer_apply and
+ * rx_reducer_merge prefix it with the key.
  */
 #ifndef RX_REDUCER_H
 #define RX_REDUCER_H
@@ -58,8 +61,9 @@ struct rx_reducer;
 
 /*
  * A caller's reducer. current is NULL when the key is not yet in the state.
- * Must set *out to a new reference and return 0, or return a negative errno
- * (and may fill err); must not modify current or update.
+ * Must set *out to a new reference and return 0 (0 with *out left NULL is
+ * taken as -EINVAL), or return a negative errno (and may fill err); must not
+ * modify current or update.
  */
 typedef int (*rx_reducer_fn)(const struct rx_reducer *r, json_t *current, json_t *update,
                              json_t **out, struct rx_error *err);
@@ -102,7 +106,7 @@ int rx_reducer_patch_by_id(json_t *current, json_t *update,
                            const struct rx_reducer_ids *ids, json_t **out,
                            struct rx_error *err) RX_WUR;
 
-/* The schema entry for `key`, or NULL (last value). */
+/* The schema entry for `key` (borrowed from schema), or NULL (last value). */
 const struct rx_reducer *rx_reducer_find(const struct rx_reducer *schema, size_t n,
                                          const char *key);
 

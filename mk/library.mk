@@ -1,8 +1,9 @@
 # mk/library.mk - the embeddable library's extras (graph/):
 #   make examples-check   run every example and check its output (in make test)
 #   make bench            invoke overhead of rx_graph (build/bench/bench_graph)
+#   make graph-layer-check graph/ includes nothing from effects/ or server/ (in make test)
 
-.PHONY: examples-check bench-graph
+.PHONY: examples-check bench-graph graph-layer-check
 
 examples-check: $(EXAMPLES)
 	test "$$($(BUILD)/examples/echo '你好')" = '你好'
@@ -21,4 +22,11 @@ bench-graph: $(BUILD)/bench/bench_graph
 
 BENCH_RUN += bench-graph
 
-TEST_EXTRA += examples-check
+# SPEC 1: state_machine <- graph. graph/ may use threads and libuuid, but no
+# other layer's header (state_machine/ is checked by layer-check).
+graph-layer-check:
+	@! grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](effects|server)/' \
+	  graph/*.[ch] || { echo 'graph-layer-check: graph/ must not include effects/ or server/'; exit 1; }
+	@echo "graph-layer-check: graph/ depends on state_machine/ and itself only"
+
+TEST_EXTRA += examples-check graph-layer-check
