@@ -1,0 +1,67 @@
+/*
+ * main - the entry module of the Reflexor web UI, a chat over the Reflexor
+ * HTTP/SSE API (SPEC §4, §7): wires the modules together and starts the page.
+ *
+ * Data flow:
+ *   GET  .../sessions/:sid/moorex      one EventSource per tab: the session state
+ *                                      (first event), inputs, effects, new states
+ *   GET  .../sessions/:sid/messages/:m  fetch-streamed SSE per *streaming* answer:
+ *                                      snapshot, chunks, complete|stopped
+ *   POST .../sessions/:sid/moorex      user-send-message (client id, so a retry is
+ *                                      idempotent) and user-cancel
+ * The state is the truth; the only local extras are sends not yet in the state
+ * (sending / failed), the text of answers still streaming, and the timeline.
+ * Text from the network is only ever put in the DOM as textContent, or as
+ * markdown rendered by marked and then sanitised by DOMPurify.
+ *
+ * Modules, each importing only from modules listed before it:
+ *   format, dom, api      text formatting, DOM helpers, the HTTP client
+ *   state                 the `ui` object, what follows from it, render requests
+ *   markdown, settings    marked + DOMPurify; theme and remembered preferences
+ *   inspector, controls   raw state and timeline; status, buttons, sidebar, scroll
+ *   sessions              the chat list: new, switch, delete, titles
+ *   composer              writing, sending, retrying, stopping
+ *   streams               the session stream and the answer streams
+ *   thread                messages and tool cards
+ * Two calls go against that order, so they are set here: state draws with
+ * render() below, and sessions follows a session with streams.followSession().
+ */
+import { bindComposer } from './composer.js';
+import { bindControls, isNearBottom, renderControls, updateJump } from './controls.js';
+import { $ } from './dom.js';
+import { bindInspector, renderInspector, restoreInspector } from './inspector.js';
+import { bindSessions, openFirstSession, setFollower } from './sessions.js';
+import { bindTheme, renderTheme } from './settings.js';
+import { setRenderer, ui } from './state.js';
+import { bindStreams, followSession } from './streams.js';
+import { renderThread } from './thread.js';
+
+/* Draw everything from `ui`; stay at the newest message if the reader was there. */
+function render() {
+  const box = $('messages');
+  const nearBottom = isNearBottom();
+  renderThread();
+  renderControls();
+  renderInspector();
+  if (ui.stickToBottom || nearBottom) box.scrollTop = box.scrollHeight;
+  updateJump();
+}
+
+async function start() {
+  setRenderer(render);
+  setFollower(followSession);
+  bindComposer();
+  bindSessions();
+  bindControls();
+  bindInspector();
+  bindTheme();
+  bindStreams();
+  renderTheme();
+  restoreInspector();
+  renderControls();
+  await openFirstSession();
+  if (matchMedia('(min-width: 721px)').matches) $('input').focus();
+}
+
+// Deferred classic scripts (marked, DOMPurify) have run before module scripts.
+start();

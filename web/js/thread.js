@@ -1,0 +1,226 @@
+/*
+ * thread - the conversation as DOM: user messages (with their send status),
+ * answers as markdown, tool calls as cards (name, arguments, pending /
+ * success / error, result), the compressed-history banner, the thinking dots.
+ * Depends on composer.js (Retry and Discard of a failed send), dom.js,
+ * format.js, markdown.js, state.js.
+ * Each item is a node kept in ui.nodes under a key with a signature of what
+ * it shows: a draw rebuilds (or updates) only the nodes whose signature
+ * changed, and moves nodes only when the order did.
+ */
+import { discardMessage, postUserMessage } from './composer.js';
+import { $, ICONS, copyText, el, icon } from './dom.js';
+import { fmtTime, inlineArgs, inlineResult, prettyJson } from './format.js';
+import { renderMarkdown } from './markdown.js';
+import { isThinking, scheduleRender, ui } from './state.js';
+
+/* Messages and tool calls in time order, then the sends not yet in the state. */
+function threadItems() {
+  const s = ui.state;
+  const items = [];
+  if (s) {
+    let i = 0;
+    for (const u of s.userMessages || []) items.push({ kind: 'user', t: u.receivedAt, i: i++, m: u });
+    for (const a of s.assistantMessages || []) items.push({ kind: 'assistant', t: a.receivedAt, i: i++, m: a });
+    for (const c of s.toolCallRecords || []) items.push({ kind: 'tool', t: c.calledAt, i: i++, m: c });
+    items.sort((a, b) => a.t - b.t || a.i - b.i);
+  }
+  const known = new Set((s?.userMessages || []).map((u) => u.id));
+  for (const p of ui.pending.values()) {
+    if (p.sid !== ui.sid) continue;
+    if (known.has(p.id)) { ui.pending.delete(p.id); continue; }
+    items.push({ kind: 'user', t: Infinity, m: { id: p.id, content: p.content, receivedAt: p.at }, pending: p });
+  }
+  return items;
+}
+
+export function renderThread() {
+  const thread = $('thread');
+  const s = ui.state;
+  const items = threadItems();
+  const want = [];
+  const cut = s?.summaryCutAt || 0;
+  let bannerPlaced = !(s && s.contextSummary);
+  for (const it of items) {
+    if (!bannerPlaced && it.t > cut) {
+      want.push(summaryNode(s));
+      bannerPlaced = true;
+    }
+    const compressed = !!(s?.contextSummary) && it.t <= cut;
+    if (it.kind === 'user') want.push(userNode(it.m, it.pending, compressed));
+    else if (it.kind === 'assistant') want.push(assistantNode(it.m, compressed));
+    else want.push(toolNode(it.m, compressed));
+  }
+  if (!bannerPlaced) want.push(summaryNode(s));
+  if (isThinking()) want.push(thinkingNode());
+
+  const keep = new Set(want.map((n) => n.key));
+  for (const [k, n] of ui.nodes) if (!keep.has(k)) { n.el.remove(); ui.nodes.delete(k); }
+  let prev = null;
+  for (const n of want) {
+    const next = prev ? prev.nextSibling : thread.firstChild;
+    if (next !== n.el) thread.insertBefore(n.el, next);
+    prev = n.el;
+  }
+  const empty = items.length === 0 && !isThinking();
+  $('welcome').hidden = !empty || !ui.sid;
+  thread.hidden = empty;
+}
+
+/* Reuse the node under `key` when its signature is unchanged. */
+function node(key, sig, build, update) {
+  let n = ui.nodes.get(key);
+  if (n && n.sig === sig) return { key, el: n.el };
+  if (n && update) {
+    update(n.el);
+    n.sig = sig;
+    return { key, el: n.el };
+  }
+  const e = build();
+  if (n) n.el.replaceWith(e);
+  ui.nodes.set(key, { el: e, sig });
+  return { key, el: e };
+}
+
+function userNode(m, pending, compressed) {
+  const status = pending ? pending.status : 'stored';
+  const sig = `${status}|${pending?.error || ''}|${compressed}`;
+  return node(`u:${m.id}`, sig, () => {
+    const meta = el('div', { class: 'msg-meta' });
+    if (pending?.status === 'sending' || pending?.status === 'sent') {
+      meta.append(el('span', { class: 'sending', text: pending.status === 'sending' ? 'Sending…' : 'Sent' }));
+    } else if (pending?.status === 'failed') {
+      meta.append(
+        el('span', { class: 'failed', role: 'alert', text: `Not sent: ${pending.error || 'error'}` }),
+        el('button', {
+          type: 'button', class: 'link-btn retry', 'aria-label': 'Retry sending this message',
+          onclick: () => postUserMessage(pending),
+        }, icon(ICONS.retry), el('span', { text: 'Retry' })),
+        el('button', {
+          type: 'button', class: 'link-btn', 'aria-label': 'Discard this message',
+          onclick: () => discardMessage(pending),
+        }, el('span', { text: 'Discard' })),
+      );
+    } else {
+      meta.append(el('time', { text: fmtTime(m.receivedAt) }));
+    }
+    return el('article', {
+      class: `msg user${compressed ? ' is-compressed' : ''}`, 'data-id': m.id, 'data-kind': 'user',
+      'data-pending': pending ? pending.status : null, 'aria-label': 'You',
+    },
+    el('div', { class: 'bubble', text: m.content }),
+    meta);
+  });
+}
+
+/* A streaming answer shows what its stream has, unless the state is ahead. */
+function assistantText(m) {
+  if (m.status === 'streaming') {
+    const st = ui.streams.get(m.id);
+    if (st && st.content.length >= (m.content || '').length) return st.content;
+  }
+  return m.content || '';
+}
+
+function assistantNode(m, compressed) {
+  const text = assistantText(m);
+  const sig = `${m.status}|${compressed}|${text.length}|${text.slice(-32)}`;
+  // Updated in place while it streams, so the article (and its Copy) stays.
+  const fill = (art) => {
+    art.dataset.status = m.status;
+    art.classList.toggle('is-compressed', compressed);
+    const md = art.querySelector('.md');
+    if (md._text !== text) {
+      md._text = text;
+      renderMarkdown(md, text);
+      art.querySelector('.copy-msg').hidden = !text;
+    }
+    const meta = art.querySelector('.msg-meta .state');
+    meta.textContent = '';
+    if (m.status === 'stopped') meta.append(el('span', { class: 'badge stopped', text: 'Stopped' }));
+    else if (m.status === 'streaming') meta.append(el('span', { class: 'badge live', text: 'Streaming' }));
+    else meta.append(el('time', { text: fmtTime(m.updatedAt || m.receivedAt) }));
+    art.setAttribute('aria-busy', m.status === 'streaming' ? 'true' : 'false');
+  };
+  return node(`a:${m.id}`, sig, () => {
+    const copy = el('button', {
+      type: 'button', class: 'link-btn copy-msg', 'aria-label': 'Copy answer',
+    }, icon(ICONS.copy), el('span', { text: 'Copy' }));
+    copy.addEventListener('click', () => copyText(art.querySelector('.md')._text || '', copy));
+    const art = el('article', {
+      class: 'msg assistant', 'data-id': m.id, 'data-kind': 'assistant', 'aria-label': 'Reflexor',
+    },
+    el('div', { class: 'avatar', 'aria-hidden': 'true' }, icon(ICONS.bot)),
+    el('div', { class: 'msg-body' },
+      el('div', { class: 'md' }),
+      el('div', { class: 'msg-meta' }, el('span', { class: 'state' }), copy)));
+    fill(art);
+    return art;
+  }, fill);
+}
+
+function toolNode(c, compressed) {
+  const r = c.result;
+  const state = !r ? 'pending' : r.isSuccess ? 'success' : 'error';
+  const sig = `${state}|${compressed}|${c.isLoaded}`;
+  return node(`t:${c.id}`, sig, () => {
+    const resultText = !r ? '' : r.isSuccess ? String(r.content ?? '') : String(r.error ?? 'error');
+    const statusLabel = { pending: 'Running', success: 'Done', error: 'Error' }[state];
+    const args = inlineArgs(c.parameters);
+    const summary = el('summary', { 'aria-label': `Tool ${c.name}: ${statusLabel}` },
+      el('span', { class: 'tool-icon', 'aria-hidden': 'true' }, icon(ICONS.tool)),
+      el('span', { class: 'tool-name', text: c.name }),
+      args ? el('code', { class: 'tool-args-inline', text: args }) : null,
+      r ? el('span', { class: 'tool-result-inline', text: `→ ${inlineResult(resultText)}` }) : null,
+      el('span', { class: 'grow' }),
+      el('span', { class: `tool-status ${state}` },
+        state === 'pending' ? el('span', { class: 'spinner', 'aria-hidden': 'true' }) : null,
+        el('span', { text: statusLabel })),
+      el('span', { class: 'chev', 'aria-hidden': 'true' }, icon(ICONS.chevron)));
+    const body = el('div', { class: 'tool-body' },
+      el('div', { class: 'tool-sec' },
+        el('div', { class: 'tool-label', text: 'Arguments' }),
+        el('pre', { class: 'tool-pre', text: prettyJson(c.parameters) })),
+      el('div', { class: 'tool-sec' },
+        el('div', { class: 'tool-label', text: r ? (r.isSuccess ? 'Result' : 'Error') : 'Result' }),
+        r ? el('pre', { class: `tool-pre${r.isSuccess ? '' : ' err'}`, text: prettyJson(resultText) })
+          : el('p', { class: 'muted', text: 'Waiting for the tool…' })),
+      el('div', { class: 'tool-foot muted', text: `id ${c.id} · called ${fmtTime(c.calledAt, true)}${r ? ` · answered ${fmtTime(r.receivedAt, true)}` : ''}` }));
+    // A rebuilt card (its result came in) stays open if the user opened it.
+    const card = el('details', {
+      class: `tool${compressed ? ' is-compressed' : ''}`, 'data-kind': 'tool', 'data-id': c.id,
+      'data-name': c.name, 'data-state': state, open: ui.openTools.has(c.id),
+    }, summary, body);
+    card.addEventListener('toggle', () => {
+      if (card.open) ui.openTools.add(c.id); else ui.openTools.delete(c.id);
+    });
+    return el('div', { class: 'tool-row' }, card);
+  });
+}
+
+function summaryNode(s) {
+  const sig = `${s.summaryCutAt}|${s.contextSummary.length}|${ui.summaryOpen}`;
+  return node('summary', sig, () => {
+    const text = el('div', { class: 'compressed-text md', id: 'summary-text', hidden: !ui.summaryOpen });
+    renderMarkdown(text, s.contextSummary);
+    const btn = el('button', {
+      type: 'button', class: 'link-btn', 'aria-expanded': String(ui.summaryOpen), 'aria-controls': 'summary-text',
+      text: ui.summaryOpen ? 'Hide summary' : 'Show summary',
+      onclick: () => { ui.summaryOpen = !ui.summaryOpen; scheduleRender(); },
+    });
+    return el('div', { class: 'compressed', 'data-kind': 'compressed', role: 'note' },
+      el('div', { class: 'compressed-line' }, icon(ICONS.layers),
+        el('span', { text: `Earlier history was compressed for the model (up to ${fmtTime(s.summaryCutAt)})` }),
+        btn),
+      text);
+  });
+}
+
+function thinkingNode() {
+  return node('thinking', 'x', () => el('div', {
+    class: 'msg assistant thinking', 'data-kind': 'thinking', role: 'status', 'aria-label': 'Reflexor is thinking',
+  },
+  el('div', { class: 'avatar', 'aria-hidden': 'true' }, icon(ICONS.bot)),
+  el('div', { class: 'dots', 'aria-hidden': 'true' }, el('span'), el('span'), el('span')),
+  el('span', { class: 'thinking-text', text: 'Thinking…' })));
+}
