@@ -120,6 +120,7 @@ check: $(BUILD)/tests/check_unit
 	./$(BUILD)/tests/check_unit
 
 integration: $(BUILD)/reflexor $(INTEG)
+	@scripts/deps.sh prometheus
 	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai ./$(INTEG)
 
 nginx-test: $(BUILD)/reflexor

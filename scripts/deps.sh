@@ -17,6 +17,7 @@ declare -A why=(
   [valgrind]="leak checks in make test"
   [clang]="libFuzzer target (make fuzz)"
   [nginx]="the reverse-proxy test"
+  [prometheus]="promtool checks the /metrics text in the integration tests"
   [chromium]="browser tests of the web UI"
   [nodejs]="fetches the web UI's libraries"
   [npm]="fetches the web UI's libraries"

@@ -84,11 +84,14 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
         return reply_error(conn, 400, "invalid-input", field, "%s", why.text);
     if (rx_input_type_origin(in.type) != RX_ORIGIN_USER &&
         !srv->cfg->allow_agent_inputs) {
+        /* The name first: releasing the input resets its type. */
+        const char *type = rx_input_type_name(in.type);
+
         rx_input_release(&in);
         return reply_error(conn, 403, "forbidden", "type",
                            "'%s' inputs come from the server's own effects "
                            "(set api.allow_agent_inputs to accept them)",
-                           rx_input_type_name(in.type));
+                           type);
     }
     err = session_submit(s, &in, NULL, &res);
     if (err) {
@@ -118,10 +121,15 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
     return send_accepted(conn, &res, &in);
 }
 
-/* session_attach_fn: a channel becomes this connection's SSE response. */
+/*
+ * session_attach_fn: a channel becomes this connection's SSE response. Streams
+ * are exempt from limits.idle_timeout_ms: pings keep them alive, and a peer
+ * that went away is noticed by the SSE layer itself.
+ */
 static void *attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
                            size_t n, bool closed)
 {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
     return sse_channel_subscribe(ch, conn, first, n, closed);
 }
 

@@ -28,9 +28,10 @@ int config_init(struct config *c)
     c->body_max = 1 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
-    c->max_connections = 1024;
+    c->max_connections = 4096;
     c->sse_queue_max = 1024;
     c->session_queue_max = 64;
+    c->idle_timeout_ms = 30000;
     c->sse_retry_ms = 2000;
     c->sse_ping_ms = 15000;
     c->backoff_ms = 250;
@@ -58,6 +59,9 @@ void config_release(struct config *c)
     free(c->db_path);
     free(c->system_prompt);
     free(c->auth_token);
+    for (size_t i = 0; i < c->n_retired; i++)
+        free(c->retired[i]);
+    free(c->retired);
     free(c->brain);
     json_decref(c->json);
     memset(c, 0, sizeof(*c));
@@ -110,6 +114,64 @@ static int get_int(json_t *root, const char *file, const char *path, long lo, lo
     return 0;
 }
 
+/*
+ * Every key the file may hold, by section ("" is the top level): a typo is an
+ * error that names it, never silently ignored. Tool entries are checked by the
+ * toolkit, which owns their shape.
+ */
+static const struct {
+    const char *section;
+    const char *keys; /* space-separated */
+} known_keys[] = {
+    {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
+         "retention brain tools"},
+    {"auth", "token"},
+    {"api", "allow_agent_inputs"},
+    {"limits", "body_max message_max max_sessions max_connections http_threads "
+               "sse_queue_max session_queue_max idle_timeout_ms"},
+    {"sse", "retry_ms ping_ms"},
+    {"runtime", "effects backoff_ms backoff_max_ms"},
+    {"store", "snapshot_every fsync max_bytes"},
+    {"retention", "max_age_days"},
+    {"brain", "provider builtin openai"},
+    {"brain.builtin",
+     "chunk_chars chunk_delay_ms slow_factor compress_after compress_keep"},
+    {"brain.openai", "base_url model api_key api_key_env temperature max_tokens "
+                     "connect_timeout_ms stall_timeout_ms timeout_ms retries backoff_ms "
+                     "backoff_max_ms context_budget keep_recent"},
+};
+
+static bool word_in(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+            return true;
+    return false;
+}
+
+static int check_keys(json_t *root, const char *file, struct rx_error *err)
+{
+    for (size_t i = 0; i < sizeof(known_keys) / sizeof(known_keys[0]); i++) {
+        const char *sec = known_keys[i].section;
+        json_t *obj = *sec ? at(root, sec) : root, *v;
+        const char *key;
+        char path[160];
+
+        if (!json_is_object(obj))
+            continue; /* absent, or of the wrong type: its own check says so */
+        json_object_foreach(obj, key, v)
+        {
+            if (word_in(known_keys[i].keys, key))
+                continue;
+            snprintf(path, sizeof(path), "%s%s%s", sec, *sec ? "." : "", key);
+            return bad(err, file, path, "is not a known setting (see config/README.md)");
+        }
+    }
+    return 0;
+}
+
 #define INT_FIELD(path, field, lo, hi)                                                   \
     do {                                                                                 \
         long v_ = (long)(field);                                                         \
@@ -125,15 +187,18 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     int rc = 0;
 
     if (!root) {
-        if (err)
-            snprintf(err->text, sizeof(err->text), "%s:%d: %s", file, jerr.line,
-                     jerr.text);
-        return -EINVAL;
+        /* line -1: the file could not be read at all (jansson says why). */
+        if (jerr.line < 1)
+            return rx_error_set(err, -EINVAL, "%s: cannot read: %s", file,
+                                errno ? strerror(errno) : jerr.text);
+        return rx_error_set(err, -EINVAL, "%s:%d: %s", file, jerr.line, jerr.text);
     }
     if (!json_is_object(root)) {
         rc = bad(err, file, "(top level)", "must be an object");
         goto out_decref;
     }
+    if ((rc = check_keys(root, file, err)))
+        goto out_decref;
     if ((v = at(root, "listen"))) {
         struct rx_error e2;
 
@@ -177,6 +242,7 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("limits.http_threads", c->http_threads, 0, 64);
     INT_FIELD("limits.sse_queue_max", c->sse_queue_max, 4, 1000000);
     INT_FIELD("limits.session_queue_max", c->session_queue_max, 1, 1000000);
+    INT_FIELD("limits.idle_timeout_ms", c->idle_timeout_ms, 1000, 86400000);
     INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);
     INT_FIELD("sse.ping_ms", c->sse_ping_ms, 100, 3600000);
     INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);
@@ -256,4 +322,30 @@ out_bad:
 json_t *config_brain_section(const struct config *c, const char *name)
 {
     return json_object_get(json_object_get(c->json, "brain"), name);
+}
+
+int config_apply_reload(struct config *c, const struct config *fresh)
+{
+    char *token = strdup(fresh->auth_token), *old;
+    char **retired = realloc(c->retired, (c->n_retired + 1) * sizeof(*retired));
+
+    if (retired)
+        c->retired = retired;
+    if (!token || !retired) {
+        free(token);
+        return -ENOMEM;
+    }
+    old = __atomic_exchange_n(&c->auth_token, token, __ATOMIC_ACQ_REL);
+    c->retired[c->n_retired++] = old; /* a request may still be reading it */
+    __atomic_store_n(&c->body_max, fresh->body_max, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->message_max, fresh->message_max, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->max_sessions, fresh->max_sessions, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->session_queue_max, fresh->session_queue_max, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->idle_timeout_ms, fresh->idle_timeout_ms, __ATOMIC_RELAXED);
+    return 0;
+}
+
+const char *config_auth_token(const struct config *c)
+{
+    return __atomic_load_n(&c->auth_token, __ATOMIC_ACQUIRE);
 }

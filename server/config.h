@@ -35,6 +35,7 @@ struct config {
     int http_threads; /* libmicrohttpd threads; 0: one per CPU, at most 4 */
     int sse_queue_max;
     int session_queue_max;
+    int idle_timeout_ms; /* an idle connection is closed (SSE streams exempt) */
     int sse_retry_ms;
     int sse_ping_ms;
     int backoff_ms;
@@ -42,7 +43,9 @@ struct config {
     int snapshot_every;
     bool store_fsync; /* fsync each commit (survives power loss), or only write it */
     int retention_max_age_days;
-    json_t *json; /* the whole file ({} when none) */
+    json_t *json;   /* the whole file ({} when none) */
+    char **retired; /* auth tokens replaced by a reload, freed at release */
+    size_t n_retired;
 };
 
 /* Defaults only. 0 or -ENOMEM. */
@@ -58,6 +61,17 @@ int config_set_listen(struct config *c, const char *hostport,
                       struct rx_error *err) RX_WUR;
 /* Replace a string setting. 0 or -ENOMEM. */
 int config_set_str(char **field, const char *value) RX_WUR;
+
+/*
+ * SIGHUP: take `fresh`'s auth token and limits (body_max, message_max,
+ * max_sessions, session_queue_max, idle_timeout_ms) into the running `c`, for
+ * new work. Other threads may be reading `c`: the token pointer is swapped
+ * atomically (read it with config_auth_token) and the old string is kept
+ * until config_release; each limit is one atomic store. 0 or -ENOMEM.
+ */
+int config_apply_reload(struct config *c, const struct config *fresh) RX_WUR;
+/* The auth token now in force ("" = none); borrowed until config_release. */
+const char *config_auth_token(const struct config *c);
 
 /* The brain's section: json["brain"][name] (borrowed, may be NULL). */
 json_t *config_brain_section(const struct config *c, const char *name);

@@ -26,7 +26,28 @@
 struct request {
     struct rx_buf body;
     bool too_big;
+    bool nul_in_path; /* the raw URI had %00: MHD would cut the value there */
+    int64_t begun_ms; /* when the request's headers were complete */
 };
+
+/*
+ * MHD's URI log callback sees the request line before it is unescaped: the
+ * only place a %00 can be told from the end of the path. Its return value
+ * becomes the request's state.
+ */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct http_server *srv = cls;
+    struct request *req = calloc(1, sizeof(*req));
+
+    (void)conn;
+    if (!req)
+        return NULL;
+    rx_buf_init(&req->body, srv->cfg->body_max);
+    /* Anywhere, query included: MHD cuts every unescaped value at a NUL. */
+    req->nul_in_path = uri && strstr(uri, "%00");
+    return req;
+}
 
 /* Written by the main thread at shutdown, read by every MHD thread. */
 bool http_server_is_stopping(const struct http_server *srv)
@@ -88,7 +109,7 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
 /* Bearer token, or ?token= for EventSource (which cannot set headers). */
 static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
 {
-    const char *want = srv->cfg->auth_token, *got;
+    const char *want = config_auth_token(srv->cfg), *got;
     size_t n = strlen(want), diff = 0;
 
     if (!*want)
@@ -135,15 +156,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct request *req = *con_cls;
 
     (void)version;
-    if (!req) {
+    if (!req)
+        return MHD_NO; /* out of memory in on_uri */
+    if (!req->begun_ms) {
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 
-        req = calloc(1, sizeof(*req));
-        if (!req)
-            return MHD_NO;
-        rx_buf_init(&req->body, srv->cfg->body_max);
-        *con_cls = req;
+        req->begun_ms = now_mono_ms();
+        if (req->nul_in_path)
+            return reply_error(conn, 400, "bad-request", NULL,
+                               "the path contains a NUL byte (%%00)");
         /* Refuse a body announced too big before reading a byte of it. */
         if (cl && strtoull(cl, NULL, 10) > srv->cfg->body_max) {
             req->too_big = true;
@@ -153,6 +175,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size) {
+        /* A body still incomplete well past its start (a slow trickle) is
+           dropped: the idle timeout alone never fires while bytes trickle. */
+        if (now_mono_ms() - req->begun_ms > srv->cfg->idle_timeout_ms) {
+            log_info("dropping a request whose body is still incomplete after %d ms",
+                     srv->cfg->idle_timeout_ms);
+            return MHD_NO;
+        }
         if (!req->too_big && rx_buf_append(&req->body, upload_data, *upload_data_size))
             req->too_big = true; /* keep reading, answer 413 at the end */
         *upload_data_size = 0;
@@ -223,7 +252,8 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
         0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U,
+        on_mhd_log, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)((cfg->idle_timeout_ms + 999) / 1000),
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_END);
     if (!srv->daemon) {
         log_error("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,

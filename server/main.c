@@ -160,13 +160,13 @@ out_bad:
 static struct toolkit *make_tools(const struct config *cfg)
 {
     struct toolkit *tk = toolkit_create();
-    char err[256] = "";
+    struct rx_error err = {""};
     json_t *tools = json_object_get(cfg->json, "tools");
 
     if (!tk || toolkit_add_builtins(tk))
         goto out_destroy;
-    if (tools && toolkit_add_from_config(tk, tools, err)) {
-        fprintf(stderr, "reflexor: config 'tools': %s\n", err);
+    if (tools && toolkit_add_from_config(tk, tools, &err)) {
+        fprintf(stderr, "reflexor: config 'tools': %s\n", err.text);
         goto out_destroy;
     }
     return tk;
@@ -212,9 +212,11 @@ static struct brain *make_brain(const struct config *cfg, const struct toolkit *
     struct brain *b;
 
     if (!strcmp(cfg->brain, "openai")) {
-        b = brain_openai_create(config_brain_section(cfg, "openai"), tk, err);
+        struct rx_error oa_err = {""};
+
+        b = brain_openai_create(config_brain_section(cfg, "openai"), tk, &oa_err);
         if (!b)
-            fprintf(stderr, "reflexor: brain 'openai': %s\n", err);
+            fprintf(stderr, "reflexor: brain 'openai': %s\n", oa_err.text);
         return b;
     }
     b = make_builtin(config_brain_section(cfg, "builtin"), err);
@@ -239,8 +241,14 @@ static void raise_fd_limit(int connections)
     }
 }
 
-/* Pings every open stream so proxies keep idle ones open, and applies the
-   retention policy once an hour. */
+/*
+ * The housekeeping thread: every second it looks for streams whose peer went
+ * away (SPEC 4: noticed within seconds, not at the next ping); every
+ * interval_ms it pings every open stream so proxies keep idle ones open; once
+ * an hour it applies the retention policy.
+ */
+#define HOUSEKEEPING_TICK_MS 1000
+
 struct pinger {
     pthread_t thread;
     pthread_mutex_t lock;
@@ -250,6 +258,7 @@ struct pinger {
     struct session_table *sessions;
     int retention_days; /* 0: keep everything */
     int64_t next_sweep_ms;
+    int64_t next_ping_ms;
 };
 
 static void sweep_if_due(struct pinger *p)
@@ -262,25 +271,36 @@ static void sweep_if_due(struct pinger *p)
     session_table_sweep(p->sessions, now - (int64_t)p->retention_days * 86400000);
 }
 
+static void housekeeping(struct pinger *p)
+{
+    int64_t now = now_mono_ms();
+    long gone = sse_reap_gone();
+
+    if (gone)
+        log_info("%ld stream(s) closed: their peer went away", gone);
+    if (now >= p->next_ping_ms) {
+        p->next_ping_ms = now + p->interval_ms;
+        sse_ping_everything();
+    }
+    sweep_if_due(p);
+}
+
 static void *pinger_main(void *arg)
 {
     struct pinger *p = arg;
 
     pthread_mutex_lock(&p->lock);
+    p->next_ping_ms = now_mono_ms() + p->interval_ms;
     while (!p->stop) {
         struct timespec ts;
 
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += p->interval_ms / 1000;
-        ts.tv_nsec += (long)(p->interval_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts.tv_nsec += HOUSEKEEPING_TICK_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
         if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT && !p->stop) {
             pthread_mutex_unlock(&p->lock);
-            sse_ping_everything();
-            sweep_if_due(p);
+            housekeeping(p);
             pthread_mutex_lock(&p->lock);
         }
     }
@@ -341,6 +361,30 @@ static int run_gc(const struct config *cfg)
     return err ? 1 : 0;
 }
 
+/* Signals main() waits for; everything else keeps its default. */
+static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+
+/*
+ * SIGHUP: read the config again, as at start-up (file, environment, flags). A
+ * bad file is reported and the running config kept; a good one applies the
+ * auth token and the limits to new work (config_apply_reload says which).
+ */
+static void reload(struct config *cfg, const struct options *opts)
+{
+    struct config fresh;
+
+    if (load_config(&fresh, opts)) {
+        log_error("SIGHUP: the config was not reloaded; the running config stays");
+        return;
+    }
+    if (config_apply_reload(cfg, &fresh))
+        log_error("SIGHUP: out of memory; the running config stays");
+    else
+        log_info("SIGHUP: config reloaded (auth token and limits; listen, db, brain and "
+                 "tools take effect at restart)");
+    config_release(&fresh);
+}
+
 int main(int argc, char **argv)
 {
     struct options opts = {0};
@@ -362,17 +406,23 @@ int main(int argc, char **argv)
         config_release(&cfg);
         return rc;
     }
-    /* Signals go to this thread only (sigwait below); workers inherit the mask. */
+    /* Signals go to this thread only (sigwait below); workers inherit the mask.
+       Those whose default would kill the process without a graceful stop are
+       taken here too: SIGHUP reloads, the others are logged and ignored. */
     sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
+    for (size_t i = 0; i < sizeof(handled) / sizeof(handled[0]); i++)
+        sigaddset(&sigs, handled[i]);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     raise_fd_limit(cfg.max_connections);
 
-    if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)) ||
-        open_store(&cfg, &store))
+    /* A bad tools or brain section is a config error: exit 2, like any other. */
+    rc = 2;
+    if (!(tools = make_tools(&cfg)) || !(brain = make_brain(&cfg, tools)))
+        goto out_release;
+    rc = 1;
+    if (open_store(&cfg, &store))
         goto out_release;
     sessions = session_table_create(&(struct session_env){&cfg, brain, tools, store});
     if (!sessions) {
@@ -407,7 +457,13 @@ int main(int argc, char **argv)
            cfg.brain);
     fflush(stdout);
 
-    sigwait(&sigs, &sig);
+    while (!sigwait(&sigs, &sig) && sig != SIGINT && sig != SIGTERM) {
+        if (sig == SIGHUP)
+            reload(&cfg, &opts);
+        else
+            log_info("%s: ignored (SIGINT or SIGTERM stop the server, SIGHUP reloads)",
+                     strsignal(sig));
+    }
     log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Stop taking work, stop the work, end the streams, then close. */
     http_server_quiesce(&srv);

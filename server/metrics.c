@@ -41,16 +41,23 @@ int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse
     err = err ? err
               : rx_buf_printf(
                     b,
+                    "# HELP reflexor_sessions Sessions in memory.\n"
                     "# TYPE reflexor_sessions gauge\nreflexor_sessions %zu\n"
+                    "# HELP reflexor_sse_streams Open SSE streams.\n"
                     "# TYPE reflexor_sse_streams gauge\nreflexor_sse_streams %ld\n"
+                    "# HELP reflexor_sse_dropped_total SSE clients dropped for a full "
+                    "queue.\n"
                     "# TYPE reflexor_sse_dropped_total counter\n"
                     "reflexor_sse_dropped_total %ld\n"
+                    "# HELP reflexor_effects_running Effects running now.\n"
                     "# TYPE reflexor_effects_running gauge\n"
                     "reflexor_effects_running %d\n"
+                    "# HELP reflexor_inputs_total Inputs by the machine's verdict.\n"
                     "# TYPE reflexor_inputs_total counter\n"
                     "reflexor_inputs_total{verdict=\"accepted\"} %ld\n"
                     "reflexor_inputs_total{verdict=\"unchanged\"} %ld\n"
                     "reflexor_inputs_total{verdict=\"rejected\"} %ld\n"
+                    "# HELP reflexor_inputs_rejected_total Rejected inputs by reason.\n"
                     "# TYPE reflexor_inputs_rejected_total counter\n",
                     sessions, sse_clients, sse_dropped, effects_running,
                     LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
@@ -58,20 +65,30 @@ int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse
     for (int r = 1; r < RX_REASON__COUNT && !err; r++)
         err = rx_buf_printf(b, "reflexor_inputs_rejected_total{reason=\"%s\"} %ld\n",
                             rx_reason_name((enum rx_reason)r), LOAD(rejected[r]));
+    /* Every family declared has samples: a status never seen is a zero, and
+       the 4xx/5xx classes are always there, so the family is never empty. */
     if (!err)
-        err = rx_buf_puts(b, "# TYPE reflexor_http_errors_total counter\n");
+        err =
+            rx_buf_puts(b, "# HELP reflexor_http_errors_total Error answers by status.\n"
+                           "# TYPE reflexor_http_errors_total counter\n");
     for (int s = 400; s < 600 && !err; s++)
-        if (LOAD(http_errors[s]))
+        if (s == 400 || s == 500 || LOAD(http_errors[s]))
             err = rx_buf_printf(b, "reflexor_http_errors_total{status=\"%d\"} %ld\n", s,
                                 LOAD(http_errors[s]));
     if (!err)
-        err = rx_buf_puts(b, "# TYPE reflexor_effect_seconds summary\n");
+        err = rx_buf_puts(b, "# HELP reflexor_effect_seconds Time effects ran, by kind.\n"
+                             "# TYPE reflexor_effect_seconds summary\n");
     for (int k = 0; k < 2 && !err; k++)
         err = rx_buf_printf(b,
                             "reflexor_effect_seconds_sum{kind=\"%s\"} %.6f\n"
-                            "reflexor_effect_seconds_count{kind=\"%s\"} %ld\n"
-                            "reflexor_effect_failed_total{kind=\"%s\"} %ld\n",
+                            "reflexor_effect_seconds_count{kind=\"%s\"} %ld\n",
                             kind[k], (double)LOAD(effect_ms_bits[k]) / 1e6, kind[k],
-                            LOAD(effect_count[k]), kind[k], LOAD(effect_failed[k]));
+                            LOAD(effect_count[k]));
+    if (!err)
+        err = rx_buf_puts(b, "# HELP reflexor_effect_failed_total Effects that failed.\n"
+                             "# TYPE reflexor_effect_failed_total counter\n");
+    for (int k = 0; k < 2 && !err; k++)
+        err = rx_buf_printf(b, "reflexor_effect_failed_total{kind=\"%s\"} %ld\n", kind[k],
+                            LOAD(effect_failed[k]));
     return err;
 }

@@ -87,8 +87,12 @@ void msgstream_settle(struct msgstream **head, const struct rx_state *st)
 
 void msgstream_close_all(struct msgstream *head)
 {
-    for (struct msgstream *m = head; m; m = m->next)
+    /* The answer ends here: followers hear it stopped, with the text so far. */
+    for (struct msgstream *m = head; m; m = m->next) {
+        publish(m, event_message("stopped", "content", m->text.data ? m->text.data : "",
+                                 m->text.len, (int64_t)m->text.len));
         sse_channel_close_all(&m->ch);
+    }
 }
 
 void msgstream_free_all(struct msgstream **head)

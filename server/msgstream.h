@@ -45,7 +45,8 @@ int msgstream_append(struct msgstream *m, const char *delta) RX_WUR;
  * freed (also when the message is gone from the state).
  */
 void msgstream_settle(struct msgstream **head, const struct rx_state *st);
-/* End every follower's stream of every stream in the list (session deleted). */
+/* The session is gone: every follower gets `stopped` with the text so far, then
+   its stream ends. */
 void msgstream_close_all(struct msgstream *head);
 /* Free every stream of the list; *head becomes NULL. */
 void msgstream_free_all(struct msgstream **head);

@@ -298,9 +298,14 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
 
 /* ---- inputs ----------------------------------------------------------------- */
 
-/* Copy each streaming answer's text so far into a user-cancel (exact replay). */
+/*
+ * Copy each streaming answer's text so far into a user-cancel (exact replay).
+ * Only the server's buffers count: partials a client sent are dropped first,
+ * so nobody can put words in the assistant's mouth (SPEC 3.2).
+ */
 static int add_partials(struct session *s, struct rx_input *in)
 {
+    rx_input_clear_calls(in);
     for (struct msgstream *m = s->streams; m; m = m->next) {
         int err = rx_input_add_partial(in, m->id, m->text.data ? m->text.data : "");
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 struct sse_client {
     struct sse_client *prev, *next;   /* in ch->clients */
@@ -377,4 +378,43 @@ void sse_ping_everything(void)
     }
     pthread_mutex_unlock(&g_lock);
     sse_frame_unref(f);
+}
+
+/* c->lock held, c suspended (MHD leaves its socket alone): has the peer gone? */
+static bool client_peer_gone(struct sse_client *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char byte;
+    ssize_t n;
+
+    if (!info)
+        return false;
+    n = recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+long sse_reap_gone(void)
+{
+    struct sse_client *c;
+    long n = 0;
+
+    pthread_mutex_lock(&g_lock);
+    for (c = g_clients; c; c = c->gnext) {
+        bool gone;
+
+        pthread_mutex_lock(&c->lock);
+        gone = c->suspended && !c->dropped && client_peer_gone(c);
+        if (gone) {
+            c->dropped = true; /* the reader ends the stream with an error */
+            client_clear_queue(c);
+            client_wake(c);
+            n++;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (gone)
+            client_detach(c);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }

@@ -93,5 +93,12 @@ long sse_clients_dropped(void);
  */
 void sse_close_everything(void);
 void sse_ping_everything(void);
+/*
+ * End the streams whose peer went away: each idle (suspended) client's socket
+ * is peeked without blocking or consuming; end of file or a socket error
+ * ends the stream at once. A stream client sends nothing after its request,
+ * so this costs one recv per idle stream. Returns how many were ended.
+ */
+long sse_reap_gone(void);
 
 #endif

@@ -80,7 +80,9 @@ int static_files_response(const char *root, const char *url, struct MHD_Response
     /* Symlinks resolve first: the target itself must be inside the root. */
     if (strncmp(real, root, rootlen) || real[rootlen] != '/')
         return -EACCES;
-    fd = open(real, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, holding an
+       HTTP thread (and shutdown) hostage. Only regular files are served. */
+    fd = open(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -ENOENT;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

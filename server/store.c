@@ -22,6 +22,8 @@
 #define STORE_APP_ID 0x52464c58
 /* How long open waits for a lock held by another process before saying so. */
 #define STORE_BUSY_MS 2000
+/* Where the database's write-ahead log lives: beside it, named by SQLite. */
+#define STORE_WAL_SUFFIX "-wal"
 
 static const char schema_sql[] =
     "CREATE TABLE sessions(id TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL,"
@@ -86,12 +88,26 @@ static const char *const statement_sql[Q__COUNT] = {
 #undef STORE_X
 };
 
+/* One file the store writes, as it was when opened: what its path must still name. */
+struct store_file {
+    char *path; /* NULL: none (":memory:") */
+    dev_t dev;
+    ino_t ino;
+    bool known; /* dev and ino were read */
+};
+
 struct store {
     sqlite3 *db;
     pthread_mutex_t lock; /* guards everything below */
     sqlite3_stmt *q[Q__COUNT];
     struct rx_buf buf; /* encodes inputs and snapshots */
     char err[RX_ERR_LEN];
+    struct store_file file, wal;
+    int64_t max_bytes;     /* the quota (store_set_max_bytes), 0 for none */
+    int64_t default_pages; /* SQLite's own max_page_count, restored for no quota */
+    bool full;             /* the last write found no room; the next may */
+    bool unusable;         /* writes are refused until restart; sticky */
+    char why[RX_ERR_LEN];  /* why full or unusable, for store_health */
 };
 
 /* One session id and its creation time, as store_load lists them. */
@@ -114,25 +130,72 @@ static void set_error(struct store *st, const char *fmt, ...)
     va_end(ap);
 }
 
-static int sql_errno(int rc)
+/*
+ * The store can no longer be trusted to keep what it is given: refuse every
+ * write from now on (-EIO), and keep the reason, which is also the error.
+ * Sticky: after a failed fsync or with the file gone, nothing says the next
+ * write would reach the disk, and the process must not acknowledge it.
+ */
+static int mark_unusable(struct store *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int mark_unusable(struct store *st, const char *fmt, ...)
 {
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(st->why, sizeof(st->why), fmt, ap);
+    va_end(ap);
+    st->unusable = true;
+    st->full = false;
+    snprintf(st->err, sizeof(st->err), "%s", st->why);
+    return -EIO;
+}
+
+/* A write found no room: say so until a write succeeds again. */
+static int mark_full(struct store *st)
+{
+    st->full = true;
+    if (st->max_bytes)
+        snprintf(st->why, sizeof(st->why), "%.400s (quota store.max_bytes %lld)", st->err,
+                 (long long)st->max_bytes);
+    else
+        snprintf(st->why, sizeof(st->why), "%s", st->err);
+    return -ENOSPC;
+}
+
+/*
+ * Record "<what>: <SQLite's sentence>" and give the errno for rc: -ENOSPC
+ * for no room (SQLITE_FULL, the quota, or a write the system refused with
+ * ENOSPC, EDQUOT or EFBIG: the transaction is rolled back and the store
+ * stays usable); -EIO, and the store marked unusable, for an I/O error or a
+ * damaged or vanished file; -EIO alone for anything else.
+ */
+static int sql_fail(struct store *st, int rc, const char *what)
+{
+    int sys = sqlite3_system_errno(st->db);
+
+    set_error(st, "%s: %s", what, sqlite3_errmsg(st->db));
     switch (rc & 0xff) {
     case SQLITE_CONSTRAINT:
         return -EEXIST;
-    case SQLITE_FULL:
-        return -ENOSPC;
     case SQLITE_NOMEM:
         return -ENOMEM;
+    case SQLITE_FULL:
+        return mark_full(st);
+    case SQLITE_IOERR:
+        if (rc == SQLITE_IOERR_WRITE && (sys == ENOSPC || sys == EDQUOT || sys == EFBIG))
+            return mark_full(st);
+        /* fall through */
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+        return mark_unusable(st, "%.400s%s%s", st->err, sys ? ": " : "",
+                             sys ? strerror(sys) : "");
     default:
         return -EIO;
     }
-}
-
-/* Record "<what>: <SQLite's sentence>" and give the errno for rc. */
-static int sql_fail(struct store *st, int rc, const char *what)
-{
-    set_error(st, "%s: %s", what, sqlite3_errmsg(st->db));
-    return sql_errno(rc);
 }
 
 void store_last_error(struct store *st, struct rx_error *err)
@@ -185,25 +248,99 @@ static int put_row(struct store *st, int id, const char *sid, int64_t seq)
     return run(q);
 }
 
+/* Read the identity of `f`'s path into it. 0 or a negative errno. */
+static int file_note(struct store_file *f)
+{
+    struct stat sb;
+
+    if (stat(f->path, &sb))
+        return -errno;
+    f->dev = sb.st_dev;
+    f->ino = sb.st_ino;
+    f->known = true;
+    return 0;
+}
+
+/*
+ * Does the path of `f` still name the file SQLite writes? A file removed or
+ * replaced (renamed over, restored from a backup) while open keeps taking
+ * writes that the next start will not find. 0, or -EIO with the store marked
+ * unusable. A file not yet seen is noted (the WAL appears with the first
+ * transaction). Lock held.
+ */
+static int file_check(struct store *st, struct store_file *f, const char *name)
+{
+    struct stat sb;
+
+    if (!f->path)
+        return 0;
+    if (stat(f->path, &sb)) {
+        int e = errno;
+
+        if (!f->known && e == ENOENT)
+            return 0;
+        if (e == ENOENT)
+            return mark_unusable(st, "the %s was removed while in use; writes are refused "
+                                     "until a restart",
+                                 name);
+        return mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
+    }
+    if (!f->known) {
+        f->dev = sb.st_dev;
+        f->ino = sb.st_ino;
+        f->known = true;
+    } else if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
+        return mark_unusable(st, "the %s was replaced by another file while in use; "
+                                 "writes are refused until a restart",
+                             name);
+    }
+    return 0;
+}
+
+/* May the store write? 0, or -EIO with the reason as the error. Lock held. */
+static int check_writable(struct store *st)
+{
+    int err;
+
+    if (st->unusable) {
+        snprintf(st->err, sizeof(st->err), "%s", st->why);
+        return -EIO;
+    }
+    if ((err = file_check(st, &st->file, "database file")) ||
+        (err = file_check(st, &st->wal, "database's write-ahead log")))
+        return err;
+    return 0;
+}
+
+/* Every write starts here: refused at once when the store is unusable. */
 static int tx_begin(struct store *st)
 {
-    int rc = run(stmt(st, Q_BEGIN));
+    int rc, err;
 
+    if ((err = check_writable(st)))
+        return err;
+    rc = run(stmt(st, Q_BEGIN));
     return rc ? sql_fail(st, rc, "begin") : 0;
 }
 
+/*
+ * Commit, then check the files again: a file removed between tx_begin and
+ * here took the commit with it, and the caller must not acknowledge it.
+ */
 static int tx_commit(struct store *st)
 {
-    int rc = run(stmt(st, Q_COMMIT));
+    int rc = run(stmt(st, Q_COMMIT)), err;
 
     if (rc) {
-        int err = sql_fail(st, rc, "commit");
-
+        err = sql_fail(st, rc, "commit");
         /* A failed COMMIT may leave the transaction open: end it. */
         if (!sqlite3_get_autocommit(st->db))
             (void)run(stmt(st, Q_ROLLBACK));
         return err;
     }
+    if ((err = check_writable(st)))
+        return err;
+    st->full = false; /* this write found room */
     return 0;
 }
 
@@ -457,7 +594,7 @@ static int configure(sqlite3 *db, bool memory, char *why, size_t n)
 
 struct store *store_open(const char *path, struct rx_error *err)
 {
-    char why[RX_ERR_LEN] = "";
+    char why[RX_ERR_LEN] = "", pages[32];
     bool memory;
     struct store *st = NULL;
     sqlite3 *db = NULL;
@@ -495,10 +632,31 @@ struct store *store_open(const char *path, struct rx_error *err)
             goto out_finalize;
         }
     }
+    if ((rc = pragma_text(db, "PRAGMA max_page_count", pages, sizeof(pages)))) {
+        open_why(db, rc, "reading max_page_count", why, sizeof(why));
+        goto out_finalize;
+    }
+    st->default_pages = strtoll(pages, NULL, 10);
+    /* What the paths name now is what every write checks they still name. */
+    if (!memory && (!(st->file.path = strdup(path)) ||
+                    asprintf(&st->wal.path, "%s" STORE_WAL_SUFFIX, path) < 0)) {
+        st->wal.path = NULL;
+        snprintf(why, sizeof(why), "out of memory");
+        goto out_free_paths;
+    }
+    if (st->file.path && (rc = file_note(&st->file))) {
+        snprintf(why, sizeof(why), "cannot stat the file: %s", strerror(-rc));
+        goto out_free_paths;
+    }
+    if (st->wal.path)
+        (void)file_note(&st->wal); /* made by the first transaction, if not yet */
     pthread_mutex_init(&st->lock, NULL);
     rx_buf_init(&st->buf, RX_BUF_STATE_MAX);
     return st;
 
+out_free_paths:
+    free(st->file.path);
+    free(st->wal.path);
 out_finalize:
     for (int i = 0; i < Q__COUNT; i++)
         sqlite3_finalize(st->q[i]);
@@ -517,8 +675,22 @@ void store_close(struct store *st)
         return;
     for (int i = 0; i < Q__COUNT; i++)
         sqlite3_finalize(st->q[i]);
-    /* The last close checkpoints the WAL into the file and removes it. */
+    /*
+     * The last close checkpoints the WAL into the file and removes the WAL by
+     * its path; when another file took that path, it is not ours to remove.
+     */
+    if (st->wal.path && st->wal.known) {
+        struct stat sb;
+
+        if (!stat(st->wal.path, &sb) && (sb.st_dev != st->wal.dev || sb.st_ino != st->wal.ino)) {
+            int persist = 1;
+
+            (void)sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        }
+    }
     sqlite3_close(st->db);
+    free(st->file.path);
+    free(st->wal.path);
     rx_buf_release(&st->buf);
     pthread_mutex_destroy(&st->lock);
     free(st);
@@ -538,22 +710,80 @@ int store_set_durable(struct store *st, bool fsync_each_commit)
     return rc;
 }
 
+int store_set_max_bytes(struct store *st, int64_t max_bytes)
+{
+    char sql[64];
+    int64_t size, pages;
+    int rc, err;
+
+    if (max_bytes < 0)
+        return -EINVAL;
+    pthread_mutex_lock(&st->lock);
+    if ((err = query_i64(st, Q_PAGE_SIZE, NULL, &size)))
+        goto out_unlock;
+    /* SQLite keeps at least the pages in use: a quota below them only stops growth. */
+    pages = max_bytes ? max_bytes / (size > 0 ? size : 1) : st->default_pages;
+    snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%lld",
+             (long long)(pages > 0 ? pages : 1));
+    if ((rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL))) {
+        err = sql_fail(st, rc, "max_page_count");
+        goto out_unlock;
+    }
+    st->max_bytes = max_bytes;
+out_unlock:
+    pthread_mutex_unlock(&st->lock);
+    return err;
+}
+
+enum store_health store_health(struct store *st, struct rx_error *why)
+{
+    enum store_health h;
+
+    pthread_mutex_lock(&st->lock);
+    /* Look at the files now: a removed file is news before anyone writes. */
+    if (!st->unusable)
+        (void)check_writable(st);
+    h = st->unusable ? STORE_UNAVAILABLE : st->full ? STORE_FULL : STORE_OK;
+    rx_error_set(why, 0, "%s", h == STORE_OK ? "" : st->why);
+    pthread_mutex_unlock(&st->lock);
+    return h;
+}
+
+const char *store_health_name(enum store_health h)
+{
+    switch (h) {
+    case STORE_OK:
+        return "ok";
+    case STORE_FULL:
+        return "full";
+    case STORE_UNAVAILABLE:
+        return "unavailable";
+    }
+    return "?";
+}
+
 /* ---- sessions ------------------------------------------------------------------ */
 
 int store_create_session(struct store *st, const char *sid, int64_t created_at)
 {
     sqlite3_stmt *q;
-    int rc;
+    int rc, err;
 
     pthread_mutex_lock(&st->lock);
+    if ((err = tx_begin(st)))
+        goto out_unlock;
     q = stmt(st, Q_SESSION_INSERT);
     bind_text(q, 1, sid, strlen(sid));
     sqlite3_bind_int64(q, 2, created_at);
-    rc = run(q);
-    if (rc)
-        rc = sql_fail(st, rc, "creating a session");
+    if ((rc = run(q))) {
+        err = sql_fail(st, rc, "creating a session");
+        tx_rollback(st);
+        goto out_unlock;
+    }
+    err = tx_commit(st);
+out_unlock:
     pthread_mutex_unlock(&st->lock);
-    return rc;
+    return err;
 }
 
 /* Delete the rows of one session. Inside a transaction. */

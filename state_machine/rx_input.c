@@ -202,7 +202,7 @@ static int parse_body(struct parse *p, struct rx_input *in)
         if ((rc = want_id(p, "messageId", &in->message_id, true)) ||
             (rc = want_str(p, "content", &in->content, false)))
             return rc;
-        if (!in->content[strspn(in->content, " \t\r\n")])
+        if (rx_text_is_blank(in->content))
             return bad(p, "content", "must not be blank");
         return 0;
     case RX_IN_USER_CANCEL:
@@ -373,6 +373,44 @@ int rx_input_copy(const struct rx_input *src, struct rx_input *dst)
 out_release:
     rx_input_release(&t);
     return -ENOMEM;
+}
+
+/* Bytes of the blank character at `s`, or 0 when it is not blank. */
+static size_t blank_len(const unsigned char *s)
+{
+    if (s[0] && strchr(" \t\n\v\f\r", s[0]))
+        return 1;
+    if (s[0] == 0xC2 && (s[1] == 0x85 || s[1] == 0xA0))
+        return 2;
+    if (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80)
+        return 3;
+    if (s[0] == 0xE2 && s[1] == 0x80 &&
+        ((s[2] >= 0x80 && s[2] <= 0x8B) || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF))
+        return 3;
+    if (s[0] == 0xE2 && s[1] == 0x81 && (s[2] == 0x9F || s[2] == 0xA0))
+        return 3;
+    if (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80)
+        return 3;
+    if (s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF)
+        return 3;
+    return 0;
+}
+
+bool rx_text_is_blank(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n;
+
+    while ((n = blank_len(p)))
+        p += n;
+    return !*p;
+}
+
+void rx_input_clear_calls(struct rx_input *in)
+{
+    calls_release(in->calls, in->n_calls);
+    in->calls = NULL;
+    in->n_calls = 0;
 }
 
 int rx_input_add_partial(struct rx_input *in, const char *message_id, const char *text)

@@ -91,6 +91,14 @@ int rx_input_copy(const struct rx_input *src, struct rx_input *dst) RX_WUR;
 
 /* Set or replace a string field (duplicated). 0 or -ENOMEM, old value kept. */
 int rx_input_set_str(char **field, const char *value) RX_WUR;
+/*
+ * True when `s` (UTF-8) holds nothing a person can see: only ASCII or Unicode
+ * white space (White_Space: U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
+ * U+2029, U+202F, U+205F, U+3000) and invisible U+200B, U+2060, U+FEFF.
+ */
+bool rx_text_is_blank(const char *s);
+/* Drop every entry of `calls` (a client's partialContents is never trusted). */
+void rx_input_clear_calls(struct rx_input *in);
 /* Add a user-cancel partial {message id, text so far}. 0 or -ENOMEM. */
 int rx_input_add_partial(struct rx_input *in, const char *message_id,
                          const char *text) RX_WUR;

@@ -128,11 +128,6 @@ struct verdict {
 #define REJECT(r)  ((struct verdict){RX_REJECTED, RX_REASON_##r, NULL})
 #define INVALID(f) ((struct verdict){RX_REJECTED, RX_REASON_INVALID, f})
 
-static bool is_blank(const char *s)
-{
-    return !s[strspn(s, " \t\r\n")];
-}
-
 /* Record `m` with `content` as the new assistantMessages[index]; copies both strings. */
 static int add_assistant_put(struct update *u, size_t index, const struct rx_message *m,
                              const char *content)
@@ -154,7 +149,7 @@ static int prep_user_message(struct rx_state *s, const struct rx_input *in,
 
     if (!in->message_id || !*in->message_id)
         return *v = INVALID("messageId"), 0;
-    if (!in->content || is_blank(in->content))
+    if (!in->content || rx_text_is_blank(in->content))
         return *v = INVALID("content"), 0;
     old = rx_state_find_user(s, in->message_id);
     if (old) {
