@@ -106,6 +106,18 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
     return ret;
 }
 
+/*
+ * What the web UI must know before it can call the API: the prefix (never
+ * hard-coded in the page) and whether it must ask for a token. Open like
+ * /healthz; it tells nothing secret.
+ */
+static enum MHD_Result client_config(struct http_server *srv, struct MHD_Connection *conn)
+{
+    return reply_json(conn, 200,
+                      json_pack("{s:s, s:b}", "apiPrefix", srv->cfg->prefix,
+                                "authRequired", *config_auth_token(srv->cfg) != '\0'));
+}
+
 /* Bearer token, or ?token= for EventSource (which cannot set headers). */
 static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
 {
@@ -144,6 +156,8 @@ static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *con
         return health(srv, conn);
     if (!strcmp(url, "/metrics"))
         return metrics(srv, conn);
+    if (!strcmp(url, "/client.json"))
+        return client_config(srv, conn);
     return static_route(srv, conn, method, url);
 }
 
