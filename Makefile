@@ -161,6 +161,7 @@ fuzz:
 	mkdir -p build/fuzz/corpus
 	cp tests/data/fuzz/* build/fuzz/corpus/ 2>/dev/null || true
 	build/fuzz/fuzz_machine -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=build/fuzz/ \
 	  build/fuzz/corpus
 
 FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
