@@ -4,17 +4,13 @@
 #include "effects/brain_openai.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <curl/curl.h>
 #include "effects/idgen.h"
-#include "effects/now.h"
-
+#include "effects/openai_config.h"
+#include "effects/openai_http.h"
 #include "effects/openai_stream.h"
 #include "effects/toolkit.h"
 #include "state_machine/rx_alloc.h"
@@ -22,13 +18,8 @@
 #include "state_machine/rx_context.h"
 #include "state_machine/rx_machine.h"
 
-#define CFG "brain.openai."
-/* The start of an error reply we keep to find the provider's message in. */
-#define ERRBODY_MAX (64u << 10)
 /* A model that keeps loading old calls instead of answering is stopped here. */
 #define LOAD_ROUNDS_MAX 8
-/* Longest wait in one poll: the loop re-checks stalls at least this often. */
-#define POLL_SLICE_MS 1000
 
 #define SUMMARY_SYSTEM                                                                   \
     "You summarise conversations between a user and an assistant so that the "           \
@@ -44,16 +35,7 @@
 struct brain_openai {
     struct brain base; /* first: a struct brain * is a struct brain_openai * */
     const struct toolkit *tools;
-    char *url; /* {base_url}/chat/completions */
-    char *model;
-    char *auth; /* "Authorization: Bearer ..." or NULL for none */
-    bool has_temperature;
-    double temperature;
-    long long max_tokens; /* 0: not sent */
-    long connect_timeout_ms, stall_timeout_ms, timeout_ms;
-    int retries, backoff_ms, backoff_max_ms;
-    long long context_budget;
-    int keep_recent;
+    struct openai_config cfg;
 };
 
 /* One ask: its own copy of the state, with the inputs it dispatched applied. */
@@ -67,68 +49,18 @@ struct oa_ask {
     bool relay;                 /* this request's text is the answer (not a summary) */
 };
 
-/* One HTTP exchange. */
-struct oa_xfer {
-    struct oa_ask *ax;
-    CURL *easy;
-    struct openai_stream stream;
-    long status;
-    struct rx_buf errbody;
-    size_t body_bytes;
-    bool got_headers;
-    int64_t last_ms;
-    int cb_rc; /* why the write callback stopped the transfer */
-    long retry_after_ms;
-};
+/* ---- the brain ------------------------------------------------------------ */
 
-/* ---- config ---------------------------------------------------------------- */
-
-static int cfg_error(char *err, const char *field, const char *why)
-{
-    if (err)
-        snprintf(err, BRAIN_OPENAI_ERR_LEN, CFG "%s: %s", field, why);
-    return -EINVAL;
-}
-
-static int cfg_str(json_t *cfg, const char *field, const char **out, char *err)
-{
-    json_t *v = json_object_get(cfg, field);
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return cfg_error(err, field, "must be a string");
-    *out = json_string_value(v);
-    return 0;
-}
-
-static int cfg_int(json_t *cfg, const char *field, long long min, long long max,
-                   long long *out, char *err)
-{
-    json_t *v = json_object_get(cfg, field);
-    char why[96];
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min ||
-        json_integer_value(v) > max) {
-        snprintf(why, sizeof(why), "must be an integer from %lld to %lld", min, max);
-        return cfg_error(err, field, why);
-    }
-    *out = json_integer_value(v);
-    return 0;
-}
-
-static const char *env_or(const char *name, const char *fallback)
+static bool env_set(const char *name)
 {
     const char *v = getenv(name);
 
-    return v && *v ? v : fallback;
+    return v && *v;
 }
 
 bool brain_openai_env_selected(void)
 {
-    return env_or("OPENAI_API_KEY", NULL) || env_or("REFLEXOR_LLM_BASE_URL", NULL);
+    return env_set("OPENAI_API_KEY") || env_set("REFLEXOR_LLM_BASE_URL");
 }
 
 static void oa_destroy(struct brain *self)
@@ -137,103 +69,30 @@ static void oa_destroy(struct brain *self)
 
     if (!b)
         return;
-    free(b->url);
-    free(b->model);
-    free(b->auth);
+    openai_config_release(&b->cfg);
     free(b);
 }
 
 static int oa_ask(struct brain *self, struct brain_ask *ask);
 
-struct brain *brain_openai_create(json_t *config, const struct toolkit *tools, char *err)
+struct brain *brain_openai_create(json_t *config, const struct toolkit *tools,
+                                  struct rx_error *err)
 {
-    const char *base = BRAIN_OPENAI_DEFAULT_URL, *model = BRAIN_OPENAI_DEFAULT_MODEL;
-    const char *key = NULL, *key_env = "OPENAI_API_KEY";
-    long long connect = 10000, stall = 60000, total = 600000, retries = 2, backoff = 500,
-              backoff_max = 30000, max_tokens = 0, budget = 0, keep = 4;
-    struct brain_openai *b;
-    json_t *temp;
-    size_t blen;
+    struct brain_openai *b = calloc(1, sizeof(*b));
 
-    if (config && !json_is_null(config) && !json_is_object(config)) {
-        if (err)
-            snprintf(err, BRAIN_OPENAI_ERR_LEN, "brain.openai: must be an object");
+    if (!b) {
+        rx_error_set(err, -ENOMEM, "brain.openai: out of memory");
         return NULL;
     }
-    if (cfg_str(config, "base_url", &base, err) ||
-        cfg_str(config, "model", &model, err) || cfg_str(config, "api_key", &key, err) ||
-        cfg_str(config, "api_key_env", &key_env, err) ||
-        cfg_int(config, "max_tokens", 1, INT_MAX, &max_tokens, err) ||
-        cfg_int(config, "connect_timeout_ms", 1, 3600000, &connect, err) ||
-        cfg_int(config, "stall_timeout_ms", 1, 86400000, &stall, err) ||
-        cfg_int(config, "timeout_ms", 0, 86400000, &total, err) ||
-        cfg_int(config, "retries", 0, 10, &retries, err) ||
-        cfg_int(config, "backoff_ms", 0, 3600000, &backoff, err) ||
-        cfg_int(config, "backoff_max_ms", 0, 3600000, &backoff_max, err) ||
-        cfg_int(config, "context_budget", 0, LLONG_MAX / 8, &budget, err) ||
-        cfg_int(config, "keep_recent", 1, 1000, &keep, err))
-        return NULL;
-    temp = json_object_get(config, "temperature");
-    if (temp && !json_is_null(temp) &&
-        (!json_is_number(temp) || json_number_value(temp) < 0 ||
-         json_number_value(temp) > 2)) {
-        cfg_error(err, "temperature", "must be a number from 0 to 2");
+    if (openai_config_parse(config, &b->cfg, err)) {
+        free(b);
         return NULL;
     }
-    base = env_or("REFLEXOR_LLM_BASE_URL", base);
-    model = env_or("REFLEXOR_LLM_MODEL", model);
-    if (strncmp(base, "http://", 7) && strncmp(base, "https://", 8)) {
-        cfg_error(err, "base_url", "must start with http:// or https://");
-        return NULL;
-    }
-    if (!*model) {
-        cfg_error(err, "model", "must not be empty");
-        return NULL;
-    }
-    if (!key || !*key)
-        key = *key_env ? env_or(key_env, NULL) : NULL;
-
-    b = calloc(1, sizeof(*b));
-    if (!b)
-        goto out_nomem;
     b->base.name = "openai";
     b->base.ask = oa_ask;
     b->base.destroy = oa_destroy;
     b->tools = tools;
-    /* "http://host/v1/" and "http://host/v1" name the same API root. */
-    blen = strlen(base);
-    while (blen && base[blen - 1] == '/')
-        blen--;
-    if (asprintf(&b->url, "%.*s/chat/completions", (int)blen, base) < 0) {
-        b->url = NULL;
-        goto out_destroy;
-    }
-    b->model = strdup(model);
-    if (!b->model)
-        goto out_destroy;
-    if (key && *key && asprintf(&b->auth, "Authorization: Bearer %s", key) < 0) {
-        b->auth = NULL;
-        goto out_destroy;
-    }
-    b->has_temperature = temp && json_is_number(temp);
-    b->temperature = b->has_temperature ? json_number_value(temp) : 0;
-    b->max_tokens = max_tokens;
-    b->connect_timeout_ms = (long)connect;
-    b->stall_timeout_ms = (long)stall;
-    b->timeout_ms = (long)total;
-    b->retries = (int)retries;
-    b->backoff_ms = (int)backoff;
-    b->backoff_max_ms = (int)backoff_max;
-    b->context_budget = budget;
-    b->keep_recent = (int)keep;
     return &b->base;
-
-out_destroy:
-    oa_destroy(&b->base);
-out_nomem:
-    if (err)
-        snprintf(err, BRAIN_OPENAI_ERR_LEN, "brain.openai: out of memory");
-    return NULL;
 }
 
 /* ---- inputs ---------------------------------------------------------------- */
@@ -332,7 +191,7 @@ static int finish_error(struct oa_ask *ax, const char *why)
     return rc == -E2BIG ? -ENOMEM : rc;
 }
 
-/* ---- one HTTP exchange -------------------------------------------------------- */
+/* ---- one HTTP exchange: relaying the answer ------------------------------------ */
 
 static int on_content(void *ctx, const char *delta, size_t len)
 {
@@ -351,247 +210,21 @@ static int on_content(void *ctx, const char *delta, size_t len)
     return ax->ask->chunk(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
 }
 
-static size_t on_header(char *p, size_t size, size_t n, void *ud)
-{
-    struct oa_xfer *x = ud;
-
-    (void)p;
-    x->got_headers = true;
-    x->last_ms = now_mono_ms();
-    return size * n;
-}
-
-static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
-{
-    struct oa_xfer *x = ud;
-    size_t n = size * nmemb;
-
-    x->last_ms = now_mono_ms();
-    x->body_bytes += n;
-    if (!x->status)
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
-    if (x->status < 200 || x->status > 299) {
-        size_t room = x->errbody.max - x->errbody.len;
-
-        /* Only the start of an error body is kept: the message is there. */
-        if (rx_buf_append(&x->errbody, p, n < room ? n : room))
-            return 0;
-        return n;
-    }
-    x->cb_rc = openai_stream_feed(&x->stream, p, n);
-    return x->cb_rc ? 0 : n;
-}
-
-/* The provider's message in an error body: {"error":{"message"}}, {"error":"..."},
- * {"message"} or {"detail"} (FastAPI servers), else the body's first line. */
-static void error_message(const struct oa_xfer *x, char *out, size_t len)
-{
-    json_t *root =
-        x->errbody.len ? json_loadb(x->errbody.data, x->errbody.len, 0, NULL) : NULL;
-    json_t *e = json_object_get(root, "error"), *m = NULL;
-
-    if (json_is_string(e))
-        m = e;
-    else if (json_is_string(json_object_get(e, "message")))
-        m = json_object_get(e, "message");
-    else if (json_is_string(json_object_get(root, "message")))
-        m = json_object_get(root, "message");
-    else if (json_is_string(json_object_get(root, "detail")))
-        m = json_object_get(root, "detail");
-    if (m && json_string_length(m)) {
-        snprintf(out, len, "%s", json_string_value(m));
-    } else if (x->errbody.len && !root) {
-        size_t l = strcspn(x->errbody.data, "\r\n");
-
-        snprintf(out, len, "HTTP %ld: %.*s", x->status, (int)(l > 120 ? 120 : l),
-                 x->errbody.data);
-    } else {
-        snprintf(out, len, "HTTP %ld", x->status);
-    }
-    json_decref(root);
-}
-
 /*
- * Run one POST to its end. 0 when a complete reply was parsed into x->stream;
- * -ECANCELED; -ENOMEM; or -EIO with `why` set and *retry telling whether
- * trying again is safe and useful (nothing was relayed, and the failure is a
- * 429, a 5xx or a transport error).
+ * POST `req` (borrowed). *x is initialised here and released by the caller
+ * in every case. 0, -ECANCELED, -ENOMEM, or -EIO with `why` the reason for
+ * the "[Error]" answer.
  */
-static int xfer_run(struct oa_ask *ax, const char *body, struct oa_xfer *x, char *why,
-                    size_t why_len, bool *retry)
+static int request(struct oa_ask *ax, json_t *req, struct openai_http *x,
+                   struct rx_error *why)
 {
-    struct brain_openai *b = ax->b;
-    struct curl_slist *hdrs = NULL, *h;
-    char curl_err[CURL_ERROR_SIZE] = "";
-    CURLM *multi = curl_multi_init();
-    CURLcode cres = CURLE_OK;
-    CURLMcode mc = CURLM_OK;
-    bool done = false, stalled = false, cancelled = false;
-    int running = 1, rc = -ENOMEM;
-
-    *retry = false;
-    x->easy = curl_easy_init();
-    if (!multi || !x->easy)
-        goto out_cleanup;
-    h = curl_slist_append(hdrs, "Content-Type: application/json");
-    h = h ? curl_slist_append(hdrs = h, "Accept: text/event-stream") : NULL;
-    h = h && b->auth ? curl_slist_append(hdrs = h, b->auth) : h;
-    if (!h)
-        goto out_cleanup;
-    hdrs = h;
-    if (curl_easy_setopt(x->easy, CURLOPT_URL, b->url) ||
-        curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https") ||
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, body) ||
-        curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hdrs) ||
-        curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "reflexor") ||
-        curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L) ||
-        curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, curl_err) ||
-        curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, b->connect_timeout_ms) ||
-        curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, b->timeout_ms) ||
-        curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L) ||
-        curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header) ||
-        curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x) ||
-        curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write) ||
-        curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x) ||
-        curl_multi_add_handle(multi, x->easy))
-        goto out_cleanup;
-    x->last_ms = now_mono_ms();
-
-    /*
-     * curl_multi_poll waits on the transfer and on cancel_fd at once, so a
-     * cancel wakes us at once instead of at the next progress callback; the
-     * slice bounds the wait so the stall clock is checked.
-     */
-    while (!done) {
-        struct curl_waitfd wfd = {.fd = ax->ask->cancel_fd, .events = CURL_WAIT_POLLIN};
-        int64_t gap, limit;
-        CURLMsg *msg;
-        int left;
-
-        if (ax->ask->is_cancelled && ax->ask->is_cancelled(ax->ask)) {
-            cancelled = true;
-            break;
-        }
-        if ((mc = curl_multi_perform(multi, &running)))
-            goto out_multi_failed;
-        while ((msg = curl_multi_info_read(multi, &left))) {
-            if (msg->msg == CURLMSG_DONE) {
-                cres = msg->data.result;
-                done = true;
-            }
-        }
-        if (done || !running)
-            break;
-        /* Before the first response byte the connect time counts too. */
-        gap = now_mono_ms() - x->last_ms;
-        limit = b->stall_timeout_ms + (x->got_headers ? 0 : b->connect_timeout_ms);
-        if (gap >= limit) {
-            stalled = true;
-            break;
-        }
-        if (curl_multi_poll(
-                multi, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
-                (int)(limit - gap < POLL_SLICE_MS ? limit - gap : POLL_SLICE_MS), NULL))
-            goto out_multi_failed;
-        if (wfd.fd >= 0 && (wfd.revents & CURL_WAIT_POLLIN)) {
-            cancelled = true;
-            break;
-        }
-    }
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
-
-    rc = -EIO;
-    if (cancelled || x->cb_rc == -ECANCELED) {
-        rc = -ECANCELED;
-    } else if (x->cb_rc == -ENOMEM) {
-        rc = -ENOMEM;
-    } else if (stalled) {
-        snprintf(why, why_len, "the model sent nothing for %ld ms", b->stall_timeout_ms);
-        *retry = !x->got_headers;
-    } else if (x->status >= 200 && x->status <= 299 && x->cb_rc) {
-        snprintf(why, why_len, "%s", x->stream.error);
-    } else if (cres != CURLE_OK && !(x->status >= 300 && cres == CURLE_WRITE_ERROR)) {
-        snprintf(why, why_len, "%s: %s", b->url,
-                 *curl_err ? curl_err : curl_easy_strerror(cres));
-        *retry = x->body_bytes == 0 || x->status < 200 || x->status > 299;
-    } else if (x->status < 200 || x->status > 299) {
-        curl_off_t after = -1;
-
-        error_message(x, why, why_len);
-        *retry = x->status == 429 || x->status == 408 || x->status >= 500;
-        if (!curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &after) && after > 0)
-            x->retry_after_ms = after > 3600 ? 3600000L : (long)after * 1000;
-    } else if ((rc = openai_stream_finish(&x->stream))) {
-        snprintf(why, why_len, "%s", x->stream.error);
-        rc = rc == -ENOMEM ? -ENOMEM : -EIO;
-    }
-    goto out_remove;
-
-out_multi_failed:
-    snprintf(why, why_len, "curl: %s", curl_multi_strerror(mc));
-    rc = mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
-out_remove:
-    curl_multi_remove_handle(multi, x->easy);
-out_cleanup:
-    curl_easy_cleanup(x->easy);
-    x->easy = NULL;
-    curl_multi_cleanup(multi);
-    curl_slist_free_all(hdrs);
-    return rc;
-}
-
-static void xfer_init(struct oa_xfer *x, struct oa_ask *ax)
-{
-    memset(x, 0, sizeof(*x));
-    x->ax = ax;
-    openai_stream_init(&x->stream, on_content, ax);
-    rx_buf_init(&x->errbody, ERRBODY_MAX);
-}
-
-static void xfer_release(struct oa_xfer *x)
-{
-    openai_stream_release(&x->stream);
-    rx_buf_release(&x->errbody);
-}
-
-/*
- * POST `req` (borrowed) with retries. 0 with *x holding the parsed reply
- * (initialised; the caller releases it in every case), -ECANCELED, -ENOMEM,
- * or -EIO with `why` the reason for the "[Error]" answer.
- */
-static int request(struct oa_ask *ax, json_t *req, struct oa_xfer *x, char *why,
-                   size_t why_len)
-{
-    struct brain_openai *b = ax->b;
     char *body = json_dumps(req, JSON_COMPACT);
-    int rc = -ENOMEM;
+    int rc;
 
-    xfer_init(x, ax);
+    openai_http_init(x, on_content, ax);
     if (!body)
         return -ENOMEM;
-    for (int attempt = 0;; attempt++) {
-        bool retry;
-        long delay;
-
-        rc = xfer_run(ax, body, x, why, why_len, &retry);
-        if (rc != -EIO || !retry || attempt >= b->retries) {
-            if (rc == -EIO && retry && attempt) {
-                size_t l = strlen(why);
-
-                snprintf(why + l, why_len - l, " (after %d attempts)", attempt + 1);
-            }
-            break;
-        }
-        delay = (long)b->backoff_ms << (attempt < 20 ? attempt : 20);
-        if (x->retry_after_ms > delay)
-            delay = x->retry_after_ms;
-        if (delay > b->backoff_max_ms)
-            delay = b->backoff_max_ms;
-        xfer_release(x);
-        xfer_init(x, ax);
-        if (ax->ask->sleep_ms && (rc = ax->ask->sleep_ms(ax->ask, (int)delay)))
-            break;
-    }
+    rc = openai_http_post(x, &ax->b->cfg.http, ax->ask, body, why);
     free(body);
     return rc;
 }
@@ -636,7 +269,7 @@ static json_t *tools_json(struct oa_ask *ax)
  */
 static json_t *request_json(struct oa_ask *ax, json_t *msgs, bool summary)
 {
-    struct brain_openai *b = ax->b;
+    const struct openai_config *b = &ax->b->cfg;
     json_t *req = json_pack("{s:s, s:o, s:b, s:{s:b}}", "model", b->model, "messages",
                             msgs, "stream", 1, "stream_options", "include_usage", 1);
     json_t *tools;
@@ -682,75 +315,10 @@ static int build_context(struct oa_ask *ax, int64_t cut, json_t **out)
 
 /* ---- context compression -------------------------------------------------------- */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-    return x < y ? -1 : x > y;
-}
-
 /*
- * The cutAt that leaves the newest keep_recent items out of the summary, or
- * 0 when there is nothing to compress. A cut never splits a tool call from
- * its result: every call at or before it must have been answered by then.
- */
-static int64_t choose_cut(const struct oa_ask *ax, int keep)
-{
-    const struct rx_state *s = &ax->st;
-    int64_t cut = ax->ask->signals_cut_at, chosen = 0;
-    size_t n = 0, cap = s->user.len + s->assistant.len + s->tools.len;
-    int64_t *t = malloc((cap + 1) * sizeof(*t));
-
-    if (!t)
-        return 0;
-    for (size_t i = 0; i < s->user.len; i++)
-        if (s->user.items[i].received_at > s->summary_cut_at &&
-            s->user.items[i].received_at <= cut)
-            t[n++] = s->user.items[i].received_at;
-    for (size_t i = 0; i < s->assistant.len; i++) {
-        const struct rx_message *m = &s->assistant.items[i];
-
-        if (m->status != RX_STATUS_STREAMING && *m->content &&
-            m->received_at > s->summary_cut_at && m->received_at <= cut)
-            t[n++] = m->received_at;
-    }
-    for (size_t i = 0; i < s->tools.len; i++) {
-        const struct rx_tool_call *c = &s->tools.items[i];
-
-        /* One brain-call-tools (same calledAt) is one item. */
-        if (c->called_at > s->summary_cut_at && c->called_at <= cut &&
-            (!i || s->tools.items[i - 1].called_at != c->called_at))
-            t[n++] = c->called_at;
-    }
-    qsort(t, n, sizeof(*t), cmp_i64);
-    for (size_t k = n > (size_t)keep ? n - (size_t)keep : 0; k-- > 0 && !chosen;) {
-        bool ok = t[k] < t[k + 1];
-
-        for (size_t i = 0; i < s->tools.len && ok; i++) {
-            const struct rx_tool_call *c = &s->tools.items[i];
-
-            if (c->called_at > s->summary_cut_at && c->called_at <= t[k])
-                ok = c->result.present && c->result.received_at <= t[k];
-        }
-        if (ok)
-            chosen = t[k];
-    }
-    free(t);
-    return chosen;
-}
-
-/* Estimated tokens of a messages array: its JSON bytes / 4. */
-static long long estimate_tokens(json_t *msgs)
-{
-    char *text = json_dumps(msgs, JSON_COMPACT);
-    long long n = text ? (long long)strlen(text) / 4 : 0;
-
-    free(text);
-    return n;
-}
-
-/*
- * Over budget: summarise the older part and dispatch brain-compress-history.
+ * When the policy of rx_context says so (estimated tokens of the history over
+ * context_budget), summarise what is before its cut and dispatch
+ * brain-compress-history.
  * A summary that cannot be had (provider error, empty reply) is not fatal:
  * the answer goes ahead on the whole context and reports its own errors.
  */
@@ -758,24 +326,15 @@ static int maybe_compress(struct oa_ask *ax)
 {
     json_t *msgs = NULL, *req = NULL;
     struct rx_input in = {.type = RX_IN_BRAIN_COMPRESS_HISTORY};
-    struct oa_xfer x;
-    char why[256];
+    struct openai_http x;
+    struct rx_error why = {""};
     int64_t cut;
     int rc;
 
-    if (!ax->b->context_budget)
-        return 0;
-    rc = build_context(ax, ax->ask->signals_cut_at, &msgs);
-    if (rc)
+    rc =
+        rx_context_choose_cut(&ax->st, ax->ask->signals_cut_at, &ax->b->cfg.budget, &cut);
+    if (rc || cut == RX_CONTEXT_NO_CUT)
         return rc;
-    if (estimate_tokens(msgs) <= ax->b->context_budget) {
-        json_decref(msgs);
-        return 0;
-    }
-    json_decref(msgs);
-    cut = choose_cut(ax, ax->b->keep_recent);
-    if (!cut)
-        return 0;
     rc = rx_context_build(&ax->st, NULL, cut, &msgs);
     if (rc)
         return rc;
@@ -791,7 +350,7 @@ static int maybe_compress(struct oa_ask *ax)
     if (!req)
         return -ENOMEM;
     ax->relay = false;
-    rc = request(ax, req, &x, why, sizeof(why));
+    rc = request(ax, req, &x, &why);
     ax->relay = true;
     if (rc == -EIO || (!rc && !x.stream.content.len)) {
         rc = 0;
@@ -808,7 +367,7 @@ static int maybe_compress(struct oa_ask *ax)
     rx_input_release(&in);
 
 out_release:
-    xfer_release(&x);
+    openai_http_release(&x);
     json_decref(req);
     return rc;
 }
@@ -891,8 +450,8 @@ static int answer_round(struct oa_ask *ax, bool *again)
 {
     struct rx_input in = {.type = RX_IN_BRAIN_CALL_TOOLS};
     json_t *msgs, *req;
-    struct oa_xfer x;
-    char why[256];
+    struct openai_http x;
+    struct rx_error why = {""};
     size_t loads = 0;
     int rc;
 
@@ -903,9 +462,9 @@ static int answer_round(struct oa_ask *ax, bool *again)
     req = request_json(ax, msgs, false);
     if (!req)
         return -ENOMEM;
-    rc = request(ax, req, &x, why, sizeof(why));
+    rc = request(ax, req, &x, &why);
     if (rc == -EIO) {
-        rc = finish_error(ax, why);
+        rc = finish_error(ax, why.text);
         goto out_release;
     }
     if (rc)
@@ -942,7 +501,7 @@ static int answer_round(struct oa_ask *ax, bool *again)
 
 out_release:
     rx_input_release(&in);
-    xfer_release(&x);
+    openai_http_release(&x);
     json_decref(req);
     return rc;
 }

@@ -4,11 +4,12 @@
  * over libcurl, streamed.
  *
  * One ask:
- *  1. copies the ask's state snapshot and builds the context (rx_context);
- *  2. when the context is over `context_budget` (estimated tokens: bytes/4),
- *     asks the model for a summary of all but the newest `keep_recent` items,
- *     dispatches brain-compress-history {summary, cutAt = time of the last
- *     summarised item} and rebuilds the context from the compressed copy;
+ *  1. copies the ask's state snapshot;
+ *  2. when the compression policy of rx_context says so (the history's
+ *     estimated tokens over `context_budget`, the newest `keep_recent` items
+ *     kept), asks the model for a summary of what is before the policy's cut
+ *     (with tool_choice "none") and dispatches brain-compress-history
+ *     {summary, cutAt}; the answer is then built from the compressed copy;
  *  3. POSTs {base_url}/chat/completions with "stream": true and relays every
  *     content delta through ask->chunk: the first text dispatches
  *     brain-send-message-start (or reuses ask->resume_message_id), the end
@@ -19,22 +20,20 @@
  *     the record loaded; text of that reply continues the same message.
  * The inputs a brain dispatches are applied to the ask's own copy of the state
  * through rx_machine, so each follow-up request sees what the session sees.
- * Failures end the answer as "[Error] <why>": a 4xx (but 429) at once; 429,
- * 5xx and transport errors before any reply byte after `retries` retries with
- * exponential backoff (ask->sleep_ms, so a cancel cuts it short). A stall
- * between bytes, a malformed or cut stream end the answer at once (text
- * already streamed is kept, the error appended). Cancel (ask->is_cancelled,
- * cancel_fd readable) aborts the transfer promptly: the curl multi handle is
- * polled together with cancel_fd. A cancelled ask returns -ECANCELED and
- * dispatches nothing more.
+ * Failures end the answer as "[Error] <why>" (the transfer's retries, stall
+ * and cancel rules are effects/openai_http's); text already streamed is kept,
+ * the error appended. A summary that cannot be had is not an error: the
+ * answer goes ahead on the whole context. A cancelled ask returns -ECANCELED
+ * and dispatches nothing more.
  *
- * Depends on libcurl (curl_global_init must have been called once, before any
- * thread starts), libuuid, jansson, state_machine/ and the toolkit interface;
- * nothing from server/.
+ * Depends on effects/openai_config (the config), effects/openai_http (the
+ * transfer; curl_global_init must have been called once, before any thread
+ * starts), effects/openai_stream, effects/idgen, the toolkit interface,
+ * state_machine/ and jansson; nothing from server/.
  * Threads: one brain may run any number of asks concurrently.
  * Ownership: the config json_t given to brain_openai_create is borrowed (the
  * brain keeps copies of what it needs); `tools` is borrowed and must outlive
- * the brain. brain->destroy() frees the brain.
+ * the brain; `err` is the caller's. brain->destroy() frees the brain.
  */
 #ifndef BRAIN_OPENAI_H
 #define BRAIN_OPENAI_H
@@ -46,9 +45,6 @@
 #include "effects/brain.h"
 #include "state_machine/rx_common.h"
 
-#define BRAIN_OPENAI_ERR_LEN       160
-#define BRAIN_OPENAI_DEFAULT_URL   "https://api.openai.com/v1"
-#define BRAIN_OPENAI_DEFAULT_MODEL "gpt-4o-mini"
 /* The function offered to load an older tool call back into the context. */
 #define BRAIN_OPENAI_LOAD_TOOL "load_tool_call"
 
@@ -67,17 +63,18 @@
  *   retries             2       retries after the first attempt (0..10)
  *   backoff_ms          500     first retry delay, doubled each time
  *   backoff_max_ms      30000   (also caps a 429's Retry-After)
- *   context_budget      0       estimated tokens (bytes/4) past which older
- *                               history is summarised; 0 = never
+ *   context_budget      0       estimated tokens of the history (its texts'
+ *                               bytes / 4, rx_context_length) past which
+ *                               older history is summarised; 0 = never
  *   keep_recent         4       newest items never summarised
  * The environment overrides: REFLEXOR_LLM_BASE_URL (base_url) and
  * REFLEXOR_LLM_MODEL (model). Unknown fields are ignored.
- * Returns the brain, or NULL with `err` (BRAIN_OPENAI_ERR_LEN bytes, may be
- * NULL) a one-line message naming the field, e.g.
+ * Returns the brain, or NULL with `err` (may be NULL) a one-line message
+ * naming the field, e.g.
  *   "brain.openai.stall_timeout_ms: must be an integer from 1 to 86400000".
  */
 struct brain *brain_openai_create(json_t *config, const struct toolkit *tools,
-                                  char *err) RX_WUR;
+                                  struct rx_error *err) RX_WUR;
 
 /*
  * Whether the environment asks for this brain: OPENAI_API_KEY or

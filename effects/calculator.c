@@ -14,28 +14,27 @@
 #define NUMBER_MAX 400
 
 struct parser {
-    const char *s; /* the whole expression */
-    size_t pos;    /* next byte to read */
-    int depth;     /* current nesting, bounded by CALCULATOR_DEPTH_MAX */
-    int rc;        /* first error, 0 while none */
-    char *err;     /* caller's buffer or NULL */
+    const char *s;        /* the whole expression */
+    size_t pos;           /* next byte to read */
+    int depth;            /* current nesting, bounded by CALCULATOR_DEPTH_MAX */
+    int rc;               /* first error, 0 while none */
+    struct rx_error *err; /* the caller's, or NULL */
 };
 
 /* Record the first error only: later ones are consequences of it. */
 static __attribute__((format(printf, 3, 4))) int fail(struct parser *p, int rc,
                                                       const char *fmt, ...)
 {
+    char text[RX_ERR_LEN];
     va_list ap;
 
     if (p->rc)
         return p->rc;
     p->rc = rc;
-    if (p->err) {
-        va_start(ap, fmt);
-        vsnprintf(p->err, CALCULATOR_ERR_LEN, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return rx_error_set(p->err, rc, "%s", text);
 }
 
 static void skip_space(struct parser *p)
@@ -238,7 +237,7 @@ static int parse_expr(struct parser *p, double *out)
     return 0;
 }
 
-int calculator_eval(const char *expr, double *out, char *err)
+int calculator_eval(const char *expr, double *out, struct rx_error *err)
 {
     struct parser p = {.s = expr, .err = err};
     double v;

@@ -17,7 +17,8 @@
  * between tokens.
  *
  * Depends on libc and libm only. Thread-safe: no state.
- * Ownership: nothing is allocated; callers own every buffer they pass.
+ * Ownership: nothing is allocated; callers own every buffer and the
+ * struct rx_error they pass.
  */
 #ifndef CALCULATOR_H
 #define CALCULATOR_H
@@ -25,8 +26,6 @@
 #include <stddef.h>
 #include "state_machine/rx_common.h"
 
-/* Size of the `err` buffer callers pass (message truncated to fit). */
-#define CALCULATOR_ERR_LEN 160
 /* Longest expression accepted, in bytes. */
 #define CALCULATOR_INPUT_MAX 4096
 /* Deepest nesting of parentheses, signs and powers accepted. */
@@ -39,11 +38,11 @@
  * trailing text, unbalanced parentheses, nesting deeper than
  * CALCULATOR_DEPTH_MAX, input longer than CALCULATOR_INPUT_MAX); -EDOM for a
  * math error (division or modulo by zero, a result that is not a finite
- * number). On error *out is unchanged and `err` (CALCULATOR_ERR_LEN bytes, may
- * be NULL) holds a one-line lower-case message such as "division by zero" or
- * "unexpected 'x' at position 4" (positions count from 1).
+ * number). On error *out is unchanged and `err` (may be NULL) holds a
+ * one-line lower-case message such as "division by zero" or "unexpected 'x'
+ * at position 4" (positions count from 1).
  */
-int calculator_eval(const char *expr, double *out, char *err) RX_WUR;
+int calculator_eval(const char *expr, double *out, struct rx_error *err) RX_WUR;
 
 /*
  * Print `v` for people: integral values without a fraction ("5", "-12",

@@ -49,15 +49,16 @@ static int fail(struct openai_stream *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct openai_stream *st, int code, const char *fmt, ...)
 {
+    char text[RX_ERR_LEN];
     va_list ap;
 
     if (st->error_code)
         return st->error_code;
     st->error_code = code;
     va_start(ap, fmt);
-    vsnprintf(st->error, sizeof(st->error), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    return code;
+    return rx_error_set(&st->error, code, "%s", text);
 }
 
 /* A failed append: name the bound that was passed, or report ENOMEM. */

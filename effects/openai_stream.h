@@ -18,7 +18,7 @@
  *    "stream": true, or an error object) is parsed whole at finish, with
  *    choices[0].message in place of the delta.
  * Malformed JSON, an error object, or a body that ends before [DONE] is an
- * error (-EPROTO with a one-line `error`); errors are sticky.
+ * error (-EPROTO with a one-line `error.text`); errors are sticky.
  *
  * Invariants: calls[0..n_calls) have distinct `index`, in order of first
  * appearance; every buffer is bounded (OPENAI_STREAM_*_MAX).
@@ -43,7 +43,6 @@
 #define OPENAI_STREAM_CONTENT_MAX (16u << 20)
 #define OPENAI_STREAM_ARGS_MAX    (4u << 20)
 #define OPENAI_STREAM_CALLS_MAX   128
-#define OPENAI_STREAM_ERR_LEN     160
 
 /*
  * Called with each non-empty content delta (NUL-terminated, `len` bytes), in
@@ -70,7 +69,7 @@ struct openai_stream {
     json_t *usage;          /* owned reference or NULL */
     bool done;              /* [DONE] seen (or a whole JSON body parsed) */
     int error_code;         /* 0, or the sticky error feed()/finish() return */
-    char error[OPENAI_STREAM_ERR_LEN];
+    struct rx_error error;  /* why, one line, once error_code is set */
 
     /* Parser state. */
     struct rx_buf line;  /* the line being read */

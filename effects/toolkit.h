@@ -1,24 +1,20 @@
 /*
- * toolkit - the tools a brain may call: a registry of name, description and
- * JSON-Schema `parameters` (what LLM APIs take), and the code that runs them.
- *
- * Kinds of tool:
+ * toolkit - the tools a brain may call: the registry of name, description and
+ * JSON-Schema `parameters` (what LLM APIs take), their config, the check of a
+ * call's arguments against the schema, and the dispatch to the code that runs
+ * each kind of tool:
  *  - built-in: `calculator` {"expression": string} (effects/calculator, no
- *    shell, no eval) and `clock` {"timezone"?: "UTC" | "+02:00" | "-0530"},
- *    whose result is {"iso":"2025-01-02T03:04:05.678Z","epoch_ms":...,
- *    "timezone":"UTC"} as JSON text;
- *  - command tools from the config: the program in `command` runs with no
- *    shell (posix_spawn), in a process group of its own, with the arguments
- *    JSON on its stdin; its stdout, less one trailing newline, is the result.
- *    A non-zero exit, a signal, a timeout or output past the bound is an error
- *    result naming the cause (with the first line of stderr when there is one).
- *    On timeout or cancel the whole process group is killed; the child is
+ *    shell, no eval) and `clock` (effects/toolkit_clock);
+ *  - command tools from the config (effects/toolkit_command): the program in
+ *    `command` with the arguments JSON on its stdin, its stdout the result;
+ *    on timeout or cancel its process group is killed, and the child is
  *    always reaped and every descriptor closed before toolkit_call returns.
  *
  * Results and errors are valid UTF-8 (invalid bytes become U+FFFD), so they
- * can go into inputs and JSON as they are.
+ * can go into inputs and JSON as they are (effects/toolkit_result).
  *
- * Depends on effects/calculator and jansson; nothing from server/.
+ * Depends on effects/calculator, toolkit_clock, toolkit_command,
+ * toolkit_result and jansson; nothing from server/.
  * Threads: set the toolkit up (toolkit_add_*) before sharing it; after that
  * it is read-only, and any number of toolkit_call()s may run concurrently.
  * Ownership: struct toolkit is a heap object (toolkit_create/_destroy). It
@@ -35,16 +31,12 @@
 #include <jansson.h>
 #include "state_machine/rx_common.h"
 
-/* Size of the `err` buffer toolkit_add_from_config fills. */
-#define TOOLKIT_ERR_LEN 256
 /* Defaults and bounds of a command tool's `timeout_ms`. */
 #define TOOLKIT_TIMEOUT_DEFAULT_MS 5000
 #define TOOLKIT_TIMEOUT_MAX_MS     (3600 * 1000)
 /* Defaults and bounds of a command tool's stdout (`max_output_bytes`). */
 #define TOOLKIT_OUTPUT_DEFAULT (64u << 10)
 #define TOOLKIT_OUTPUT_MAX     (16u << 20)
-/* Bytes of stderr kept for the error message of a failed command. */
-#define TOOLKIT_STDERR_MAX 4096
 /* Longest `params_json` accepted by toolkit_call. */
 #define TOOLKIT_PARAMS_MAX (1u << 20)
 /* Longest tool name (the OpenAI limit: [A-Za-z0-9_-]{1,64}). */
@@ -66,14 +58,15 @@ int toolkit_add_builtins(struct toolkit *tk) RX_WUR;
  *    "command": ["/usr/bin/prog", "arg"], "timeout_ms": 5000,
  *    "max_output_bytes": 65536}
  * where description, parameters, timeout_ms and max_output_bytes are optional
- * and unknown fields are ignored. All or nothing: 0, or -EINVAL / -EEXIST /
- * -ENOMEM with the toolkit unchanged and `err` (TOOLKIT_ERR_LEN bytes, may be
+ * and unknown fields are ignored; NULL adds nothing. All or nothing: 0, or
+ * -EINVAL / -EEXIST / -ENOMEM with the toolkit unchanged and `err` (may be
  * NULL) a one-line message naming the field, e.g.
  *   "tools[1].command: must be a non-empty array of strings".
  * A command whose path contains '/' must be executable now; a bare name is
  * looked up in PATH when the tool runs.
  */
-int toolkit_add_from_config(struct toolkit *tk, json_t *tools, char *err) RX_WUR;
+int toolkit_add_from_config(struct toolkit *tk, json_t *tools,
+                            struct rx_error *err) RX_WUR;
 
 /* Number of tools, and whether `name` is one of them. */
 size_t toolkit_count(const struct toolkit *tk);

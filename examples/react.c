@@ -1,6 +1,6 @@
 /*
  * react - a ReAct loop as a StateGraph: "chat" (the builtin brain's pure
- * decision, effects/brain_builtin.h) <-> "tools" (the calculator of
+ * decision, effects/builtin_reply.h) <-> "tools" (the calculator of
  * effects/calculator.h) through a conditional edge: while the last message
  * calls tools, go to "tools", else END. Messages merge with add_messages.
  * `build/examples/react "what is 6*7?"` prints the trace and "answer: 6*7 =
@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "effects/brain_builtin.h"
+#include "effects/builtin_reply.h"
 #include "effects/calculator.h"
 #include "graph/rx_graph.h"
 
@@ -37,7 +37,7 @@ static int chat(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
 
     (void)t;
     (void)ctx;
-    rc = brain_builtin_reply(json_object_get(in, "messages"), &reply);
+    rc = builtin_reply_decide(json_object_get(in, "messages"), NULL, &reply);
     if (rc)
         return rc;
     calls = json_object_get(reply, "tool_calls");
@@ -65,18 +65,18 @@ static int chat(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
 
 static int run_calculator(const char *arguments, char *out, size_t size)
 {
-    char err[CALCULATOR_ERR_LEN] = "";
+    struct rx_error err = {""};
     json_t *args = json_loads(arguments, 0, NULL);
     const char *expr = json_string_value(json_object_get(args, "expression"));
     double v;
     int rc = -EINVAL;
 
     if (expr)
-        rc = calculator_eval(expr, &v, err);
+        rc = calculator_eval(expr, &v, &err);
     if (!rc)
         rc = calculator_format(v, out, size);
     if (rc)
-        snprintf(out, size, "Error: %s", err[0] ? err : "bad arguments");
+        snprintf(out, size, "Error: %s", err.text[0] ? err.text : "bad arguments");
     json_decref(args);
     return 0;
 }
@@ -85,7 +85,7 @@ static int run_calculator(const char *arguments, char *out, size_t size)
 static int tools(struct rx_graph_task *t, json_t *in, void *ctx, json_t **update)
 {
     json_t *msgs = json_array(), *c;
-    char result[CALCULATOR_ERR_LEN + CALCULATOR_FMT_LEN];
+    char result[RX_ERR_LEN + CALCULATOR_FMT_LEN];
     size_t i;
 
     (void)t;

@@ -124,36 +124,63 @@ static int add_unloaded_list(json_t *msgs, const struct rx_state *s)
     return err ? -ENOMEM : 0;
 }
 
+static bool user_shown(const struct rx_state *s, const struct rx_message *m, int64_t cut)
+{
+    return m->received_at > s->summary_cut_at && m->received_at <= cut;
+}
+
+/* A streaming answer is not final and an empty one says nothing: neither is shown. */
+static bool assistant_shown(const struct rx_state *s, const struct rx_message *m,
+                            int64_t cut)
+{
+    return m->status != RX_STATUS_STREAMING && *m->content && user_shown(s, m, cut);
+}
+
+/* The machine appends calls in time order; only a hand-made state may not be. */
+static bool tools_sorted(const struct rx_state *s)
+{
+    for (size_t i = 1; i < s->tools.len; i++)
+        if (s->tools.items[i].called_at < s->tools.items[i - 1].called_at)
+            return false;
+    return true;
+}
+
+/*
+ * Only the first visible call of a brain-call-tools (same calledAt) starts an
+ * item. In time order the calls of one group are neighbours, so the look back
+ * stops at the first older call and a long history costs no more per record.
+ */
+static bool starts_group(const struct rx_state *s, size_t i, int64_t cut, bool sorted)
+{
+    const struct rx_tool_call *c = &s->tools.items[i];
+
+    if (!tool_visible(s, c, cut))
+        return false;
+    for (size_t j = i; j-- > 0;) {
+        if (sorted && s->tools.items[j].called_at != c->called_at)
+            break;
+        if (s->tools.items[j].called_at == c->called_at &&
+            tool_visible(s, &s->tools.items[j], cut))
+            return false;
+    }
+    return true;
+}
+
 static size_t collect(const struct rx_state *s, int64_t cut, struct item *items)
 {
+    bool sorted = tools_sorted(s);
     size_t n = 0;
 
-    for (size_t i = 0; i < s->user.len; i++) {
-        const struct rx_message *m = &s->user.items[i];
-
-        if (m->received_at > s->summary_cut_at && m->received_at <= cut)
-            items[n++] = (struct item){m->received_at, RANK_USER, i, i};
-    }
-    for (size_t i = 0; i < s->assistant.len; i++) {
-        const struct rx_message *m = &s->assistant.items[i];
-
-        if (m->status != RX_STATUS_STREAMING && *m->content &&
-            m->received_at > s->summary_cut_at && m->received_at <= cut)
-            items[n++] = (struct item){m->received_at, RANK_ASSISTANT, i, i};
-    }
-    for (size_t i = 0; i < s->tools.len; i++) {
-        const struct rx_tool_call *c = &s->tools.items[i];
-        bool first = true;
-
-        if (!tool_visible(s, c, cut))
-            continue;
-        /* Only the first visible call of a group starts an item. */
-        for (size_t j = 0; j < i && first; j++)
-            first = !(s->tools.items[j].called_at == c->called_at &&
-                      tool_visible(s, &s->tools.items[j], cut));
-        if (first)
-            items[n++] = (struct item){c->called_at, RANK_TOOLS, i, i};
-    }
+    for (size_t i = 0; i < s->user.len; i++)
+        if (user_shown(s, &s->user.items[i], cut))
+            items[n++] = (struct item){s->user.items[i].received_at, RANK_USER, i, i};
+    for (size_t i = 0; i < s->assistant.len; i++)
+        if (assistant_shown(s, &s->assistant.items[i], cut))
+            items[n++] =
+                (struct item){s->assistant.items[i].received_at, RANK_ASSISTANT, i, i};
+    for (size_t i = 0; i < s->tools.len; i++)
+        if (starts_group(s, i, cut, sorted))
+            items[n++] = (struct item){s->tools.items[i].called_at, RANK_TOOLS, i, i};
     return n;
 }
 
@@ -203,6 +230,152 @@ int rx_context_build(const struct rx_state *s, const char *system_prompt,
 
 out_free:
     json_decref(msgs);
+    rx_free(items);
+    return err;
+}
+
+/* ---- the compression policy ---------------------------------------------------- */
+
+/* The length of one text in `unit` (ITEMS counts items, not texts: 0). */
+static int64_t text_length(const char *t, enum rx_context_unit unit)
+{
+    int64_t n = 0;
+
+    if (unit == RX_CONTEXT_ITEMS)
+        return 0;
+    for (; *t; t++)
+        n += unit == RX_CONTEXT_TOKENS || ((unsigned char)*t & 0xc0) != 0x80;
+    return n;
+}
+
+/* A tool record as the context shows it: its call, and its result when seen. */
+static int64_t tool_length(const struct rx_tool_call *c, int64_t cut,
+                           enum rx_context_unit unit)
+{
+    int64_t n = text_length(c->name, unit) + text_length(c->parameters, unit);
+
+    if (c->result.present && c->result.received_at <= cut)
+        n += text_length(c->result.text, unit) +
+             (c->result.is_success ? 0 : text_length("Error: ", unit));
+    return n;
+}
+
+int64_t rx_context_length(const struct rx_state *s, int64_t signals_cut_at,
+                          enum rx_context_unit unit)
+{
+    int64_t n = text_length(s->context_summary, unit), cut = signals_cut_at;
+    bool sorted = unit == RX_CONTEXT_ITEMS && tools_sorted(s);
+
+    for (size_t i = 0; i < s->user.len; i++)
+        if (user_shown(s, &s->user.items[i], cut))
+            n += unit == RX_CONTEXT_ITEMS ? 1
+                                          : text_length(s->user.items[i].content, unit);
+    for (size_t i = 0; i < s->assistant.len; i++)
+        if (assistant_shown(s, &s->assistant.items[i], cut))
+            n += unit == RX_CONTEXT_ITEMS
+                     ? 1
+                     : text_length(s->assistant.items[i].content, unit);
+    for (size_t i = 0; i < s->tools.len; i++) {
+        if (unit == RX_CONTEXT_ITEMS)
+            n += starts_group(s, i, cut, sorted);
+        else if (tool_visible(s, &s->tools.items[i], cut))
+            n += tool_length(&s->tools.items[i], cut, unit);
+    }
+    /* Bytes / 4, rounded up: a common estimate for English text and JSON. */
+    return unit == RX_CONTEXT_TOKENS ? (n + 3) / 4 : n;
+}
+
+/* Times in [from, to) are not legal cuts: something there is unfinished or open. */
+struct span {
+    int64_t from, to;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/*
+ * What a cut must not pass, in spans[], and how many. A call is open from its
+ * calledAt until its result (forever while pending or unseen by this ask), a
+ * streaming answer forever, the newest user message forever.
+ */
+static size_t open_spans(const struct rx_state *s, int64_t cut, struct span *spans)
+{
+    int64_t newest_user = -1;
+    size_t m = 0;
+
+    for (size_t i = 0; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        if (c->called_at > s->summary_cut_at && c->called_at <= cut)
+            spans[m++] = (struct span){
+                c->called_at, c->result.present ? c->result.received_at : INT64_MAX};
+    }
+    for (size_t i = 0; i < s->assistant.len; i++) {
+        const struct rx_message *a = &s->assistant.items[i];
+
+        if (a->status == RX_STATUS_STREAMING && a->received_at > s->summary_cut_at)
+            spans[m++] = (struct span){a->received_at, INT64_MAX};
+    }
+    for (size_t i = 0; i < s->user.len; i++)
+        if (user_shown(s, &s->user.items[i], cut) &&
+            s->user.items[i].received_at > newest_user)
+            newest_user = s->user.items[i].received_at;
+    if (newest_user >= 0)
+        spans[m++] = (struct span){newest_user, INT64_MAX};
+    return m;
+}
+
+int rx_context_choose_cut(const struct rx_state *s, int64_t signals_cut_at,
+                          const struct rx_context_budget *budget, int64_t *cut_at)
+{
+    size_t cap = s->user.len + s->assistant.len + s->tools.len + 1, n = 0, m, j = 0;
+    struct item *items = NULL;
+    struct span *spans = NULL;
+    int64_t best = RX_CONTEXT_NO_CUT, reach = INT64_MIN;
+    int err = -ENOMEM;
+
+    if (budget->limit <= 0 ||
+        rx_context_length(s, signals_cut_at, budget->unit) <= budget->limit) {
+        *cut_at = RX_CONTEXT_NO_CUT;
+        return 0;
+    }
+    items = rx_malloc(cap * sizeof(*items));
+    spans = rx_malloc(cap * sizeof(*spans));
+    if (!items || !spans)
+        goto out_free;
+    /* The candidates: items after the current cut (loaded records are before it). */
+    for (size_t i = 0, all = collect(s, signals_cut_at, items); i < all; i++)
+        if (items[i].time > s->summary_cut_at)
+            items[n++] = items[i];
+    qsort(items, n, sizeof(*items), item_cmp);
+    m = open_spans(s, signals_cut_at, spans);
+    qsort(spans, m, sizeof(*spans), span_cmp);
+    /*
+     * One sweep, oldest first: `reach` is the furthest end of the spans begun
+     * by time t, so t is inside one of them exactly when reach > t. A cut is
+     * the last item of its time, so items of one time stay together.
+     */
+    for (size_t k = 0; k < n; k++) {
+        int64_t t = items[k].time;
+
+        for (; j < m && spans[j].from <= t; j++)
+            reach = spans[j].to > reach ? spans[j].to : reach;
+        if (k + 1 < n && items[k + 1].time == t)
+            continue;
+        if (n - 1 - k < budget->keep)
+            break;
+        if (reach <= t)
+            best = t;
+    }
+    *cut_at = best;
+    err = 0;
+
+out_free:
+    rx_free(spans);
     rx_free(items);
     return err;
 }

@@ -2,7 +2,8 @@
  * rx_context - the conversation handed to a brain (SPEC 3.5), as an
  * OpenAI-style `messages` array.
  *
- * Pure: no I/O, clock, threads or globals.
+ * Pure: no I/O, clock, threads or globals; includes nothing from effects/,
+ * server/ or graph/ (the brains in effects/ call it).
  * Shape: system prompt first; then, if a summary is set, a user message
  * "[Previous conversation summary]\n<summary>"; then, if older unloaded tool
  * calls exist, a system message listing them by id and name; then user
@@ -12,7 +13,25 @@
  * brain-call-tools (same calledAt) form one assistant message with all of them,
  * each followed by a "tool" message with its result ("Error: <error>" for
  * failures); a pending call has no result message.
- * Ownership: rx_context_build returns a NEW reference in *out.
+ *
+ * The compression policy (SPEC 3.5), the one every brain uses: when the
+ * history an ask sees is longer than a budget, where to cut it. An *item* is
+ * what the context shows as one unit: a user message, a shown assistant
+ * message, or the calls of one brain-call-tools with their results. A cut is
+ * a time T sent as brain-compress-history `cutAt`; items at or before it are
+ * summarised. A legal cut:
+ *  - moves forward: summaryCutAt < T <= signals_cut_at (only what the ask saw);
+ *  - keeps at least `keep` items after it, and the newest user message (the
+ *    one being answered) after it;
+ *  - never separates a tool call from its result: every call at or before T
+ *    was answered at or before T; pending calls and streaming answers are
+ *    never cut;
+ *  - never splits one brain-call-tools nor items of the same time: T is the
+ *    time of an item, and every item of that time is at or before it.
+ * Of the legal cuts, the newest (the most history summarised) is chosen.
+ *
+ * Ownership: rx_context_build returns a NEW reference in *out. The policy
+ * functions borrow the state and allocate nothing they hand out.
  */
 #ifndef RX_CONTEXT_H
 #define RX_CONTEXT_H
@@ -31,5 +50,38 @@
  */
 int rx_context_build(const struct rx_state *s, const char *system_prompt,
                      int64_t signals_cut_at, json_t **out) RX_WUR;
+
+/* How the length of a history is measured against a budget. */
+enum rx_context_unit {
+    RX_CONTEXT_ITEMS,  /* items, as defined above */
+    RX_CONTEXT_CHARS,  /* UTF-8 characters of the summary and of the items' texts:
+                          contents, a call's name, arguments and result as shown */
+    RX_CONTEXT_TOKENS, /* estimated tokens: those texts' bytes / 4, rounded up */
+};
+
+struct rx_context_budget {
+    enum rx_context_unit unit;
+    int64_t limit; /* compress when the history is longer than this; <= 0 never */
+    size_t keep;   /* newest items never compressed */
+};
+
+/* No compression: a legal cut is always > summaryCutAt >= 0, never 0. */
+#define RX_CONTEXT_NO_CUT 0
+
+/*
+ * The length, in `unit`, of what the context of an ask seeing signals up to
+ * `signals_cut_at` carries from the state: the summary (not for ITEMS) and
+ * the items shown, loaded records included. Pure, no allocation.
+ */
+int64_t rx_context_length(const struct rx_state *s, int64_t signals_cut_at,
+                          enum rx_context_unit unit);
+
+/*
+ * The policy: 0 and *cut_at the newest legal cut when the history is longer
+ * than budget->limit, or RX_CONTEXT_NO_CUT when it is not, or when no cut is
+ * legal. -ENOMEM with *cut_at unchanged.
+ */
+int rx_context_choose_cut(const struct rx_state *s, int64_t signals_cut_at,
+                          const struct rx_context_budget *budget, int64_t *cut_at) RX_WUR;
 
 #endif

@@ -7,10 +7,16 @@
  * updatedAt and calledBrainAt never decrease, a rejected or unchanged input
  * leaves the bytes as they were, effects_at's invariants (unique keys, one
  * request per pending call, no ask for new signals while a tool is pending),
- * the context builds, state and input encodings round-trip. At the end the
+ * the context builds, state and input encodings round-trip; and the
+ * compression policy (rx_context_choose_cut), for a few budgets, against a
+ * brute-force reading of its rules: a cut it gives is legal (forward, keeps
+ * `keep` items and the newest user message, never splits a call from its
+ * result nor a batch, never passes a pending call or a streaming answer), no
+ * later time would be, "no cut" means within budget or no legal time, and the
+ * machine accepts the cut as brain-compress-history. At the end the
  * accepted inputs, replayed from the initial state, give the same bytes.
- * Any violation aborts. Not part of the unit runner (the Makefile filters
- * tests/fuzz_*.c out).
+ * Any violation aborts. Not part of the unit runner, which builds
+ * tests/unit/ only; `make fuzz` builds this with clang and $(SM_SRC).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -105,6 +111,151 @@ static void check_context(const struct rx_state *s, int64_t cut)
         }
     }
     json_decref(ctx);
+}
+
+/* ---- the compression policy, checked by brute force ---------------------------- */
+
+static bool in_window(const struct rx_state *s, int64_t t, int64_t sig)
+{
+    return t > s->summary_cut_at && t <= sig;
+}
+
+static bool assistant_item(const struct rx_state *s, const struct rx_message *m,
+                           int64_t sig)
+{
+    return m->status != RX_STATUS_STREAMING && *m->content &&
+           in_window(s, m->received_at, sig);
+}
+
+/* Items after the current cut (a batch once) whose time is later than t. */
+static size_t items_after(const struct rx_state *s, int64_t sig, int64_t t)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < s->user.len; i++)
+        n += in_window(s, s->user.items[i].received_at, sig) &&
+             s->user.items[i].received_at > t;
+    for (size_t i = 0; i < s->assistant.len; i++)
+        n += assistant_item(s, &s->assistant.items[i], sig) &&
+             s->assistant.items[i].received_at > t;
+    for (size_t i = 0; i < s->tools.len; i++) {
+        int64_t at = s->tools.items[i].called_at;
+        bool first = true;
+
+        for (size_t j = 0; j < i; j++)
+            first &= s->tools.items[j].called_at != at;
+        n += first && in_window(s, at, sig) && at > t;
+    }
+    return n;
+}
+
+static bool is_item_time(const struct rx_state *s, int64_t sig, int64_t t)
+{
+    for (size_t i = 0; i < s->user.len; i++)
+        if (in_window(s, s->user.items[i].received_at, sig) &&
+            s->user.items[i].received_at == t)
+            return true;
+    for (size_t i = 0; i < s->assistant.len; i++)
+        if (assistant_item(s, &s->assistant.items[i], sig) &&
+            s->assistant.items[i].received_at == t)
+            return true;
+    for (size_t i = 0; i < s->tools.len; i++)
+        if (in_window(s, s->tools.items[i].called_at, sig) &&
+            s->tools.items[i].called_at == t)
+            return true;
+    return false;
+}
+
+/* The rules of SPEC 3.5 and rx_context.h, read literally, for one time t. */
+static bool cut_is_legal(const struct rx_state *s, int64_t sig, size_t keep, int64_t t)
+{
+    int64_t newest_user = -1;
+
+    if (!in_window(s, t, sig) || !is_item_time(s, sig, t) ||
+        items_after(s, sig, t) < keep)
+        return false;
+    for (size_t i = 0; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        if (c->called_at > s->summary_cut_at && c->called_at <= t &&
+            (!c->result.present || c->result.received_at > t))
+            return false;
+    }
+    for (size_t i = 0; i < s->assistant.len; i++) {
+        const struct rx_message *m = &s->assistant.items[i];
+
+        if (m->status == RX_STATUS_STREAMING && m->received_at > s->summary_cut_at &&
+            m->received_at <= t)
+            return false;
+    }
+    for (size_t i = 0; i < s->user.len; i++)
+        if (in_window(s, s->user.items[i].received_at, sig) &&
+            s->user.items[i].received_at > newest_user)
+            newest_user = s->user.items[i].received_at;
+    return newest_user < 0 || newest_user > t;
+}
+
+/* Is some time later than `after` a legal cut? Item times are the only candidates. */
+static bool legal_cut_after(const struct rx_state *s, int64_t sig, size_t keep,
+                            int64_t after)
+{
+    for (size_t i = 0; i < s->user.len; i++)
+        if (s->user.items[i].received_at > after &&
+            cut_is_legal(s, sig, keep, s->user.items[i].received_at))
+            return true;
+    for (size_t i = 0; i < s->assistant.len; i++)
+        if (s->assistant.items[i].received_at > after &&
+            cut_is_legal(s, sig, keep, s->assistant.items[i].received_at))
+            return true;
+    for (size_t i = 0; i < s->tools.len; i++)
+        if (s->tools.items[i].called_at > after &&
+            cut_is_legal(s, sig, keep, s->tools.items[i].called_at))
+            return true;
+    return false;
+}
+
+static void check_compress(const struct rx_state *s, int64_t sig)
+{
+    static const struct rx_context_budget budgets[] = {
+        {RX_CONTEXT_ITEMS, 1, 1},  {RX_CONTEXT_ITEMS, 3, 2},  {RX_CONTEXT_ITEMS, 1, 0},
+        {RX_CONTEXT_CHARS, 10, 1}, {RX_CONTEXT_TOKENS, 4, 3}, {RX_CONTEXT_ITEMS, 0, 1},
+    };
+
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        const struct rx_context_budget *b = &budgets[i];
+        int64_t cut = -1, len = rx_context_length(s, sig, b->unit);
+        bool over = b->limit > 0 && len > b->limit;
+
+        CHECK(len >= 0, "negative length %lld", (long long)len);
+        CHECK(rx_context_choose_cut(s, sig, b, &cut) == 0, "choose_cut failed");
+        if (cut == RX_CONTEXT_NO_CUT) {
+            CHECK(!over || !legal_cut_after(s, sig, b->keep, s->summary_cut_at),
+                  "budget %zu: no cut, but a legal one exists", i);
+            continue;
+        }
+        CHECK(over, "budget %zu: a cut at %lld within the budget", i, (long long)cut);
+        CHECK(cut_is_legal(s, sig, b->keep, cut), "budget %zu: illegal cut %lld", i,
+              (long long)cut);
+        CHECK(!legal_cut_after(s, sig, b->keep, cut),
+              "budget %zu: a later cut than %lld is legal", i, (long long)cut);
+        if (s->updated_at < INT64_MAX) {
+            struct rx_input in = {.type = RX_IN_BRAIN_COMPRESS_HISTORY};
+            struct rx_outcome out;
+            struct rx_state copy;
+
+            CHECK(rx_state_copy(s, &copy) == 0, "copy failed");
+            CHECK(rx_input_set_str(&in.text, "summary") == 0, "set_str failed");
+            in.timestamp = s->updated_at + 1;
+            in.has_timestamp = true;
+            in.called_brain_at = s->called_brain_at;
+            in.cut_at = cut;
+            CHECK(rx_machine_apply(&copy, &in, &out) == 0, "apply failed");
+            CHECK(out.verdict == RX_ACCEPTED, "the machine refused cut %lld: %s",
+                  (long long)cut, rx_reason_name(out.reason));
+            rx_input_release(&in);
+            rx_state_release(&copy);
+        }
+    }
 }
 
 static void check_round_trip(const struct rx_state *s, const char *bytes)
@@ -205,8 +356,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         check_effects(&s, &ask);
         check_context(&s, INT64_MAX);
-        if (ask != INT64_MAX)
+        check_compress(&s, INT64_MAX);
+        if (ask != INT64_MAX) {
             check_context(&s, ask);
+            check_compress(&s, ask);
+        }
         check_round_trip(&s, after);
         free(before);
         free(after);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "effects/brain_builtin.h"
+#include "effects/builtin_reply.h"
 #include "effects/toolkit.h"
 #include "state_machine/rx_machine.h"
 
@@ -89,6 +90,25 @@ static const struct {
      "{\"role\":\"assistant\",\"content\":\"2+3 = 5\"},"
      "{\"role\":\"user\",\"content\":\"thanks\"}]",
      NULL, "Echo: thanks"},
+    /* "/call <tool> <JSON arguments>": any tool, the arguments as written. */
+    {"[{\"role\":\"user\",\"content\":\"/call clock\"}]", "clock", "{}"},
+    {"[{\"role\":\"user\",\"content\":\"/call calculator "
+     "{\\\"expression\\\":\\\"1+1\\\"}\"}]",
+     "calculator", "{\"expression\":\"1+1\"}"},
+    {"[{\"role\":\"user\",\"content\":\"  /call weather   {\\\"city\\\": \\\"Paris\\\"}  "
+     "\"}]",
+     "weather", "{\"city\": \"Paris\"}"},
+    {"[{\"role\":\"user\",\"content\":\"/call mcp__echo not json\"}]", "mcp__echo",
+     "not json"},
+    {"[{\"role\":\"user\",\"content\":\"/call\"}]", NULL, BUILTIN_REPLY_CALL_USAGE},
+    {"[{\"role\":\"user\",\"content\":\"/call bad!name {}\"}]", NULL,
+     BUILTIN_REPLY_CALL_USAGE},
+    {"[{\"role\":\"user\",\"content\":\"/calling\"}]", NULL, "Echo: /calling"},
+    {"[{\"role\":\"user\",\"content\":\"/call weather\"},"
+     "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"w\","
+     "\"type\":\"function\",\"function\":{\"name\":\"weather\",\"arguments\":\"{}\"}}]},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"w\",\"content\":\"Error: unknown tool\"}]",
+     NULL, "Tool 'weather' said: Error: unknown tool"},
     /* The summary is not something the user said. */
     {"[{\"role\":\"user\",\"content\":\"[Previous conversation summary]\\nstuff\"}]",
      NULL,
@@ -101,7 +121,7 @@ START_TEST(test_decision)
     json_t *msgs = json_loads(decisions[_i].messages, 0, NULL), *reply = NULL, *call;
 
     ck_assert_ptr_nonnull(msgs);
-    ck_assert_int_eq(brain_builtin_reply(msgs, &reply), 0);
+    ck_assert_int_eq(builtin_reply_decide(msgs, NULL, &reply), 0);
     ck_assert_ptr_nonnull(reply);
     if (decisions[_i].tool) {
         ck_assert_ptr_null(json_object_get(reply, "content"));
@@ -127,7 +147,7 @@ static char *call_id(const char *messages)
     json_t *msgs = json_loads(messages, 0, NULL), *reply = NULL;
     char *id;
 
-    ck_assert_int_eq(brain_builtin_reply(msgs, &reply), 0);
+    ck_assert_int_eq(builtin_reply_decide(msgs, NULL, &reply), 0);
     id = strdup(json_string_value(
         json_object_get(json_array_get(json_object_get(reply, "tool_calls"), 0), "id")));
     json_decref(reply);
@@ -151,7 +171,7 @@ START_TEST(test_call_ids)
     ck_assert(!strncmp(a, "call-1-", 7));
     ck_assert(!strncmp(d, "call-3-", 7));
     free(a), free(b), free(c), free(d);
-    ck_assert_int_eq(brain_builtin_reply(obj, &reply), -EINVAL);
+    ck_assert_int_eq(builtin_reply_decide(obj, NULL, &reply), -EINVAL);
     ck_assert_ptr_eq(reply, (json_t *)1);
     json_decref(obj);
 }
@@ -523,7 +543,7 @@ START_TEST(test_ask_compresses_history)
     /* 8 messages, 8 answers, more than 4 kept each time: it compressed. */
     ck_assert_int_ge(compressions, 2);
     ck_assert_ptr_nonnull(strstr(fk.live.context_summary, "message"));
-    ck_assert_uint_le(strlen(fk.live.context_summary), BRAIN_BUILTIN_SUMMARY_MAX);
+    ck_assert_uint_le(strlen(fk.live.context_summary), BUILTIN_REPLY_SUMMARY_MAX);
 }
 END_TEST
 

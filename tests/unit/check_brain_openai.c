@@ -315,8 +315,9 @@ static void session_apply(struct session *s, const char *input)
 /* Run one ask with a brain made from `config` (' for "; PORT is the fake's port). */
 static int run_ask(struct session *s, const char *config)
 {
-    char text[1024], err[BRAIN_OPENAI_ERR_LEN] = "";
+    struct rx_error err = {""};
     const char *at = strstr(config, "PORT");
+    char text[1024];
     json_t *cfg;
     struct brain *b;
     int rc;
@@ -325,8 +326,8 @@ static int run_ask(struct session *s, const char *config)
     snprintf(text, sizeof(text), "%.*s%d%s", (int)(at - config), config, fake_port,
              at + 4);
     cfg = qjson(text);
-    b = brain_openai_create(cfg, tools, err);
-    ck_assert_msg(b != NULL, "%s", err);
+    b = brain_openai_create(cfg, tools, &err);
+    ck_assert_msg(b != NULL, "%s", err.text);
     json_decref(cfg);
     if (s->cancel_after_ms)
         ck_assert_int_eq(pthread_create(&s->canceller, NULL, canceller, s), 0);
@@ -693,8 +694,9 @@ START_TEST(test_load_unknown_id)
 }
 END_TEST
 
-/* Over the budget: a summary request for all but the newest two items, a
- * brain-compress-history, then the answer on the compressed context. */
+/* Over the budget (the history's texts are 29 bytes, 8 estimated tokens, by
+ * the one policy of rx_context): a summary request for all but the newest two
+ * items, a brain-compress-history, then the answer on the compressed context. */
 START_TEST(test_compress)
 {
     struct session s;
@@ -712,7 +714,7 @@ START_TEST(test_compress)
         "'calledBrainAt':12,'contextSummary':'','summaryCutAt':0}",
         14);
     ck_assert_int_eq(
-        run_ask(&s, CONFIG("summarize", ",'context_budget':10,'keep_recent':2")), 0);
+        run_ask(&s, CONFIG("summarize", ",'context_budget':7,'keep_recent':2")), 0);
     expect_json(
         s.inputs,
         "[{'type':'brain-compress-history','calledBrainAt':14,"
@@ -938,10 +940,10 @@ static const struct {
 START_TEST(test_bad_config)
 {
     json_t *cfg = qjson(bad_configs[_i].config);
-    char err[BRAIN_OPENAI_ERR_LEN] = "";
+    struct rx_error err = {""};
 
-    ck_assert_ptr_null(brain_openai_create(cfg, NULL, err));
-    ck_assert_str_eq(err, bad_configs[_i].err);
+    ck_assert_ptr_null(brain_openai_create(cfg, NULL, &err));
+    ck_assert_str_eq(err.text, bad_configs[_i].err);
     json_decref(cfg);
 }
 END_TEST

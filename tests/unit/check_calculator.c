@@ -31,10 +31,10 @@ static const struct {
 START_TEST(test_good)
 {
     double v = -12345;
-    char err[CALCULATOR_ERR_LEN] = "";
+    struct rx_error err = {""};
 
-    ck_assert_msg(calculator_eval(good[_i].expr, &v, err) == 0, "'%s': %s", good[_i].expr,
-                  err);
+    ck_assert_msg(calculator_eval(good[_i].expr, &v, &err) == 0, "'%s': %s",
+                  good[_i].expr, err.text);
     ck_assert_msg(fabs(v - good[_i].want) < 1e-12, "'%s' = %.17g, want %.17g",
                   good[_i].expr, v, good[_i].want);
 }
@@ -76,11 +76,11 @@ static const struct {
 START_TEST(test_bad)
 {
     double v = 42;
-    char err[CALCULATOR_ERR_LEN] = "";
+    struct rx_error err = {""};
 
-    ck_assert_int_eq(calculator_eval(bad[_i].expr, &v, err), bad[_i].rc);
-    ck_assert_msg(strstr(err, bad[_i].msg), "'%s': got \"%s\", want \"%s\"", bad[_i].expr,
-                  err, bad[_i].msg);
+    ck_assert_int_eq(calculator_eval(bad[_i].expr, &v, &err), bad[_i].rc);
+    ck_assert_msg(strstr(err.text, bad[_i].msg), "'%s': got \"%s\", want \"%s\"",
+                  bad[_i].expr, err.text, bad[_i].msg);
     ck_assert(v == 42); /* output untouched on error */
 }
 END_TEST
@@ -110,29 +110,29 @@ static void nested(char *buf, int n, const char *open, const char *close)
 START_TEST(test_depth)
 {
     static char buf[CALCULATOR_INPUT_MAX + 64];
-    char err[CALCULATOR_ERR_LEN];
+    struct rx_error err = {""};
     double v;
 
     nested(buf, CALCULATOR_DEPTH_MAX, "(", ")");
-    ck_assert_int_eq(calculator_eval(buf, &v, err), 0);
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), 0);
     ck_assert(v == 1);
     nested(buf, CALCULATOR_DEPTH_MAX + 1, "(", ")");
-    ck_assert_int_eq(calculator_eval(buf, &v, err), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "nested deeper than 64"));
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "nested deeper than 64"));
     /* Signs and powers nest too: they recurse just the same. */
     nested(buf, 1000, "-", "");
-    ck_assert_int_eq(calculator_eval(buf, &v, err), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "nested deeper"));
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "nested deeper"));
     nested(buf, 1000, "1^", "");
-    ck_assert_int_eq(calculator_eval(buf, &v, err), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "nested deeper"));
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "nested deeper"));
 }
 END_TEST
 
 START_TEST(test_too_long)
 {
     static char buf[CALCULATOR_INPUT_MAX + 2];
-    char err[CALCULATOR_ERR_LEN];
+    struct rx_error err = {""};
     double v;
 
     /* "1+1+...+1": exactly at the bound is fine, one byte more is not. */
@@ -140,12 +140,12 @@ START_TEST(test_too_long)
         buf[i] = i % 2 ? '+' : '1';
     buf[CALCULATOR_INPUT_MAX - 1] = ' ';
     buf[CALCULATOR_INPUT_MAX] = '\0';
-    ck_assert_int_eq(calculator_eval(buf, &v, err), 0);
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), 0);
     ck_assert(v == CALCULATOR_INPUT_MAX / 2);
     buf[CALCULATOR_INPUT_MAX] = ' ';
     buf[CALCULATOR_INPUT_MAX + 1] = '\0';
-    ck_assert_int_eq(calculator_eval(buf, &v, err), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "longer than 4096"));
+    ck_assert_int_eq(calculator_eval(buf, &v, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "longer than 4096"));
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 /*
  * check_context - the messages handed to a brain (SPEC 3.5, rx_context.h) from
- * hand-made states, compared with the expected OpenAI-style array (json_equal).
+ * hand-made states, compared with the expected OpenAI-style array (json_equal);
+ * and the compression policy: one table row per rule and edge case, each cut
+ * it gives applied through the machine, which must accept it.
  */
 #include "tests/unit/helper_sm.h"
 
@@ -216,6 +218,274 @@ START_TEST(test_context_after_machine)
 }
 END_TEST
 
+/* ---- the compression policy (SPEC 3.5) ------------------------------------------ */
+
+#define ITEMS  RX_CONTEXT_ITEMS
+#define CHARS  RX_CONTEXT_CHARS
+#define TOKENS RX_CONTEXT_TOKENS
+#define NO_CUT RX_CONTEXT_NO_CUT
+
+/* Five plain items: questions at 1, 3, 5 and answers at 2, 4. */
+#define FIVE                                                                             \
+    ST(5, UM("u1", "q1", 1) "," UM("u2", "q2", 3) "," UM("u3", "q3", 5),                 \
+       AM("a1", "r1", 2, 2, "complete", 1) "," AM("a2", "r2", 4, 4, "complete", 3), "",  \
+       5, "", 0)
+
+struct cut_row {
+    const char *name;
+    const char *state;
+    int64_t signals_cut_at;
+    enum rx_context_unit unit;
+    int64_t limit;
+    size_t keep;
+    int64_t want; /* the cut, or NO_CUT */
+};
+
+static const struct cut_row cut_rows[] = {
+    /* When: longer than the budget, and never with no budget. */
+    {"within the budget: no compression", FIVE, 5, ITEMS, 5, 1, NO_CUT},
+    {"one item over the budget", FIVE, 5, ITEMS, 4, 1, 4},
+    {"a limit of 0 never compresses", FIVE, 5, ITEMS, 0, 1, NO_CUT},
+    {"a negative limit never compresses", FIVE, 5, ITEMS, -1, 1, NO_CUT},
+    /* Where: the newest cut that keeps `keep` items. */
+    {"keep 2: the cut leaves the newest two", FIVE, 5, ITEMS, 1, 2, 3},
+    {"keep 4: only the oldest item goes", FIVE, 5, ITEMS, 1, 4, 1},
+    {"keep everything: nothing to cut", FIVE, 5, ITEMS, 1, 5, NO_CUT},
+    {"keep 0 still keeps the message being answered", FIVE, 5, ITEMS, 1, 0, 4},
+    /* Never backwards: at or before summaryCutAt is not a cut. */
+    {"after the old cut only",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 4) "," UM("u3", "q3", 6),
+        AM("a1", "r1", 2, 2, "complete", 1) "," AM("a2", "r2", 5, 5, "complete", 4), "",
+        6, "S", 3),
+     6, ITEMS, 1, 2, 4},
+    {"nothing after the old cut but what is kept",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 4) "," UM("u3", "q3", 6),
+        AM("a1", "r1", 2, 2, "complete", 1) "," AM("a2", "r2", 5, 5, "complete", 4), "",
+        6, "S", 3),
+     6, ITEMS, 1, 3, NO_CUT},
+    /* Never separates a call from its result. */
+    {"a call answered later is cut before it",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 3) "," UM("u3", "q3", 6),
+        AM("a1", "r1", 5, 5, "complete", 3),
+        TC("c1", "clock", "{}", 2, OKR("t", 4), false), 4, "", 0),
+     6, ITEMS, 1, 3, 1},
+    {"once answered, the call and its result go together",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 3) "," UM("u3", "q3", 6),
+        AM("a1", "r1", 5, 5, "complete", 3),
+        TC("c1", "clock", "{}", 2, OKR("t", 4), false), 4, "", 0),
+     6, ITEMS, 1, 1, 5},
+    {"a pending call is never cut",
+     ST(5, UM("u1", "q1", 1) "," UM("u2", "q2", 5), AM("a1", "r1", 2, 2, "complete", 1),
+        TC("c1", "clock", "{}", 3, "null", false), 3, "", 0),
+     5, ITEMS, 1, 1, 2},
+    {"a result this ask has not seen keeps its call",
+     ST(7, UM("u1", "q1", 1) "," UM("u2", "q2", 5), AM("a1", "r1", 2, 2, "complete", 1),
+        TC("c1", "clock", "{}", 3, OKR("t", 7), false), 3, "", 0),
+     5, ITEMS, 1, 1, 2},
+    /* Never splits one brain-call-tools, nor items of one time. */
+    {"a brain-call-tools is one item",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 6), AM("a1", "r1", 5, 5, "complete", 1),
+        TC("c1", "clock", "{}", 2, OKR("t", 3), false) "," TC("c2", "calculator", "{}", 2,
+                                                              OKR("5", 4), false),
+        4, "", 0),
+     6, ITEMS, 4, 1, NO_CUT},
+    {"the whole batch is answered before it is cut",
+     ST(6, UM("u1", "q1", 1) "," UM("u2", "q2", 6), AM("a1", "r1", 5, 5, "complete", 1),
+        TC("c1", "clock", "{}", 2, OKR("t", 3), false) "," TC("c2", "calculator", "{}", 2,
+                                                              OKR("5", 4), false),
+        4, "", 0),
+     6, ITEMS, 3, 2, 1},
+    {"items of one time stay on one side",
+     ST(4, UM("u1", "q1", 1) "," UM("u2", "q2", 3) "," UM("u3", "q3", 4),
+        AM("a1", "r1", 2, 2, "complete", 1) "," AM("a2", "r2", 3, 3, "complete", 3), "",
+        4, "", 0),
+     4, ITEMS, 1, 2, 2},
+    /* Unfinished answers and the question being answered. */
+    {"a streaming answer is never cut",
+     ST(5, UM("u1", "q1", 1) "," UM("u2", "q2", 3) "," UM("u3", "q3", 5),
+        AM("a1", "", 2, 2, "streaming", 1) "," AM("a2", "r2", 4, 4, "complete", 3), "", 5,
+        "", 0),
+     5, ITEMS, 1, 1, 1},
+    {"the newest user message stays, even with answers after it",
+     ST(5, UM("u1", "q1", 1) "," UM("u2", "q2", 3), AM("a1", "r1", 2, 2, "complete", 1),
+        TC("c1", "clock", "{}", 4, OKR("t", 5), false), 5, "", 0),
+     5, ITEMS, 1, 1, 2},
+    {"only what the ask saw", FIVE, 3, ITEMS, 1, 1, 2},
+    /* Units. */
+    {"characters: within", FIVE, 5, CHARS, 10, 1, NO_CUT},
+    {"characters: over", FIVE, 5, CHARS, 9, 1, 4},
+    {"characters of UTF-8 text, not bytes",
+     ST(2, UM("u1", "\xe4\xbd\xa0\xe5\xa5\xbd", 1) "," UM("u2", "ok", 2), "", "", 2, "",
+        0),
+     2, CHARS, 4, 1, NO_CUT},
+    {"tokens: bytes / 4 rounded up, within", FIVE, 5, TOKENS, 3, 1, NO_CUT},
+    {"tokens: over", FIVE, 5, TOKENS, 2, 1, 4},
+    {"the summary counts too",
+     ST(5, UM("u2", "q2", 3) "," UM("u3", "q3", 5), AM("a2", "r2", 4, 4, "complete", 3),
+        "", 5, "0123456789", 2),
+     5, CHARS, 15, 1, 4},
+    {"empty state", S0, INT64_MAX, ITEMS, 1, 1, NO_CUT},
+};
+
+START_TEST(test_cut_table)
+{
+    const struct cut_row *r = &cut_rows[_i];
+    struct rx_context_budget b = {r->unit, r->limit, r->keep};
+    struct rx_state s;
+    int64_t cut = -42;
+    char input[256];
+
+    state_from(&s, r->state);
+    ck_assert_int_eq(rx_context_choose_cut(&s, r->signals_cut_at, &b, &cut), 0);
+    ck_assert_msg(cut == r->want, "%s: cut %lld, want %lld", r->name, (long long)cut,
+                  (long long)r->want);
+    /* A cut the policy gives is one the machine takes. */
+    if (cut != NO_CUT) {
+        snprintf(input, sizeof(input),
+                 "{'type':'brain-compress-history','timestamp':%lld,'calledBrainAt':%lld,"
+                 "'summary':'sum','cutAt':%lld}",
+                 (long long)s.updated_at + 1, (long long)s.called_brain_at,
+                 (long long)cut);
+        apply_text(&s, input, RX_ACCEPTED);
+    }
+    rx_state_release(&s);
+}
+END_TEST
+
+struct length_row {
+    const char *name;
+    const char *state;
+    int64_t signals_cut_at;
+    enum rx_context_unit unit;
+    int64_t want;
+};
+
+static const struct length_row length_rows[] = {
+    {"items: messages and batches", FIVE, INT64_MAX, ITEMS, 5},
+    {"characters", FIVE, INT64_MAX, CHARS, 10},
+    {"tokens", FIVE, INT64_MAX, TOKENS, 3},
+    {"up to the ask's signals", FIVE, 3, CHARS, 6},
+    {"empty state", S0, INT64_MAX, CHARS, 0},
+    {"a call: name, arguments and the result seen, failures as 'Error: '",
+     ST(9, "", "",
+        TC("c1", "ab", "{}", 1, ERRR("bad", 2), false) "," TC("c2", "cd", "xy", 3,
+                                                              OKR("zz", 9), false),
+        0, "", 0),
+     4, CHARS, 2 + 2 + 7 + 3 + 2 + 2},
+    {"a batch is one item, loaded records count, unloaded ones do not",
+     ST(9, UM("u2", "new", 7), "",
+        TC("c1", "clock", "{}", 2, OKR("x", 3), false) "," TC(
+            "c2", "clock", "{}", 4, OKR("t", 4),
+            true) "," TC("c3", "clock", "{}", 8, OKR("a", 9),
+                         false) "," TC("c4", "clock", "{}", 8, OKR("b", 9), false),
+        8, "S", 5),
+     INT64_MAX, ITEMS, 3},
+    {"streaming and empty answers are not shown",
+     ST(4, UM("u1", "q", 1),
+        AM("a1", "", 2, 2, "complete", 1) "," AM("a2", "xyz", 3, 3, "streaming", 1), "",
+        1, "", 0),
+     INT64_MAX, CHARS, 1},
+};
+
+START_TEST(test_length_table)
+{
+    const struct length_row *r = &length_rows[_i];
+    struct rx_state s;
+    int64_t n;
+
+    state_from(&s, r->state);
+    n = rx_context_length(&s, r->signals_cut_at, r->unit);
+    ck_assert_msg(n == r->want, "%s: %lld, want %lld", r->name, (long long)n,
+                  (long long)r->want);
+    rx_state_release(&s);
+}
+END_TEST
+
+static void *failing_malloc(size_t n)
+{
+    (void)n;
+    return NULL;
+}
+
+/* Out of memory: -ENOMEM and the output untouched. */
+START_TEST(test_cut_nomem)
+{
+    struct rx_context_budget b = {ITEMS, 1, 1};
+    struct rx_state s;
+    int64_t cut = -42;
+
+    state_from(&s, FIVE);
+    json_set_alloc_funcs(failing_malloc, free);
+    ck_assert_int_eq(rx_context_choose_cut(&s, 5, &b, &cut), -ENOMEM);
+    json_set_alloc_funcs(malloc, free);
+    ck_assert_int_eq(cut, -42);
+    rx_state_release(&s);
+}
+END_TEST
+
+/*
+ * Through the machine, many rounds: every cut the policy gives is accepted,
+ * moves forward, and leaves no answered call without its result in view.
+ */
+START_TEST(test_cut_rounds)
+{
+    struct rx_context_budget b = {ITEMS, 4, 2};
+    struct rx_state s;
+    int64_t t = 0, prev = 0, cut;
+    char text[320];
+    int cuts = 0;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (int round = 0; round < 30; round++) {
+        snprintf(text, sizeof(text),
+                 "{'type':'user-send-message','timestamp':%lld,'messageId':'m%d',"
+                 "'content':'q%d'}",
+                 (long long)++t, round, round);
+        apply_text(&s, text, RX_ACCEPTED);
+        if (round % 3 == 1) {
+            snprintf(text, sizeof(text),
+                     "{'type':'brain-call-tools','timestamp':%lld,'calledBrainAt':%lld,"
+                     "'toolCalls':{'c%da':{'name':'clock','parameters':'{}'},"
+                     "'c%db':{'name':'clock','parameters':'{}'}}}",
+                     (long long)t + 1, (long long)t, round, round);
+            t++;
+            apply_text(&s, text, RX_ACCEPTED);
+            for (char k = 'a'; k <= 'b'; k++) {
+                snprintf(
+                    text, sizeof(text),
+                    "{'type':'toolkit-respond','timestamp':%lld,'toolCallId':'c%d%c',"
+                    "'result':'r'}",
+                    (long long)++t, round, k);
+                apply_text(&s, text, RX_ACCEPTED);
+            }
+        }
+        ck_assert_int_eq(rx_context_choose_cut(&s, t, &b, &cut), 0);
+        if (cut != NO_CUT) {
+            ck_assert_int_gt(cut, prev);
+            ck_assert_int_le(cut, t);
+            snprintf(text, sizeof(text),
+                     "{'type':'brain-compress-history','timestamp':%lld,"
+                     "'calledBrainAt':%lld,'summary':'up to %lld','cutAt':%lld}",
+                     (long long)t + 1, (long long)t, (long long)cut, (long long)cut);
+            t++;
+            apply_text(&s, text, RX_ACCEPTED);
+            prev = cut;
+            cuts++;
+        }
+        snprintf(text, sizeof(text),
+                 "{'type':'brain-send-message-complete','timestamp':%lld,"
+                 "'calledBrainAt':%lld,'messageId':'a%d','content':'r%d'}",
+                 (long long)t + 1, (long long)t, round, round);
+        t++;
+        apply_text(&s, text, RX_ACCEPTED);
+        /* What stays in view fits the budget plus one round. */
+        ck_assert_int_le(rx_context_length(&s, t, ITEMS), 4 + 3);
+    }
+    ck_assert_int_ge(cuts, 5);
+    rx_state_release(&s);
+}
+END_TEST
+
 Suite *context_suite(void);
 
 Suite *context_suite(void)
@@ -227,6 +497,14 @@ Suite *context_suite(void)
     tcase_add_test(tc, test_unloaded_listed);
     tcase_add_test(tc, test_no_list_without_unloaded);
     tcase_add_test(tc, test_context_after_machine);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("compress");
+    tcase_add_loop_test(tc, test_cut_table, 0, sizeof(cut_rows) / sizeof(cut_rows[0]));
+    tcase_add_loop_test(tc, test_length_table, 0,
+                        sizeof(length_rows) / sizeof(length_rows[0]));
+    tcase_add_test(tc, test_cut_nomem);
+    tcase_add_test(tc, test_cut_rounds);
     suite_add_tcase(s, tc);
     return s;
 }

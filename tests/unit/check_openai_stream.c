@@ -203,7 +203,7 @@ static char *run(const char *body, size_t len, size_t a, size_t b, bool bytewise
                                  st.calls[i].name ? st.calls[i].name : "-",
                                  st.calls[i].args.data ? st.calls[i].args.data : ""));
     ck_assert(!rx_buf_printf(&out, "] finish=%s usage=%s err=[%s]", st.finish_reason,
-                             usage ? usage : "null", st.error));
+                             usage ? usage : "null", st.error.text));
     ck_assert_int_eq(openai_stream_has_calls(&st), st.n_calls > 0);
     free(usage);
     openai_stream_release(&st);
@@ -309,7 +309,7 @@ START_TEST(test_line_bound)
     openai_stream_init(&st, NULL, NULL);
     ck_assert_int_eq(openai_stream_feed(&st, big, n / 2), 0);
     ck_assert_int_eq(openai_stream_feed(&st, big + n / 2, n - n / 2), -E2BIG);
-    ck_assert_str_eq(st.error, "a line of the reply stream is too long");
+    ck_assert_str_eq(st.error.text, "a line of the reply stream is too long");
     openai_stream_release(&st);
     free(big);
 }

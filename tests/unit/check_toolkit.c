@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "effects/toolkit.h"
+#include "effects/toolkit_clock.h"
 
 Suite *toolkit_suite(void);
 
@@ -46,11 +47,11 @@ static void assert_no_children(void)
 
 static void add_config(const char *json)
 {
-    char err[TOOLKIT_ERR_LEN] = "";
+    struct rx_error err = {""};
     json_t *cfg = json_loads(json, 0, NULL);
 
     ck_assert_ptr_nonnull(cfg);
-    ck_assert_msg(toolkit_add_from_config(tk, cfg, err) == 0, "%s", err);
+    ck_assert_msg(toolkit_add_from_config(tk, cfg, &err) == 0, "%s", err.text);
     json_decref(cfg);
 }
 
@@ -186,14 +187,14 @@ START_TEST(test_bad_config)
 {
     struct toolkit *t = toolkit_create();
     json_t *cfg = json_loads(bad_configs[_i].json, 0, NULL);
-    char err[TOOLKIT_ERR_LEN] = "";
+    struct rx_error err = {""};
 
     ck_assert_ptr_nonnull(t);
     ck_assert_ptr_nonnull(cfg);
     ck_assert_int_eq(toolkit_add_builtins(t), 0);
-    ck_assert_int_eq(toolkit_add_from_config(t, cfg, err), bad_configs[_i].rc);
-    ck_assert_msg(strstr(err, bad_configs[_i].msg), "got \"%s\", want \"%s\"", err,
-                  bad_configs[_i].msg);
+    ck_assert_int_eq(toolkit_add_from_config(t, cfg, &err), bad_configs[_i].rc);
+    ck_assert_msg(strstr(err.text, bad_configs[_i].msg), "got \"%s\", want \"%s\"",
+                  err.text, bad_configs[_i].msg);
     /* All or nothing: a config with one bad tool adds none. */
     ck_assert_int_eq(toolkit_count(t), 2);
     json_decref(cfg);
@@ -284,6 +285,57 @@ START_TEST(test_clock)
     expect("clock", "{\"timezone\":\"Mars/Olympus\"}", true, "unsupported timezone");
     expect("clock", "{\"timezone\":\"+15:00\"}", true, "unsupported timezone");
     expect("clock", "{\"timezone\":\"+02:60\"}", true, "unsupported timezone");
+}
+END_TEST
+
+/* The clock at a fixed time: formatting and offsets, independent of now. */
+static const struct {
+    int64_t now_ms;
+    const char *args; /* JSON */
+    const char *want; /* the exact result, or a substring of the error */
+    bool is_error;
+} clock_rows[] = {
+    {1735787045678, "{}",
+     "{\"iso\":\"2025-01-02T03:04:05.678Z\",\"epoch_ms\":1735787045678,"
+     "\"timezone\":\"UTC\"}",
+     false},
+    {1735787045678, "{\"timezone\":\"+02:00\"}",
+     "{\"iso\":\"2025-01-02T05:04:05.678+02:00\",\"epoch_ms\":1735787045678,"
+     "\"timezone\":\"+02:00\"}",
+     false},
+    {1735787045678, "{\"timezone\":\"-0530\"}",
+     "{\"iso\":\"2025-01-01T21:34:05.678-05:30\",\"epoch_ms\":1735787045678,"
+     "\"timezone\":\"-05:30\"}",
+     false},
+    {0, "{\"timezone\":\"Z\"}",
+     "{\"iso\":\"1970-01-01T00:00:00.000Z\",\"epoch_ms\":0,\"timezone\":\"UTC\"}", false},
+    {-1, "{}",
+     "{\"iso\":\"1969-12-31T23:59:59.999Z\",\"epoch_ms\":-1,\"timezone\":\"UTC\"}",
+     false},
+    {951782400000, "{\"timezone\":\"GMT+14\"}",
+     "{\"iso\":\"2000-02-29T14:00:00.000+14:00\",\"epoch_ms\":951782400000,"
+     "\"timezone\":\"+14:00\"}",
+     false},
+    {0, "{\"timezone\":\"+14:30\"}", "unsupported timezone '+14:30'", true},
+    {0, "{\"timezone\":\"Europe/Paris\"}", "unsupported timezone", true},
+    {0, "{\"timezone\":\"+\"}", "unsupported timezone", true},
+};
+
+START_TEST(test_clock_at)
+{
+    json_t *args = json_loads(clock_rows[_i].args, 0, NULL);
+    char *r = NULL;
+    bool is_error = !clock_rows[_i].is_error;
+
+    ck_assert_ptr_nonnull(args);
+    ck_assert_int_eq(toolkit_clock_at(clock_rows[_i].now_ms, args, &r, &is_error), 0);
+    ck_assert_int_eq(is_error, clock_rows[_i].is_error);
+    if (is_error)
+        ck_assert_msg(strstr(r, clock_rows[_i].want), "%s", r);
+    else
+        ck_assert_str_eq(r, clock_rows[_i].want);
+    free(r);
+    json_decref(args);
 }
 END_TEST
 
@@ -553,6 +605,7 @@ Suite *toolkit_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_calculator);
     tcase_add_test(tc, test_clock);
+    tcase_add_loop_test(tc, test_clock_at, 0, sizeof(clock_rows) / sizeof(clock_rows[0]));
     tcase_add_test(tc, test_unknown_tool);
     suite_add_tcase(s, tc);
 

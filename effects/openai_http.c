@@ -1,0 +1,258 @@
+/*
+ * openai_http - one streamed Chat Completions request over libcurl, with
+ * retries. See openai_http.h.
+ */
+#include "effects/openai_http.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "effects/now.h"
+
+/* Longest wait in one poll: the loop re-checks stalls at least this often. */
+#define POLL_SLICE_MS 1000
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct openai_http *x = ud;
+
+    (void)p;
+    x->got_headers = true;
+    x->last_ms = now_mono_ms();
+    return size * n;
+}
+
+static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct openai_http *x = ud;
+    size_t n = size * nmemb;
+
+    x->last_ms = now_mono_ms();
+    x->body_bytes += n;
+    if (!x->status)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->status < 200 || x->status > 299) {
+        size_t room = x->errbody.max - x->errbody.len;
+
+        /* Only the start of an error body is kept: the message is there. */
+        if (rx_buf_append(&x->errbody, p, n < room ? n : room))
+            return 0;
+        return n;
+    }
+    x->cb_rc = openai_stream_feed(&x->stream, p, n);
+    return x->cb_rc ? 0 : n;
+}
+
+/* The provider's message in an error body: {"error":{"message"}}, {"error":"..."},
+ * {"message"} or {"detail"} (FastAPI servers), else the body's first line. */
+static void error_message(const struct openai_http *x, struct rx_error *out)
+{
+    json_t *root =
+        x->errbody.len ? json_loadb(x->errbody.data, x->errbody.len, 0, NULL) : NULL;
+    json_t *e = json_object_get(root, "error"), *m = NULL;
+
+    if (json_is_string(e))
+        m = e;
+    else if (json_is_string(json_object_get(e, "message")))
+        m = json_object_get(e, "message");
+    else if (json_is_string(json_object_get(root, "message")))
+        m = json_object_get(root, "message");
+    else if (json_is_string(json_object_get(root, "detail")))
+        m = json_object_get(root, "detail");
+    if (m && json_string_length(m)) {
+        rx_error_set(out, -EIO, "%s", json_string_value(m));
+    } else if (x->errbody.len && !root) {
+        size_t l = strcspn(x->errbody.data, "\r\n");
+
+        rx_error_set(out, -EIO, "HTTP %ld: %.*s", x->status, (int)(l > 120 ? 120 : l),
+                     x->errbody.data);
+    } else {
+        rx_error_set(out, -EIO, "HTTP %ld", x->status);
+    }
+    json_decref(root);
+}
+
+/*
+ * Run one POST to its end. 0 when a complete reply was parsed into x->stream;
+ * -ECANCELED; -ENOMEM; or -EIO with `why` set and *retry telling whether
+ * trying again is safe and useful (nothing was relayed, and the failure is a
+ * 429, a 5xx or a transport error).
+ */
+static int xfer_run(struct openai_http *x, const struct openai_http_config *cfg,
+                    struct brain_ask *ask, const char *body, struct rx_error *why,
+                    bool *retry)
+{
+    struct curl_slist *hdrs = NULL, *h;
+    char curl_err[CURL_ERROR_SIZE] = "";
+    CURLM *multi = curl_multi_init();
+    CURLcode cres = CURLE_OK;
+    CURLMcode mc = CURLM_OK;
+    bool done = false, stalled = false, cancelled = false;
+    int running = 1, rc = -ENOMEM;
+
+    *retry = false;
+    x->easy = curl_easy_init();
+    if (!multi || !x->easy)
+        goto out_cleanup;
+    h = curl_slist_append(hdrs, "Content-Type: application/json");
+    h = h ? curl_slist_append(hdrs = h, "Accept: text/event-stream") : NULL;
+    h = h && cfg->auth ? curl_slist_append(hdrs = h, cfg->auth) : h;
+    if (!h)
+        goto out_cleanup;
+    hdrs = h;
+    if (curl_easy_setopt(x->easy, CURLOPT_URL, cfg->url) ||
+        curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https") ||
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, body) ||
+        curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, hdrs) ||
+        curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "reflexor") ||
+        curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L) ||
+        curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, curl_err) ||
+        curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, cfg->connect_timeout_ms) ||
+        curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, cfg->timeout_ms) ||
+        curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L) ||
+        curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header) ||
+        curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x) ||
+        curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write) ||
+        curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x) ||
+        curl_multi_add_handle(multi, x->easy))
+        goto out_cleanup;
+    x->last_ms = now_mono_ms();
+
+    /*
+     * curl_multi_poll waits on the transfer and on cancel_fd at once, so a
+     * cancel wakes us at once instead of at the next progress callback; the
+     * slice bounds the wait so the stall clock is checked.
+     */
+    while (!done) {
+        struct curl_waitfd wfd = {.fd = ask->cancel_fd, .events = CURL_WAIT_POLLIN};
+        int64_t gap, limit;
+        CURLMsg *msg;
+        int left;
+
+        if (ask->is_cancelled && ask->is_cancelled(ask)) {
+            cancelled = true;
+            break;
+        }
+        if ((mc = curl_multi_perform(multi, &running)))
+            goto out_multi_failed;
+        while ((msg = curl_multi_info_read(multi, &left))) {
+            if (msg->msg == CURLMSG_DONE) {
+                cres = msg->data.result;
+                done = true;
+            }
+        }
+        if (done || !running)
+            break;
+        /* Before the first response byte the connect time counts too. */
+        gap = now_mono_ms() - x->last_ms;
+        limit = cfg->stall_timeout_ms + (x->got_headers ? 0 : cfg->connect_timeout_ms);
+        if (gap >= limit) {
+            stalled = true;
+            break;
+        }
+        if (curl_multi_poll(
+                multi, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
+                (int)(limit - gap < POLL_SLICE_MS ? limit - gap : POLL_SLICE_MS), NULL))
+            goto out_multi_failed;
+        if (wfd.fd >= 0 && (wfd.revents & CURL_WAIT_POLLIN)) {
+            cancelled = true;
+            break;
+        }
+    }
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+
+    rc = -EIO;
+    if (cancelled || x->cb_rc == -ECANCELED) {
+        rc = -ECANCELED;
+    } else if (x->cb_rc == -ENOMEM) {
+        rc = -ENOMEM;
+    } else if (stalled) {
+        rx_error_set(why, -EIO, "the model sent nothing for %ld ms",
+                     cfg->stall_timeout_ms);
+        *retry = !x->got_headers;
+    } else if (x->status >= 200 && x->status <= 299 && x->cb_rc) {
+        rx_error_set(why, -EIO, "%s", x->stream.error.text);
+    } else if (cres != CURLE_OK && !(x->status >= 300 && cres == CURLE_WRITE_ERROR)) {
+        rx_error_set(why, -EIO, "%s: %s", cfg->url,
+                     *curl_err ? curl_err : curl_easy_strerror(cres));
+        *retry = x->body_bytes == 0 || x->status < 200 || x->status > 299;
+    } else if (x->status < 200 || x->status > 299) {
+        curl_off_t after = -1;
+
+        error_message(x, why);
+        *retry = x->status == 429 || x->status == 408 || x->status >= 500;
+        if (!curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &after) && after > 0)
+            x->retry_after_ms = after > 3600 ? 3600000L : (long)after * 1000;
+    } else if ((rc = openai_stream_finish(&x->stream))) {
+        rx_error_set(why, -EIO, "%s", x->stream.error.text);
+        rc = rc == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    goto out_remove;
+
+out_multi_failed:
+    rx_error_set(why, -EIO, "curl: %s", curl_multi_strerror(mc));
+    rc = mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+out_remove:
+    curl_multi_remove_handle(multi, x->easy);
+out_cleanup:
+    curl_easy_cleanup(x->easy);
+    x->easy = NULL;
+    curl_multi_cleanup(multi);
+    curl_slist_free_all(hdrs);
+    return rc;
+}
+
+void openai_http_init(struct openai_http *x, openai_stream_content_fn on_content,
+                      void *ctx)
+{
+    memset(x, 0, sizeof(*x));
+    x->on_content = on_content;
+    x->ctx = ctx;
+    openai_stream_init(&x->stream, on_content, ctx);
+    rx_buf_init(&x->errbody, OPENAI_HTTP_ERRBODY_MAX);
+}
+
+void openai_http_release(struct openai_http *x)
+{
+    openai_stream_release(&x->stream);
+    rx_buf_release(&x->errbody);
+}
+
+int openai_http_post(struct openai_http *x, const struct openai_http_config *cfg,
+                     struct brain_ask *ask, const char *body, struct rx_error *why)
+{
+    struct rx_error local;
+    int rc;
+
+    why = why ? why : &local;
+    for (int attempt = 0;; attempt++) {
+        bool retry;
+        long delay;
+
+        rc = xfer_run(x, cfg, ask, body, why, &retry);
+        if (rc != -EIO || !retry || attempt >= cfg->retries) {
+            if (rc == -EIO && retry && attempt) {
+                size_t l = strlen(why->text);
+
+                snprintf(why->text + l, sizeof(why->text) - l, " (after %d attempts)",
+                         attempt + 1);
+            }
+            break;
+        }
+        delay = (long)cfg->backoff_ms << (attempt < 20 ? attempt : 20);
+        if (x->retry_after_ms > delay)
+            delay = x->retry_after_ms;
+        if (delay > cfg->backoff_max_ms)
+            delay = cfg->backoff_max_ms;
+        /* A fresh parser and counters: nothing of a failed attempt was relayed. */
+        openai_http_release(x);
+        openai_http_init(x, x->on_content, x->ctx);
+        if (ask->sleep_ms && (rc = ask->sleep_ms(ask, (int)delay)))
+            break;
+    }
+    return rc;
+}
