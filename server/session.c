@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/session_internal.h"
 #include "server/store.h"
+#include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */
 
@@ -346,6 +347,21 @@ static void stamp(struct session *s, struct rx_input *in)
     s->last_stamp = in->timestamp;
 }
 
+/*
+ * Tool arguments nested deeper than RX_JSON_DEPTH_MAX are refused where they
+ * enter (a client with allow_agent_inputs, or a brain relaying an LLM): the
+ * tool that would parse them runs on a small effect stack.
+ */
+static bool calls_within_limits(const struct rx_input *in)
+{
+    if (in->type != RX_IN_BRAIN_CALL_TOOLS)
+        return true;
+    for (size_t i = 0; i < in->n_calls; i++)
+        if (in->calls[i].parameters && !rx_json_depth_ok(in->calls[i].parameters))
+            return false;
+    return true;
+}
+
 /* Clients wait their turn, but only so many: past that the queue is full. */
 static bool queue_enter(struct session *s, const struct effect *cause)
 {
@@ -388,6 +404,13 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     }
     if (in->type == RX_IN_USER_CANCEL && (err = add_partials(s, in)))
         goto out_unlock;
+    if (!calls_within_limits(in)) {
+        res->verdict = RX_REJECTED;
+        res->reason = RX_REASON_INVALID;
+        res->field = "toolCalls";
+        metrics_input(res->verdict, res->reason);
+        goto out_unlock;
+    }
     stamp(s, in);
 
     if ((err = rx_machine_apply(&s->state, in, &out)))

@@ -569,6 +569,36 @@ START_TEST(test_metrics_pass_promtool)
 }
 END_TEST
 
+/* ---- 1: arguments nested deep enough to overflow an effect's stack -------------- */
+
+static void start_agent(void)
+{
+    ck_assert_msg(
+        itest_server_start(&srv, "{\"api\":{\"allow_agent_inputs\":true}}", NULL) == 0,
+        "server did not start");
+}
+
+START_TEST(test_deep_tool_arguments_are_refused)
+{
+    enum { DEPTH = 5000 };
+    char *body = malloc(2 * DEPTH + 256), *p;
+    json_t *a = NULL;
+
+    ck_assert_ptr_nonnull(body);
+    p = body + sprintf(body, "{\"type\":\"brain-call-tools\",\"calledBrainAt\":0,"
+                             "\"toolCalls\":{\"c1\":{\"name\":\"calculator\","
+                             "\"parameters\":\"");
+    memset(p, '[', DEPTH);
+    memset(p + DEPTH, ']', DEPTH);
+    strcpy(p + 2 * DEPTH, "\"}}}");
+    ck_assert_int_eq(itest_post_input(&srv, "default", body, &a), 400);
+    ck_assert_str_eq(json_string_value(json_object_get(a, "field")), "toolCalls");
+    json_decref(a);
+    free(body);
+    ck_assert_int_eq(get_status("/healthz"), 200);
+}
+END_TEST
+
 static void start_plain(void)
 {
     ck_assert_msg(itest_server_start(&srv, NULL, NULL) == 0, "server did not start");
@@ -579,8 +609,8 @@ Suite *hardening_suite(void)
 {
     Suite *s = suite_create("hardening");
     TCase *plain = tcase_create("plain"), *tight = tcase_create("tight-limits"),
-          *web = tcase_create("static"), *slow = tcase_create("slow-brain"),
-          *life = tcase_create("start-up");
+          *agent = tcase_create("agent-inputs"), *web = tcase_create("static"),
+          *slow = tcase_create("slow-brain"), *life = tcase_create("start-up");
     int t = getenv("RX_SERVER_WRAPPER") ? 300 : 60;
 
     tcase_add_unchecked_fixture(plain, start_plain, stop);
@@ -591,6 +621,11 @@ Suite *hardening_suite(void)
     tcase_add_test(plain, test_signals_do_not_kill_and_sighup_reloads);
     tcase_add_test(plain, test_metrics_pass_promtool);
     suite_add_tcase(s, plain);
+
+    tcase_add_unchecked_fixture(agent, start_agent, stop);
+    tcase_set_timeout(agent, t);
+    tcase_add_test(agent, test_deep_tool_arguments_are_refused);
+    suite_add_tcase(s, agent);
 
     tcase_add_unchecked_fixture(tight, start_tight, stop);
     tcase_set_timeout(tight, t);
