@@ -13,6 +13,7 @@
 #include "effects/calculator.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_context.h"
+#include "state_machine/rx_json.h"
 
 /* Longest user text quoted in a summary, in characters. */
 #define SUMMARY_QUOTE_CHARS 40
@@ -265,7 +266,9 @@ static int describe_call(struct rx_buf *b, const char *name, const char *argumen
     } else if (!strcmp(name, "calculator")) {
         const char *expr;
 
-        args = json_loads(arguments ? arguments : "", 0, NULL);
+        /* Arguments from the log: bounded before jansson recurses into them. */
+        args = arguments && rx_json_depth_ok(arguments) ? json_loads(arguments, 0, NULL)
+                                                        : NULL;
         expr = json_string_value(json_object_get(args, "expression"));
         rc = expr ? rx_buf_printf(b, "%s = %s", expr, text)
                   : rx_buf_printf(b, "The calculator says %s.", text);

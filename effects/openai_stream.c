@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "state_machine/rx_alloc.h"
+#include "state_machine/rx_json.h"
 
 void openai_stream_init(struct openai_stream *st, openai_stream_content_fn on_content,
                         void *ctx)
@@ -217,9 +218,14 @@ static int take_chunk(struct openai_stream *st, json_t *root, const char *key)
 static int take_json(struct openai_stream *st, const char *p, size_t n, const char *key)
 {
     json_error_t jerr;
-    json_t *root = json_loadb(p, n, JSON_DECODE_ANY, &jerr);
+    json_t *root;
     int rc;
 
+    /* A reply is parsed on an effect's small stack: bound its nesting first. */
+    if (rx_json_depth(p, n) > RX_JSON_DEPTH_MAX)
+        return fail(st, -EPROTO, "the reply nests deeper than %d levels",
+                    RX_JSON_DEPTH_MAX);
+    root = json_loadb(p, n, JSON_DECODE_ANY, &jerr);
     if (!root)
         return fail(st, -EPROTO, "malformed JSON in the reply: %s", jerr.text);
     rc = take_chunk(st, root, key);

@@ -17,6 +17,7 @@
 #include "effects/toolkit_command.h"
 #include "effects/toolkit_result.h"
 #include "state_machine/rx_buf.h"
+#include "state_machine/rx_json.h"
 
 enum tool_kind { TOOL_CALCULATOR, TOOL_CLOCK, TOOL_COMMAND };
 
@@ -396,6 +397,14 @@ static int parse_params(const struct tool *t, const char *params, json_t **args,
     if (strnlen(params, TOOLKIT_PARAMS_MAX + 1) > TOOLKIT_PARAMS_MAX) {
         rc = toolkit_result_errorf(result, is_error, "parameters longer than %u bytes",
                                    TOOLKIT_PARAMS_MAX);
+        return rc ? rc : 1;
+    }
+    /* Measured before jansson recurses into it on this small effect stack: a
+       log written before arguments were bounded may still hold deeper ones. */
+    if (!rx_json_depth_ok(params)) {
+        rc = toolkit_result_errorf(result, is_error,
+                                   "parameters nested deeper than %d levels",
+                                   RX_JSON_DEPTH_MAX);
         return rc ? rc : 1;
     }
     a = json_loads(params, 0, &jerr);

@@ -296,6 +296,33 @@ START_TEST(test_callback_stops)
 }
 END_TEST
 
+/* A reply nested deeper than RX_JSON_DEPTH_MAX is refused before jansson
+   recurses into it on the effect's small stack (issue 12). */
+START_TEST(test_deep_reply_is_refused)
+{
+    enum { DEPTH = 20000 };
+    char *body = malloc(2 * DEPTH + 32);
+    struct openai_stream st;
+    struct rec r = {0};
+    size_t n;
+
+    ck_assert_ptr_nonnull(body);
+    n = (size_t)sprintf(body, "data: ");
+    memset(body + n, '[', DEPTH);
+    memset(body + n + DEPTH, ']', DEPTH);
+    n += 2 * DEPTH;
+    memcpy(body + n, "\n\n", 3);
+    n += 2;
+    rx_buf_init(&r.deltas, 1 << 20);
+    openai_stream_init(&st, on_content, &r);
+    ck_assert_int_eq(openai_stream_feed(&st, body, n), -EPROTO);
+    ck_assert_msg(strstr(st.error.text, "deeper than 64"), "%s", st.error.text);
+    openai_stream_release(&st);
+    rx_buf_release(&r.deltas);
+    free(body);
+}
+END_TEST
+
 /* A line past the bound is refused, not buffered without end. */
 START_TEST(test_line_bound)
 {
@@ -327,6 +354,7 @@ Suite *openai_stream_suite(void)
     tcase_add_loop_test(tc, test_split_every_pair, 0, n);
     tcase_add_test(tc, test_callback_stops);
     tcase_add_test(tc, test_line_bound);
+    tcase_add_test(tc, test_deep_reply_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -246,6 +246,54 @@ START_TEST(test_calculator)
 }
 END_TEST
 
+/* Issue 12: arguments nested ~1 000 deep crashed the 256 KB effect stack. A
+   call on such a stack gets an error, whatever the depth. */
+struct deep_call {
+    const char *params;
+    char *result;
+    bool is_error;
+    int rc;
+};
+
+static void *deep_call_main(void *arg)
+{
+    struct deep_call *d = arg;
+
+    d->rc = toolkit_call(tk, "calculator", d->params, -1, &d->result, &d->is_error);
+    return NULL;
+}
+
+START_TEST(test_deep_arguments_on_a_small_stack)
+{
+    static const size_t depths[] = {65, 1000, 100000};
+
+    for (size_t k = 0; k < sizeof(depths) / sizeof(depths[0]); k++) {
+        size_t n = depths[k], len = 0;
+        char *params = malloc(n * 6 + 64);
+        struct deep_call d = {.params = params};
+        pthread_attr_t attr;
+        pthread_t th;
+
+        ck_assert_ptr_nonnull(params);
+        for (size_t i = 0; i < n; i++)
+            len += (size_t)sprintf(params + len, "{\"a\":");
+        params[len++] = '1';
+        memset(params + len, '}', n);
+        params[len + n] = '\0';
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024); /* the effect runtime's */
+        ck_assert_int_eq(pthread_create(&th, &attr, deep_call_main, &d), 0);
+        pthread_join(th, NULL);
+        pthread_attr_destroy(&attr);
+        ck_assert_int_eq(d.rc, 0);
+        ck_assert(d.is_error);
+        ck_assert_msg(strstr(d.result, "nested deeper than 64"), "%s", d.result);
+        free(d.result);
+        free(params);
+    }
+}
+END_TEST
+
 START_TEST(test_clock)
 {
     struct timespec ts;
@@ -604,6 +652,7 @@ Suite *toolkit_suite(void)
     tc = tcase_create("builtins");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_calculator);
+    tcase_add_test(tc, test_deep_arguments_on_a_small_stack);
     tcase_add_test(tc, test_clock);
     tcase_add_loop_test(tc, test_clock_at, 0, sizeof(clock_rows) / sizeof(clock_rows[0]));
     tcase_add_test(tc, test_unknown_tool);
