@@ -1,15 +1,29 @@
 /*
  * api - the client of the Reflexor HTTP API (SPEC §4): the one place that
- * knows its prefix and routes and calls fetch.
+ * knows its prefix, routes and token, and calls fetch.
  * Depends on nothing else of the app.
- * The prefix comes from <meta name="reflexor-api"> when the page has one.
+ * The prefix is the server's: configure() reads it from GET /client.json
+ * before any other call, so a server with another api_prefix just works.
+ * The token (SPEC §4 auth) is kept in localStorage and sent as
+ * "Authorization: Bearer" on fetches and as ?token= on the EventSource URL,
+ * which cannot carry headers. A 401 asks for a token through the asker that
+ * auth.js (the dialog) registers with setTokenAsker(), then repeats the call.
  * The JSON calls resolve to the parsed body (null for 204) or throw ApiError,
  * whose message is ready to show a person and whose `retryable` says whether
  * the same request may work later (network down, 5xx, 408, 429).
  */
 
-const API = document.querySelector('meta[name="reflexor-api"]')?.content || '/api/reflexor';
+const TOKEN_KEY = 'reflexor.token';
 const enc = encodeURIComponent;
+
+let API = null;            // the server's prefix, set by configure()
+let token = readToken();   // '' for none
+let asker = null;          // (why, check) => Promise<token>, see setTokenAsker
+let asking = null;         // the question on screen, shared by every caller
+
+function readToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
 
 class ApiError extends Error {
   constructor(message, { status = 0, retryable = false, data = null } = {}) {
@@ -37,10 +51,80 @@ function describeError(status, data) {
   }
 }
 
+/* The token to send from now on, kept for the next visit; '' forgets it.
+ * With storage disabled it lasts as long as the page. */
+function setToken(t) {
+  token = t;
+  try {
+    if (t) localStorage.setItem(TOKEN_KEY, t);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch { /* ignore */ }
+}
+
+export const hasToken = () => token !== '';
+export const forgetToken = () => setToken('');
+
+/* `fn(why, check)` asks a person for a token and resolves to one that
+ * `check(token)` accepted; `why` is 'needed' or 'refused'. */
+export function setTokenAsker(fn) {
+  asker = fn;
+}
+
+/* Whether the server takes `t` (any answer but 401 does); throws when the
+ * server cannot be reached. What no header can carry is refused here. */
+async function tokenWorks(t) {
+  if (!/^[\x20-\x7e]+$/.test(t)) return false;
+  const r = await fetch(`${API}/sessions`, {
+    cache: 'no-store', headers: { Accept: 'application/json', Authorization: `Bearer ${t}` },
+  });
+  return r.status !== 401;
+}
+
+/* One question on screen however many calls were refused together. */
+function askForToken(why) {
+  asking ||= asker(why, tokenWorks).then(setToken).finally(() => { asking = null; });
+  return asking;
+}
+
+/* fetch under the prefix, with the token. A 401 asks for a token and repeats
+ * the call; one refused with a token replaced meanwhile just repeats. */
+async function authFetch(path, init) {
+  for (;;) {
+    const sent = token;
+    const headers = sent ? { ...init.headers, Authorization: `Bearer ${sent}` } : init.headers;
+    const r = await fetch(API + path, { ...init, headers });
+    if (r.status !== 401 || !asker) return r;
+    if (token === sent) await askForToken(sent ? 'refused' : 'needed');
+  }
+}
+
+/*
+ * Before any other call: the prefix from GET /client.json (next to the page,
+ * open without a token), then a token if the server needs one and none is
+ * kept. Throws ApiError while the server cannot say.
+ */
+export async function configure() {
+  let r;
+  try {
+    r = await fetch('client.json', { cache: 'no-store', headers: { Accept: 'application/json' } });
+  } catch {
+    throw new ApiError('Cannot reach the server', { retryable: true });
+  }
+  let data = null;
+  try { data = await r.json(); } catch { /* not JSON */ }
+  if (!r.ok || typeof data?.apiPrefix !== 'string') {
+    throw new ApiError(`No client configuration from the server (${r.status})`, {
+      status: r.status, data, retryable: true,
+    });
+  }
+  API = data.apiPrefix;
+  if (data.authRequired && !token && asker) await askForToken('needed');
+}
+
 async function api(method, path, body) {
   let r;
   try {
-    r = await fetch(API + path, {
+    r = await authFetch(path, {
       method,
       cache: 'no-store',
       headers: body === undefined ? { Accept: 'application/json' }
@@ -72,13 +156,17 @@ export const removeSession = (sid) => api('DELETE', sessionPath(sid));
 export const postInput = (sid, input) => api('POST', `${sessionPath(sid)}/moorex`, input);
 
 /* The session stream, for an EventSource. mode=patch: after the first state,
- * each change arrives as a JSON Patch the size of the change, not of the history. */
-export const sessionStreamUrl = (sid) => `${API}${sessionPath(sid)}/moorex?mode=patch`;
+ * each change arrives as a JSON Patch the size of the change, not of the
+ * history. The token rides in the URL: an EventSource sends no headers. */
+export function sessionStreamUrl(sid) {
+  const auth = token ? `&token=${enc(token)}` : '';
+  return `${API}${sessionPath(sid)}/moorex?mode=patch${auth}`;
+}
 
 /* The SSE of one answer, as a fetch Response: the caller reads the body and
  * decides about retries; `signal` aborts it. */
 export function fetchAnswerStream(sid, mid, signal) {
-  return fetch(`${API}${sessionPath(sid)}/messages/${enc(mid)}`, {
+  return authFetch(`${sessionPath(sid)}/messages/${enc(mid)}`, {
     headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal,
   });
 }

@@ -14,8 +14,12 @@
  * Text from the network is only ever put in the DOM as textContent, or as
  * markdown rendered by marked and then sanitised by DOMPurify.
  *
+ * Before any of that, the page asks the server (GET /client.json) for the
+ * API prefix and whether it needs a token; api.js keeps both.
+ *
  * Modules, each importing only from modules listed before it:
  *   format, dom, api      text formatting, DOM helpers, the HTTP client
+ *   auth                  the access token dialog (api.js asks through it)
  *   state                 the `ui` object, what follows from it, render requests
  *   markdown, settings    marked + DOMPurify; theme and remembered preferences
  *   inspector, controls   raw state and timeline; status, buttons, sidebar, scroll
@@ -26,6 +30,8 @@
  * Two calls go against that order, so they are set here: state draws with
  * render() below, and sessions follows a session with streams.followSession().
  */
+import { configure } from './api.js';
+import { bindAuth } from './auth.js';
 import { bindComposer } from './composer.js';
 import { bindControls, isNearBottom, renderControls, updateJump } from './controls.js';
 import { $ } from './dom.js';
@@ -35,6 +41,8 @@ import { bindTheme, renderTheme } from './settings.js';
 import { setRenderer, ui } from './state.js';
 import { bindStreams, followSession } from './streams.js';
 import { renderThread } from './thread.js';
+
+const CONFIGURE_RETRY_MS = 2000;
 
 /* Draw everything from `ui`; stay at the newest message if the reader was there. */
 function render() {
@@ -47,9 +55,23 @@ function render() {
   updateJump();
 }
 
+/* No API call before the server said where its API is: until it answers,
+ * the page says it is connecting and asks again. */
+async function reachServer() {
+  for (;;) {
+    try {
+      await configure();
+      return;
+    } catch {
+      await new Promise((r) => { setTimeout(r, CONFIGURE_RETRY_MS); });
+    }
+  }
+}
+
 async function start() {
   setRenderer(render);
   setFollower(followSession);
+  bindAuth();
   bindComposer();
   bindSessions();
   bindControls();
@@ -59,6 +81,7 @@ async function start() {
   renderTheme();
   restoreInspector();
   renderControls();
+  await reachServer();
   await openFirstSession();
   if (matchMedia('(min-width: 721px)').matches) $('input').focus();
 }
