@@ -56,6 +56,8 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
     return ret;
 }
 
+static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err);
+
 static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
                                     struct session *s, const struct rx_buf *body)
 {
@@ -102,7 +104,8 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
         if (err == -ENOENT)
             return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
                                "not-found", NULL, "the session is gone");
-        return reply_error(conn, 500, "internal", NULL, "%s", strerror(-err));
+        /* Not stored, so not acknowledged: the store's own status. */
+        return store_error_answer(conn, err);
     }
     if (res.verdict == RX_REJECTED && res.reason == RX_REASON_INVALID) {
         rx_input_release(&in);
@@ -153,6 +156,11 @@ static long long parse_seq(const char *v)
     return *end || errno || n < 0 ? -1 : n;
 }
 
+/*
+ * One status per cause (SPEC 4): -ENOSPC no room for the write (507), -EIO
+ * the store is unusable (503, /healthz says why), -ENFILE the session limit
+ * (429), never one for another.
+ */
 static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
 {
     if (err == -ENOENT)
@@ -161,7 +169,14 @@ static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
         return reply_error(conn, 400, "invalid-input", "at",
                            "'at' is past the last input");
     if (err == -ENOSPC)
-        return reply_error(conn, 507, "storage-full", NULL, "the database is full");
+        return reply_error(conn, 507, "storage-full", NULL,
+                           "the disk or the database quota is full; nothing was stored");
+    if (err == -EIO)
+        return reply_error(conn, 503, "store-unavailable", NULL,
+                           "the store cannot write (see /healthz); nothing was stored");
+    if (err == -ENFILE)
+        return reply_error(conn, 429, "too-many-sessions", NULL,
+                           "the session limit (limits.max_sessions) is reached");
     if (err == -ENOSYS)
         return reply_error(
             conn, 501, "no-database", NULL,
@@ -253,8 +268,13 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         if (get)
             return reply_json(conn, 200, session_state_json(s));
         if (!strcmp(method, "DELETE")) {
-            if (session_table_delete(srv->sessions, session_id(s)))
+            int err = session_table_delete(srv->sessions, session_id(s));
+
+            /* 204 only once the deletion is stored. */
+            if (err == -ENOENT)
                 return reply_error(conn, 404, "not-found", NULL, "no such session");
+            if (err)
+                return store_error_answer(conn, err);
             return reply_text(conn, MHD_HTTP_NO_CONTENT, "application/json", "", 0);
         }
         return reply_method_not_allowed(conn, "GET, DELETE");
@@ -314,11 +334,8 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
     if (http_server_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     err = session_table_create_session(srv->sessions, NULL, &s);
-    if (err == -ENOSPC)
-        return reply_error(conn, 429, "too-many-sessions", NULL,
-                           "the session limit (limits.max_sessions) is reached");
-    if (err)
-        return reply_error(conn, 500, "internal", NULL, "%s", strerror(-err));
+    if (err) /* -ENFILE the limit, -ENOSPC the disk, -EIO the store */
+        return store_error_answer(conn, err);
     log_info("session %s created", session_id(s));
     {
         json_t *j = json_pack("{s:s}", "id", session_id(s));

@@ -4,6 +4,7 @@
 #include "server/config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,7 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);
     INT_FIELD("runtime.backoff_max_ms", c->backoff_max_ms, 1, 3600000);
     INT_FIELD("store.snapshot_every", c->snapshot_every, 1, 1000000);
+    INT_FIELD("store.max_bytes", c->store_max_bytes, 0, LONG_MAX);
     INT_FIELD("retention.max_age_days", c->retention_max_age_days, 0, 100000);
     if (*c->prefix != '/' || c->prefix[strlen(c->prefix) - 1] == '/') {
         rc = bad(err, file, "api_prefix", "must start with '/' and not end with one");

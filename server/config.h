@@ -42,6 +42,7 @@ struct config {
     int backoff_max_ms;
     int snapshot_every;
     bool store_fsync; /* fsync each commit (survives power loss), or only write it */
+    size_t store_max_bytes; /* quota on the database's pages; 0: none */
     int retention_max_age_days;
     json_t *json;   /* the whole file ({} when none) */
     char **retired; /* auth tokens replaced by a reload, freed at release */

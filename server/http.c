@@ -21,6 +21,7 @@
 #include "server/reply.h"
 #include "server/sse.h"
 #include "server/static_files.h"
+#include "server/store.h"
 
 /* Per-request state, kept between the access handler's calls. */
 struct request {
@@ -55,15 +56,31 @@ bool http_server_is_stopping(const struct http_server *srv)
     return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Liveness, and whether writes are stored: "degraded" with the store's
+ * status and reason when its disk is full or it is unusable (SPEC 6). Still
+ * a 200: the process is alive and serves reads.
+ */
 static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *conn)
 {
+    struct store *st = session_table_store(srv->sessions);
+    struct rx_error why = {""};
+    enum store_health h = st ? store_health(st, &why) : STORE_OK;
+    json_t *store =
+        h == STORE_OK
+            ? json_pack("{s:s, s:b}", "status", "ok", "persistent", st != NULL)
+            : json_pack("{s:s, s:s}", "status", store_health_name(h), "error", why.text);
+
+    /* "o" steals `store`, even when the pack fails. */
     return reply_json(conn, 200,
-                      json_pack("{s:s, s:I, s:I, s:s}", "status",
-                                http_server_is_stopping(srv) ? "stopping" : "ok",
+                      json_pack("{s:s, s:I, s:I, s:s, s:o}", "status",
+                                http_server_is_stopping(srv) ? "stopping"
+                                : h != STORE_OK              ? "degraded"
+                                                             : "ok",
                                 "sessions",
                                 (json_int_t)session_table_count(srv->sessions),
                                 "uptimeMs", (json_int_t)(now_wall_ms() - srv->started_ms),
-                                "brain", srv->brain_name));
+                                "brain", srv->brain_name, "store", store));
 }
 
 static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *conn)
@@ -238,6 +255,7 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     int threads;
 
     memset(srv, 0, sizeof(*srv));
+    srv->listen_fd = MHD_INVALID_SOCKET;
     srv->cfg = cfg;
     srv->sessions = sessions;
     srv->brain_name = brain_name;
@@ -283,12 +301,11 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
 void http_server_quiesce(struct http_server *srv)
 {
     __atomic_store_n(&srv->stopping, true, __ATOMIC_RELEASE);
-    if (srv->daemon) {
-        MHD_socket s = MHD_quiesce_daemon(srv->daemon);
-
-        if (s != MHD_INVALID_SOCKET)
-            close(s);
-    }
+    /* The listening socket is closed only after MHD_stop_daemon: the pool's
+       threads may still have it in their epoll sets until they stop (closing
+       it here made libmicrohttpd abort about once in 60 shutdowns). */
+    if (srv->daemon)
+        srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
 }
 
 void http_server_stop(struct http_server *srv)
@@ -296,6 +313,9 @@ void http_server_stop(struct http_server *srv)
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    if (srv->listen_fd != MHD_INVALID_SOCKET)
+        close(srv->listen_fd);
+    srv->listen_fd = MHD_INVALID_SOCKET;
     free(srv->web_root);
     srv->web_root = NULL;
 }

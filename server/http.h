@@ -29,6 +29,7 @@ struct http_server {
     const char *brain_name;
     char *web_root; /* realpath of cfg->web_root, NULL when absent */
     int port;       /* the bound port (useful with port 0) */
+    int listen_fd;  /* handed back by quiesce, closed after the daemon stops */
     int64_t started_ms;
     bool stopping;
 };

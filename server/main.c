@@ -46,7 +46,8 @@ static const char usage[] =
     "Environment: OPENAI_API_KEY or REFLEXOR_LLM_BASE_URL select the openai brain\n"
     "(REFLEXOR_LLM_MODEL picks the model); REFLEXOR_LISTEN, REFLEXOR_DB,\n"
     "REFLEXOR_AUTH_TOKEN and REFLEXOR_BRAIN override the config file.\n"
-    "SIGINT or SIGTERM stop the server gracefully.\n";
+    "SIGINT or SIGTERM stop the server gracefully; SIGHUP re-reads the config\n"
+    "(the auth token and limits apply to new work; a bad file keeps the old one).\n";
 
 struct options {
     const char *config;
@@ -329,6 +330,15 @@ static int open_store(const struct config *cfg, struct store **out)
     }
     if (!cfg->store_fsync && store_set_durable(*out, false))
         log_warn("database %s: cannot turn fsync off; it stays on", cfg->db_path);
+    /* The quota is the connection's, not the file's: set at every start. */
+    if (cfg->store_max_bytes &&
+        store_set_max_bytes(*out, (int64_t)cfg->store_max_bytes)) {
+        fprintf(stderr, "reflexor: database %s: cannot set store.max_bytes\n",
+                cfg->db_path);
+        store_close(*out);
+        *out = NULL;
+        return -EINVAL;
+    }
     return 0;
 }
 

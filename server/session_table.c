@@ -50,6 +50,9 @@ static struct session *table_find(struct session_table *t, const char *id)
 /*
  * Add a session to the table: a fresh one (state NULL, recorded in the store)
  * or one rebuilt from the store (`state` moved in, `seq` inputs folded).
+ * -ENFILE is the session limit (limits.max_sessions), kept apart from the
+ * store's -ENOSPC (no room on disk) and -EIO (store unusable) so that a full
+ * disk is never answered as "too many sessions".
  */
 static int table_add(struct session_table *t, const char *id, int64_t created_at,
                      struct rx_state *state, int64_t seq, struct session **out)
@@ -63,7 +66,7 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
     if (table_find(t, id)) {
         err = -EEXIST;
     } else if (t->count >= (size_t)t->env.cfg->max_sessions) {
-        err = -ENOSPC;
+        err = -ENFILE;
     } else if (!(s = session_create(t, id))) {
         err = -ENOMEM;
     } else if (!state && t->env.store &&
@@ -135,13 +138,25 @@ struct session *session_table_get(struct session_table *t, const char *id)
     return s;
 }
 
+/*
+ * The log first: a deletion that could not be stored leaves the session
+ * where it was (in the log and in the table), or it would be back after a
+ * restart. An input racing the deletion finds no session in the log and is
+ * refused (-ENOENT), so nothing is stored for a session once it is gone.
+ */
 int session_table_delete(struct session_table *t, const char *id)
 {
-    if (!table_remove(t, id))
-        return -ENOENT;
-    if (t->env.store && store_delete_session(t->env.store, id))
-        log_warn("session %s: could not delete its log", id);
-    return 0;
+    int err;
+
+    if (t->env.store && (err = store_delete_session(t->env.store, id)) &&
+        err != -ENOENT) {
+        struct rx_error why;
+
+        store_last_error(t->env.store, &why);
+        log_warn("session %s: not deleted, the log refused: %s", id, why.text);
+        return err;
+    }
+    return table_remove(t, id) ? 0 : -ENOENT;
 }
 
 void session_table_cancel_all(struct session_table *t)
@@ -195,6 +210,11 @@ size_t session_table_count(struct session_table *t)
     n = t->count;
     pthread_mutex_unlock(&t->lock);
     return n;
+}
+
+struct store *session_table_store(struct session_table *t)
+{
+    return t->env.store;
 }
 
 json_t *session_table_list(struct session_table *t)
@@ -272,6 +292,9 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 
     if (!t->env.store)
         return -ENOSYS;
+    /* At the limit, say so before writing anything (table_add checks again). */
+    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+        return -ENFILE;
     idgen_uuid(fresh);
     if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
         return err;

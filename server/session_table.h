@@ -37,16 +37,25 @@ struct session_table *session_table_create(const struct session_env *env) RX_WUR
 /* Cancels every effect, waits for them, ends every stream, frees. */
 void session_table_destroy(struct session_table *t);
 
-/* Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENOSPC (limit) or -ENOMEM. */
+/*
+ * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENFILE (the session
+ * limit, limits.max_sessions), -ENOSPC (no room in the store), -EIO (the store
+ * is unusable) or -ENOMEM.
+ */
 int session_table_create_session(struct session_table *t, const char *id,
                                  struct session **out) RX_WUR;
 /* A new reference to the session, or NULL. */
 struct session *session_table_get(struct session_table *t, const char *id);
-/* Remove and stop a session, and delete its log. 0 or -ENOENT. */
+/*
+ * Delete a session's log, then remove and stop it. 0, -ENOENT, or the
+ * store's -ENOSPC / -EIO, which leave the session in the log and the table.
+ */
 int session_table_delete(struct session_table *t, const char *id) RX_WUR;
 /* NEW reference: [{id, createdAt, updatedAt, title, messageCount}]. NULL on ENOMEM. */
 json_t *session_table_list(struct session_table *t);
 size_t session_table_count(struct session_table *t);
+/* The store the sessions are logged in (borrowed), or NULL (--db :memory:). */
+struct store *session_table_store(struct session_table *t);
 /*
  * Rebuild every session the store holds (snapshot + tail), then reconcile
  * each at once, so pending tools run again, unanswered messages are answered
@@ -57,7 +66,8 @@ int session_table_load(struct session_table *t) RX_WUR;
 /*
  * A new session from the first `at` inputs of `sid`. 0 and a new reference in
  * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSYS (no database:
- * --db :memory:), -ENOSPC, -ENOMEM, -EIO.
+ * --db :memory:), -ENFILE (the session limit), -ENOSPC (no room in the store),
+ * -ENOMEM, -EIO (the store is unusable).
  */
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,
                        struct session **out) RX_WUR;

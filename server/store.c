@@ -152,9 +152,14 @@ static int mark_unusable(struct store *st, const char *fmt, ...)
     return -EIO;
 }
 
-/* A write found no room: say so until a write succeeds again. */
-static int mark_full(struct store *st)
+/* A write found no room (`sys`: the system's errno, or 0): say so until a write fits. */
+static int mark_full(struct store *st, int sys)
 {
+    if (sys) {
+        size_t n = strlen(st->err);
+
+        snprintf(st->err + n, sizeof(st->err) - n, " (%s)", strerror(sys));
+    }
     st->full = true;
     if (st->max_bytes)
         snprintf(st->why, sizeof(st->why), "%.400s (quota store.max_bytes %lld)", st->err,
@@ -162,6 +167,26 @@ static int mark_full(struct store *st)
     else
         snprintf(st->why, sizeof(st->why), "%s", st->err);
     return -ENOSPC;
+}
+
+/*
+ * The errno of a failed write: SQLite's own record of it is often cleared by
+ * the calls that follow, so ask the files (the database, then its WAL or
+ * journal, where commits write) for the last errno they saw. 0 if none.
+ */
+static int write_errno(sqlite3 *db)
+{
+    sqlite3_file *f = NULL;
+    int e = sqlite3_system_errno(db);
+
+    if (!e && sqlite3_file_control(db, "main", SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+        e = 0;
+    if (!e &&
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f) == SQLITE_OK &&
+        f && f->pMethods &&
+        f->pMethods->xFileControl(f, SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+        e = 0;
+    return e;
 }
 
 /*
@@ -173,19 +198,20 @@ static int mark_full(struct store *st)
  */
 static int sql_fail(struct store *st, int rc, const char *what)
 {
-    int sys = sqlite3_system_errno(st->db);
+    int sys;
 
     set_error(st, "%s: %s", what, sqlite3_errmsg(st->db));
+    sys = (rc & 0xff) == SQLITE_IOERR ? write_errno(st->db) : 0;
     switch (rc & 0xff) {
     case SQLITE_CONSTRAINT:
         return -EEXIST;
     case SQLITE_NOMEM:
         return -ENOMEM;
     case SQLITE_FULL:
-        return mark_full(st);
+        return mark_full(st, 0);
     case SQLITE_IOERR:
         if (rc == SQLITE_IOERR_WRITE && (sys == ENOSPC || sys == EDQUOT || sys == EFBIG))
-            return mark_full(st);
+            return mark_full(st, sys);
         /* fall through */
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
@@ -280,8 +306,9 @@ static int file_check(struct store *st, struct store_file *f, const char *name)
         if (!f->known && e == ENOENT)
             return 0;
         if (e == ENOENT)
-            return mark_unusable(st, "the %s was removed while in use; writes are refused "
-                                     "until a restart",
+            return mark_unusable(st,
+                                 "the %s was removed while in use; writes are refused "
+                                 "until a restart",
                                  name);
         return mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
     }
@@ -290,8 +317,9 @@ static int file_check(struct store *st, struct store_file *f, const char *name)
         f->ino = sb.st_ino;
         f->known = true;
     } else if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
-        return mark_unusable(st, "the %s was replaced by another file while in use; "
-                                 "writes are refused until a restart",
+        return mark_unusable(st,
+                             "the %s was replaced by another file while in use; "
+                             "writes are refused until a restart",
                              name);
     }
     return 0;
@@ -669,25 +697,46 @@ out_report:
     return NULL;
 }
 
+/* Does the path of `f` still name the file it named at open? */
+static bool file_is_ours(const struct store_file *f)
+{
+    struct stat sb;
+
+    return f->known && !stat(f->path, &sb) && sb.st_dev == f->dev && sb.st_ino == f->ino;
+}
+
+/*
+ * Before the last close, when the files moved. SQLite does not checkpoint
+ * into a database file that moved, and then leaves the WAL at its path, where
+ * the next open would replay it onto whatever file is there now. So: copy
+ * the WAL into the file open (still someone's, if it was only renamed) and
+ * empty it, then remove it if the path is still ours. And when another file
+ * took the WAL's path, it is not ours to remove at close.
+ */
+static void close_moved_files(struct store *st)
+{
+    bool wal_ours = file_is_ours(&st->wal);
+
+    if (!file_is_ours(&st->file)) {
+        (void)sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+        if (wal_ours)
+            (void)unlink(st->wal.path);
+    } else if (!wal_ours && st->wal.known) {
+        int persist = 1;
+
+        (void)sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    }
+}
+
 void store_close(struct store *st)
 {
     if (!st)
         return;
     for (int i = 0; i < Q__COUNT; i++)
         sqlite3_finalize(st->q[i]);
-    /*
-     * The last close checkpoints the WAL into the file and removes the WAL by
-     * its path; when another file took that path, it is not ours to remove.
-     */
-    if (st->wal.path && st->wal.known) {
-        struct stat sb;
-
-        if (!stat(st->wal.path, &sb) && (sb.st_dev != st->wal.dev || sb.st_ino != st->wal.ino)) {
-            int persist = 1;
-
-            (void)sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-        }
-    }
+    if (st->file.path)
+        close_moved_files(st);
+    /* The last close checkpoints the WAL into the file and removes it. */
     sqlite3_close(st->db);
     free(st->file.path);
     free(st->wal.path);

@@ -25,8 +25,20 @@
  * with rx_state_release. json_t results are NEW references.
  * Errors: 0 or a negative errno: -ENOENT (no such session), -EEXIST (id or seq
  * taken), -ERANGE (seq past the log), -EPROTO (stored data does not fold:
- * corruption), -ENOSPC (disk full), -ENOMEM, -EIO (anything else SQLite says).
- * The sentence for humans is kept: store_last_error().
+ * corruption), -ENOSPC (no room: the disk, a file size limit or the quota of
+ * store_set_max_bytes; nothing of the write is stored and a later write may
+ * succeed), -ENOMEM, -EIO (the store is unusable, see below, or anything else
+ * SQLite says). The sentence for humans is kept: store_last_error().
+ *
+ * Health (SPEC 6): a store that cannot keep what it is given says so at once.
+ * Every write first checks that the database's path (and its WAL's) still
+ * names the file opened, and checks again after its commit; a file removed or
+ * replaced while in use, an I/O error or a damaged file makes the store
+ * unusable: from then on every write fails with -EIO without touching the
+ * file, until a restart (sticky: after a failed write or fsync nothing says
+ * the next one would reach the disk). Reads go on from the open file.
+ * store_health() reports ok, full (the last write found no room, until one
+ * succeeds) or unavailable, with the reason.
  *
  * Size: store.c is one job, the SQLite log (schema, append, load, history,
  * state-at, fork, retention), over 600 lines because its prepared statements
@@ -69,9 +81,36 @@ int store_set_durable(struct store *st, bool fsync_each_commit) RX_WUR;
 /* The last error sentence of any call, copied into `err`. */
 void store_last_error(struct store *st, struct rx_error *err);
 
-/* A new session with no inputs. 0, -EEXIST or -EIO. */
+/*
+ * A quota: the database's pages may take at most `max_bytes` (0: no quota,
+ * SQLite's own limit), through SQLite's max_page_count, which never goes
+ * below the pages already in use. A write past it fails with -ENOSPC, as on a
+ * full disk. Per connection: set it after each store_open. 0, -EINVAL
+ * (negative) or -EIO.
+ */
+int store_set_max_bytes(struct store *st, int64_t max_bytes) RX_WUR;
+
+/* What the store can do now; see "Health" above. */
+enum store_health {
+    STORE_OK,          /* writes are stored */
+    STORE_FULL,        /* the last write found no room (-ENOSPC) */
+    STORE_UNAVAILABLE, /* unusable: every write fails with -EIO until restart */
+};
+
+/*
+ * The store's health, after checking its files (so a removed file shows
+ * before any write), with the reason in `why` (may be NULL; "" when ok).
+ */
+enum store_health store_health(struct store *st, struct rx_error *why);
+/* "ok", "full" or "unavailable": the words /healthz uses. */
+const char *store_health_name(enum store_health h);
+
+/* A new session with no inputs. 0, -EEXIST, -ENOSPC or -EIO. */
 int store_create_session(struct store *st, const char *sid, int64_t created_at) RX_WUR;
-/* Remove a session and every row of it. 0 or -ENOENT / -EIO. */
+/*
+ * Remove a session and every row of it, in one transaction: when this does
+ * not return 0 the session is still stored. 0, -ENOENT, -ENOSPC or -EIO.
+ */
 int store_delete_session(struct store *st, const char *sid) RX_WUR;
 
 /*
@@ -144,7 +183,8 @@ int store_fork(struct store *st, const char *sid, int64_t at, const char *new_si
  * Retention: delete every session whose updated_at < older_than_ms with all
  * its rows, in one transaction. Counts go to the pointers that are not NULL;
  * `removed_ids`, when not NULL, gets a NEW array of the ids removed (so the
- * server can drop them from memory). 0, -ENOMEM or -EIO (nothing removed).
+ * server can drop them from memory). 0, -ENOMEM, -ENOSPC or -EIO (nothing
+ * removed).
  */
 int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                   int64_t *removed_inputs) RX_WUR;

@@ -772,6 +772,178 @@ START_TEST(test_growth_is_linear)
 }
 END_TEST
 
+/* ---- health: a full disk, a file removed or replaced ---------------------------- */
+
+/* User message number i with `len` bytes of text: room runs out fast. */
+static void big_input(int i, size_t len, struct rx_input *in)
+{
+    char id[32], *text = malloc(len + 1);
+    const char *field = NULL;
+    struct rx_error err = {""};
+    json_t *j;
+
+    ck_assert_ptr_nonnull(text);
+    memset(text, 'x', len);
+    text[len] = '\0';
+    snprintf(id, sizeof(id), "b%d", i);
+    j = json_pack("{s:s, s:I, s:s, s:s}", "type", "user-send-message", "timestamp",
+                  (json_int_t)(BASE_MS + i), "messageId", id, "content", text);
+    free(text);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_msg(rx_input_parse(j, in, &field, &err) == 0, "%s", err.text);
+    json_decref(j);
+}
+
+/* Append big inputs after `from` until the store refuses one: its errno. */
+static int append_until_refused(struct store *st, const char *sid, int from, int *stored)
+{
+    struct rx_state s;
+    int err = 0, i;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (i = from; i < from + 2000 && !err; i++) {
+        struct rx_input in;
+
+        big_input(i, 2000, &in);
+        err = store_append(st, sid, i + 1, &in, &s, 0);
+        rx_input_release(&in);
+    }
+    rx_state_release(&s);
+    *stored = err ? i - 1 : i;
+    return err;
+}
+
+static void expect_health(struct store *st, enum store_health want, const char *why_has)
+{
+    struct rx_error why = {""};
+
+    ck_assert_str_eq(store_health_name(store_health(st, &why)), store_health_name(want));
+    if (why_has)
+        ck_assert_msg(strstr(why.text, why_has), "'%s' lacks '%s'", why.text, why_has);
+    else
+        ck_assert_str_eq(why.text, "");
+}
+
+static void expect_history(struct store *st, const char *sid, size_t n)
+{
+    json_t *h = NULL;
+
+    ck_store_ok(st, store_history(st, sid, 0, 0, &h));
+    ck_assert_uint_eq(json_array_size(h), n);
+    json_decref(h);
+}
+
+/* The quota: -ENOSPC with nothing stored, health "full" until a write fits. */
+START_TEST(test_quota_full)
+{
+    struct store *st = open_ok(dbpath), *mem = open_ok(":memory:");
+    struct rx_state s;
+    struct rx_input in;
+    int stored;
+
+    expect_health(mem, STORE_OK, NULL);
+    store_close(mem);
+    ck_store_ok(st, store_create_session(st, "s", 1));
+    ck_assert_int_eq(store_set_max_bytes(st, -1), -EINVAL);
+    ck_store_ok(st, store_set_max_bytes(st, 65536));
+    expect_health(st, STORE_OK, NULL);
+    ck_assert_int_eq(append_until_refused(st, "s", 0, &stored), -ENOSPC);
+    ck_assert_int_gt(stored, 0);
+    expect_health(st, STORE_FULL, "65536");
+    expect_history(st, "s", (size_t)stored);
+    ck_assert_int_eq(store_fork(st, "s", stored, "f", 2), -ENOSPC);
+    ck_assert_int_eq(store_history(st, "f", 0, 0, &(json_t *){NULL}), -ENOENT);
+    /* Room again: the next write is stored and the store is healthy. */
+    ck_store_ok(st, store_set_max_bytes(st, 0));
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    big_input(stored, 2000, &in);
+    ck_store_ok(st, store_append(st, "s", stored + 1, &in, &s, 0));
+    rx_input_release(&in);
+    rx_state_release(&s);
+    expect_health(st, STORE_OK, NULL);
+    store_close(st);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM inputs"), stored + 1);
+}
+END_TEST
+
+/* A removed database file: every write is -EIO at once; reads go on. */
+START_TEST(test_file_removed)
+{
+    struct store *st = open_ok(dbpath);
+    struct rx_error e = {""};
+    int stored;
+    int64_t inputs;
+
+    fill_session(st, "s", 3, 0, NULL);
+    expect_health(st, STORE_OK, NULL);
+    ck_assert_int_eq(unlink(dbpath), 0);
+    expect_health(st, STORE_UNAVAILABLE, "database file was removed");
+    ck_assert_int_eq(append_until_refused(st, "s", 3, &stored), -EIO);
+    ck_assert_int_eq(stored, 3);
+    store_last_error(st, &e);
+    ck_assert_msg(strstr(e.text, "removed"), "%s", e.text);
+    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    ck_assert_int_eq(store_delete_session(st, "s"), -EIO);
+    ck_assert_int_eq(store_fork(st, "s", 1, "f", 1), -EIO);
+    ck_assert_int_eq(store_gc(st, INT64_MAX, NULL, NULL), -EIO);
+    expect_history(st, "s", 3);
+    ck_store_ok(st, store_stats(st, &inputs, NULL));
+    ck_assert_int_eq(inputs, 3);
+    /* Sticky: a file back at the path is not the one written to. */
+    raw_sql(dbpath, "CREATE TABLE t(x)");
+    expect_health(st, STORE_UNAVAILABLE, "removed");
+    store_close(st);
+    /* Its WAL is not left to be replayed onto the new file. */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM t"), 0);
+    unlink(dbpath);
+    st = open_ok(dbpath);
+    expect_health(st, STORE_OK, NULL);
+    store_close(st);
+}
+END_TEST
+
+/* Another file renamed over the database, the database renamed away, or its
+   WAL removed: -EIO, and nobody's file is damaged at close. */
+START_TEST(test_file_replaced)
+{
+    struct store *st = open_ok(dbpath);
+    char other[160], wal[160];
+    int stored;
+
+    fill_session(st, "s", 2, 0, NULL);
+    snprintf(other, sizeof(other), "%s.new", dbpath);
+    raw_sql(other, "CREATE TABLE t(x)");
+    ck_assert_int_eq(rename(other, dbpath), 0);
+    ck_assert_int_eq(append_until_refused(st, "s", 2, &stored), -EIO);
+    ck_assert_int_eq(stored, 2);
+    expect_health(st, STORE_UNAVAILABLE, "replaced");
+    store_close(st);
+    /* The file put there is left as it was, and no WAL of ours is beside it. */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM t"), 0);
+    snprintf(wal, sizeof(wal), "%s-wal", dbpath);
+    ck_assert_int_eq(access(wal, F_OK), -1);
+
+    /* Renamed away: what was committed follows the file, WAL included. */
+    ck_assert_int_eq(unlink(dbpath), 0);
+    st = open_ok(dbpath);
+    fill_session(st, "s", 2, 0, NULL);
+    snprintf(other, sizeof(other), "%s.bak", dbpath);
+    ck_assert_int_eq(rename(dbpath, other), 0);
+    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    expect_health(st, STORE_UNAVAILABLE, "removed");
+    store_close(st);
+    ck_assert_int_eq(raw_count(other, "SELECT count(*) FROM inputs"), 2);
+    ck_assert_int_eq(access(wal, F_OK), -1);
+
+    st = open_ok(dbpath);
+    fill_session(st, "s", 2, 0, NULL);
+    ck_assert_int_eq(unlink(wal), 0);
+    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    expect_health(st, STORE_UNAVAILABLE, "write-ahead log was removed");
+    store_close(st);
+}
+END_TEST
+
 Suite *store_suite(void);
 
 Suite *store_suite(void)
@@ -780,10 +952,13 @@ Suite *store_suite(void)
     TCase *tc = tcase_create("log");
     TCase *files = tcase_create("files");
     TCase *more = tcase_create("retention");
+    TCase *health = tcase_create("health");
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_checked_fixture(files, setup, teardown);
     tcase_add_checked_fixture(more, setup, teardown);
+    tcase_add_checked_fixture(health, setup, teardown);
+    tcase_set_timeout(health, 60);
     tcase_set_timeout(tc, 60);
     tcase_set_timeout(files, 60);
     tcase_set_timeout(more, 60);
@@ -805,6 +980,10 @@ Suite *store_suite(void)
     tcase_add_test(more, test_growth_is_linear);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, files);
+    tcase_add_test(health, test_quota_full);
+    tcase_add_test(health, test_file_removed);
+    tcase_add_test(health, test_file_replaced);
     suite_add_tcase(s, more);
+    suite_add_tcase(s, health);
     return s;
 }
