@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "effects/idgen.h"
+#include "effects/log.h"
 #include "effects/openai_config.h"
 #include "effects/openai_http.h"
 #include "effects/openai_stream.h"
@@ -181,6 +182,9 @@ static int finish_error(struct oa_ask *ax, const char *why)
     struct rx_buf suffix;
     int rc;
 
+    /* The person sees it in the answer; the operator must see it in the log
+       (a bad key, a refused connection, a model that does not exist). */
+    log_warn("openai brain: %s", why);
     rx_buf_init(&suffix, RX_BUF_SMALL_MAX);
     rc = rx_buf_printf(&suffix, "%s[Error] %s", ax->text.len ? "\n\n" : "", why);
     if (!rc && *ax->msg_id &&

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/log.h"
+#include "effects/log.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "server/session.h"

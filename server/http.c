@@ -15,7 +15,7 @@
 
 #include "effects/now.h"
 #include "server/api.h"
-#include "server/log.h"
+#include "effects/log.h"
 #include "server/metrics.h"
 #include "server/session_table.h"
 #include "server/reply.h"

@@ -19,7 +19,7 @@
 #include "effects/now.h"
 #include "server/config.h"
 #include "server/http.h"
-#include "server/log.h"
+#include "effects/log.h"
 #include "server/session.h"
 #include "server/session_table.h"
 #include "server/sse.h"

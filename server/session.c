@@ -12,7 +12,7 @@
 #include "effects/now.h"
 #include "server/config.h"
 #include "server/event.h"
-#include "server/log.h"
+#include "effects/log.h"
 #include "server/metrics.h"
 #include "server/session_internal.h"
 #include "server/store.h"

@@ -10,7 +10,7 @@
 #include "effects/idgen.h"
 #include "effects/now.h"
 #include "server/config.h"
-#include "server/log.h"
+#include "effects/log.h"
 #include "server/session_internal.h"
 #include "server/store.h"
 

@@ -499,6 +499,60 @@ START_TEST(test_busy_port_is_an_error)
 }
 END_TEST
 
+/* LLM failures reach the operator's log, not only the answer. */
+START_TEST(test_llm_failures_are_logged)
+{
+    char cfg[32], errpath[] = "/tmp/rx-err-XXXXXX", line[512] = "";
+    const char *bin = getenv("RX_SERVER") ? getenv("RX_SERVER") : "build/reflexor";
+    const char *args[] = {bin,        "--config",    cfg,           "--db", ":memory:",
+                          "--listen", "127.0.0.1:0", "--log-level", "warn", NULL};
+    int out[2], errfd = mkstemp(errpath), port = 0;
+    pid_t pid;
+    FILE *f;
+    bool seen = false;
+
+    /* Port 1 on loopback refuses connections: the brain's request fails at once. */
+    temp_config(cfg, "{\"brain\":{\"provider\":\"openai\",\"openai\":{\"base_url\":"
+                     "\"http://127.0.0.1:1/v1\",\"retries\":0}}}");
+    ck_assert_int_ge(errfd, 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(errfd, 2);
+        execv(bin, (char *const *)args);
+        _exit(127);
+    }
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    if (fgets(line, sizeof(line), f) && strstr(line, "http://127.0.0.1:"))
+        port = atoi(strstr(line, "http://127.0.0.1:") + 17);
+    ck_assert_int_gt(port, 0);
+    snprintf(srv.base, sizeof(srv.base), "http://127.0.0.1:%d", port);
+    srv.port = port;
+    ck_assert_int_eq(
+        itest_post_input(&srv, "default",
+                         "{\"type\":\"user-send-message\",\"content\":\"hi\"}", NULL),
+        200);
+    for (int i = 0; i < 200 && !seen; i++) {
+        char buf[8192];
+        ssize_t n = pread(errfd, buf, sizeof(buf) - 1, 0);
+
+        buf[n > 0 ? n : 0] = '\0';
+        seen = strstr(buf, "openai brain:") != NULL;
+        if (!seen)
+            usleep(100 * 1000);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    fclose(f);
+    close(errfd);
+    unlink(errpath);
+    unlink(cfg);
+    ck_assert_msg(seen, "a refused LLM connection left no line in the log");
+}
+END_TEST
+
 /* ---- the message stream of a deleted session ------------------------------------- */
 
 static const char slow_config[] =
@@ -648,6 +702,7 @@ Suite *hardening_suite(void)
 
     tcase_set_timeout(life, t);
     tcase_add_test(life, test_config_mistakes_are_named);
+    tcase_add_test(life, test_llm_failures_are_logged);
     suite_add_tcase(s, life);
     return s;
 }

@@ -1,7 +1,7 @@
 /*
  * log - stderr lines with a level. See log.h.
  */
-#include "server/log.h"
+#include "effects/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,6 +3,8 @@
  *
  * The level is set once at start-up (log_set_level); lines below it cost a
  * comparison. Thread-safe: each line is written with one write(2).
+ * It lives in effects/ (writing to stderr is an effect) so that the brains
+ * and tools can say what went wrong, and the server uses the same lines.
  */
 #ifndef LOG_H
 #define LOG_H
