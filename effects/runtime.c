@@ -21,8 +21,10 @@ struct effect {
     struct rx_state snapshot;
     int cancel_fd; /* eventfd, readable once cancelled */
     bool cancelled;
-    bool orphan; /* its own input removed its key: it runs on, unrestarted */
-    int attempt;
+    /* Its own input removed its key, which is still gone: only a client's input
+       cancels it now (see runtime_reconcile). Lock held. */
+    bool orphan;
+    int attempt; /* 0 for a start by reconcile, n for the nth restart since */
     struct timespec started;
 };
 
@@ -141,7 +143,7 @@ static bool ask_is_cancelled(struct brain_ask *ask)
     return effect_is_cancelled(ask_effect(ask));
 }
 
-/* Sleep, waking at once when cancelled. 0 or -ECANCELED. */
+/* Sleep, waking at once when cancelled. 0, -ECANCELED or -errno of poll(2). */
 static int effect_sleep(struct effect *fx, int ms)
 {
     struct pollfd p = {.fd = fx->cancel_fd, .events = POLLIN};
@@ -149,6 +151,30 @@ static int effect_sleep(struct effect *fx, int ms)
     if (ms > 0 && poll(&p, 1, ms) < 0 && errno != EINTR)
         return -errno;
     return effect_is_cancelled(fx) ? -ECANCELED : 0;
+}
+
+int runtime_backoff_ms(const struct runtime_config *cfg, int attempt)
+{
+    int max = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : 0;
+    int ms = cfg->backoff_ms > 0 ? cfg->backoff_ms : 0;
+
+    if (attempt <= 0)
+        return 0;
+    /* Doubling stops at the cap, so it never overflows whatever the config. */
+    for (int i = 1; i < attempt && ms < max; i++)
+        ms = ms > max / 2 ? max : ms * 2;
+    return ms < max ? ms : max;
+}
+
+/* The wait before a restart: the configured hook, or poll(2) on the cancel fd. */
+static int restart_wait(struct effect *fx)
+{
+    const struct runtime_config *cfg = &fx->rt->cfg;
+    int ms = runtime_backoff_ms(cfg, fx->attempt);
+
+    if (cfg->sleep_ms)
+        return cfg->sleep_ms(cfg->sleep_arg, fx, ms);
+    return effect_sleep(fx, ms);
 }
 
 static int ask_sleep_ms(struct brain_ask *ask, int ms)
@@ -223,14 +249,13 @@ static void *effect_main(void *arg)
 {
     struct effect *fx = arg;
     struct runtime *rt = fx->rt;
-    int backoff = rt->cfg.backoff_ms, err;
+    /* Read now: once the thread count drops, rt may be freed under us. */
+    void (*unref)(void *ctx) = rt->host.unref;
+    void *host_ctx = rt->host.ctx;
     const struct rx_state *now;
+    int err;
 
-    for (int i = 1; i < fx->attempt && backoff < rt->cfg.backoff_max_ms; i++)
-        backoff *= 2;
-    if (backoff > rt->cfg.backoff_max_ms)
-        backoff = rt->cfg.backoff_max_ms;
-    err = fx->attempt ? effect_sleep(fx, backoff) : 0;
+    err = fx->attempt ? restart_wait(fx) : 0;
     if (!err)
         err = fx->spec.kind == RX_EFFECT_ASK_BRAIN ? run_ask(fx) : run_tool(fx);
 
@@ -257,8 +282,9 @@ static void *effect_main(void *arg)
     if (--rt->threads == 0)
         pthread_cond_broadcast(&rt->idle);
     pthread_mutex_unlock(&rt->idle_lock);
-    /* Last: this may free the host, and with it the runtime. */
-    rt->host.unref(rt->host.ctx);
+    /* From here on rt is not touched: runtime_wait_idle() may have returned and
+       the runtime been destroyed. Last, as it may free the host itself. */
+    unref(host_ctx);
     return NULL;
 }
 
@@ -320,10 +346,17 @@ int runtime_reconcile(struct runtime *rt, const struct rx_state *s,
     for (fx = rt->running; fx; fx = next) {
         next = fx->next;
         if (rx_effect_set_find(&rt->wanted, fx->spec.key)) {
-            fx->orphan = false; /* wanted again: the same running effect */
+            fx->orphan = false; /* wanted (again): the same effect runs on */
         } else if (fx == cause) {
-            fx->orphan = true; /* its own input: let it finish */
-        } else {
+            fx->orphan = true; /* gone by its own input: it runs on to its end */
+        } else if (!fx->orphan || !cause) {
+            /*
+             * Gone by an input from elsewhere. An orphan's key was already gone
+             * before this input, so another effect's input (a tool result, a
+             * second ask's answer) says nothing about it: cancelling it would lose
+             * the answer it is about to give. A client's input (a stop, a newer
+             * message whose own ask replaces it) does cancel it.
+             */
             effect_cancel(rt, fx);
         }
     }

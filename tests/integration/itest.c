@@ -3,6 +3,7 @@
  */
 #include "tests/integration/itest.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +216,74 @@ json_t *itest_resp_json(const struct itest_resp *r)
     return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
 }
 
+long itest_metric(const struct itest_server *s, const char *name)
+{
+    char url[128], line[160];
+    struct itest_resp r;
+    const char *at;
+    long v = -1;
+
+    snprintf(url, sizeof(url), "%s/metrics", s->base);
+    snprintf(line, sizeof(line), "\n%s ", name);
+    if (!itest_request("GET", url, NULL, NULL, &r) && r.status == 200 &&
+        (at = strstr(r.body, line)))
+        v = strtol(at + strlen(line), NULL, 10);
+    itest_resp_release(&r);
+    return v;
+}
+
+int itest_raw_get(int port, const char *path, int rcvbuf)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    char req[512];
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
+
+    if (fd < 0)
+        return -1;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    n = snprintf(
+        req, sizeof(req),
+        "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n", path);
+    if ((rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf))) ||
+        connect(fd, (struct sockaddr *)&a, sizeof(a)) || write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+long itest_raw_drain(int fd, int timeout_ms, char **out)
+{
+    long deadline = now_ms() + timeout_ms, total = 0;
+    struct sink sink = {NULL, 0};
+    char buf[65536];
+
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (now_ms() > deadline) {
+            total = -1;
+            break;
+        }
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0)
+            break; /* closed (or reset) by the server */
+        if (out && sink_write(buf, 1, (size_t)n, &sink) != (size_t)n) {
+            total = -1;
+            break;
+        }
+        total += n;
+    }
+    if (out)
+        *out = sink.data ? sink.data : strdup("");
+    else
+        free(sink.data);
+    return total;
+}
+
 long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
                       json_t **answer)
 {
@@ -375,25 +445,26 @@ int itest_sse_open(struct itest_sse *e, const char *url, const char *last_event_
     return pthread_create(&e->thread, NULL, sse_main, e) ? -1 : 0;
 }
 
-static bool event_matches(json_t *ev, const char *type, const char *key,
-                          const char *value)
+struct type_key {
+    const char *type, *key, *value;
+};
+
+static bool event_matches(json_t *data, void *arg)
 {
-    json_t *data = json_object_get(ev, "data");
+    const struct type_key *m = arg;
     const char *t = json_string_value(json_object_get(data, "type"));
 
-    if (!t || strcmp(t, type))
+    if (!t || strcmp(t, m->type))
         return false;
-    if (!key)
+    if (!m->key)
         return true;
-    return json_is_string(json_object_get(data, key)) &&
-           !strcmp(json_string_value(json_object_get(data, key)), value);
+    return json_is_string(json_object_get(data, m->key)) &&
+           !strcmp(json_string_value(json_object_get(data, m->key)), m->value);
 }
 
-int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const char *key,
-                   const char *value, int timeout_ms)
+static struct timespec deadline_in(int timeout_ms)
 {
     struct timespec ts;
-    int found = -1;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += timeout_ms / 1000;
@@ -402,10 +473,19 @@ int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const cha
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+int itest_sse_wait_for(struct itest_sse *e, size_t from, bool (*pred)(json_t *, void *),
+                       void *arg, int timeout_ms)
+{
+    struct timespec ts = deadline_in(timeout_ms);
+    int found = -1;
+
     pthread_mutex_lock(&e->lock);
     for (;;) {
         for (size_t i = from; i < json_array_size(e->events) && found < 0; i++)
-            if (event_matches(json_array_get(e->events, i), type, key, value))
+            if (pred(json_object_get(json_array_get(e->events, i), "data"), arg))
                 found = (int)i;
         if (found >= 0 || e->done)
             break;
@@ -414,6 +494,29 @@ int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const cha
     }
     pthread_mutex_unlock(&e->lock);
     return found;
+}
+
+int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const char *key,
+                   const char *value, int timeout_ms)
+{
+    struct type_key m = {type, key, value};
+
+    return itest_sse_wait_for(e, from, event_matches, &m, timeout_ms);
+}
+
+bool itest_sse_wait_raw(struct itest_sse *e, const char *text, int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    bool found;
+
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        found = e->raw && strstr(e->raw, text);
+        pthread_mutex_unlock(&e->lock);
+        if (found || now_ms() > deadline)
+            return found;
+        usleep(10000);
+    }
 }
 
 bool itest_sse_wait_done(struct itest_sse *e, int timeout_ms)

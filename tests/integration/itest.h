@@ -70,6 +70,12 @@ int itest_sse_open(struct itest_sse *e, const char *url, const char *last_event_
  * data[key] == value) arrives after index `from`. Returns its index or -1. */
 int itest_sse_wait(struct itest_sse *e, size_t from, const char *type, const char *key,
                    const char *value, int timeout_ms);
+/* The same with any test: the first event after `from` whose data (borrowed)
+ * satisfies pred(data, arg), which runs with the stream's lock held. */
+int itest_sse_wait_for(struct itest_sse *e, size_t from, bool (*pred)(json_t *, void *),
+                       void *arg, int timeout_ms);
+/* Wait until the raw stream (comments and all) contains `text`. */
+bool itest_sse_wait_raw(struct itest_sse *e, const char *text, int timeout_ms);
 /* Wait until the stream ends. true if it did within the time. */
 bool itest_sse_wait_done(struct itest_sse *e, int timeout_ms);
 /* Borrowed data of event i (valid until close). */
@@ -80,6 +86,21 @@ void itest_sse_close(struct itest_sse *e);
 /* Poll GET url until pred(json) or timeout; returns the last JSON (NEW) or NULL. */
 json_t *itest_poll_json(const char *url, bool (*pred)(json_t *, void *), void *arg,
                         int timeout_ms);
+
+/* The value of an unlabelled sample `name` in GET /metrics, or -1. */
+long itest_metric(const struct itest_server *s, const char *name);
+
+/*
+ * A raw client: connect to 127.0.0.1:port, send `GET path` for an event
+ * stream and read nothing. rcvbuf > 0 shrinks the socket's receive buffer (a
+ * stuck reader). The socket, or -1.
+ */
+int itest_raw_get(int port, const char *path, int rcvbuf);
+/*
+ * Read `fd` until the server closes it. The bytes read, with *out (may be NULL)
+ * a malloc'd NUL-terminated copy; -1 if it stayed open for timeout_ms.
+ */
+long itest_raw_drain(int fd, int timeout_ms, char **out);
 
 /* POST a JSON input to a session's moorex; returns the HTTP status. */
 long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
