@@ -222,6 +222,46 @@ static void client_free_cb(void *cls)
     client_unref(c);
 }
 
+/* The socket of a client's connection, or -1. */
+static int client_fd(struct sse_client *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    return info ? info->connect_fd : -1;
+}
+
+/* c->lock held, c suspended (MHD leaves its socket alone): has the peer gone? */
+static bool client_peer_gone(struct sse_client *c)
+{
+    int fd = client_fd(c);
+    char byte;
+    ssize_t n;
+
+    if (fd < 0)
+        return false;
+    n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/*
+ * c->lock held: end a client now, not after its queue (it overflowed, or its
+ * peer is gone). A peer that stopped reading would keep its connection slot
+ * until it read again: MHD calls the reader only when the socket takes data.
+ * shutdown() (never close: the descriptor stays MHD's) makes the next write
+ * fail at once.
+ */
+static void client_drop(struct sse_client *c)
+{
+    int fd = client_fd(c);
+
+    c->dropped = true;
+    client_clear_queue(c);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    client_wake(c);
+}
+
 /* ---- channels ------------------------------------------------------------ */
 
 void sse_channel_init(struct sse_channel *ch, size_t queue_max)
@@ -268,11 +308,11 @@ void sse_channel_publish_n(struct sse_channel *ch, struct sse_frame *const *f, s
             ok = client_push(c, f[i]);
         if (!ok) {
             /* Drop the laggard rather than grow memory or stall the rest. */
-            c->dropped = true;
-            client_clear_queue(c);
+            client_drop(c);
             __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+        } else {
+            client_wake(c);
         }
-        client_wake(c);
         pthread_mutex_unlock(&c->lock);
         if (!ok)
             client_detach(c);
@@ -380,20 +420,6 @@ void sse_ping_everything(void)
     sse_frame_unref(f);
 }
 
-/* c->lock held, c suspended (MHD leaves its socket alone): has the peer gone? */
-static bool client_peer_gone(struct sse_client *c)
-{
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    char byte;
-    ssize_t n;
-
-    if (!info)
-        return false;
-    n = recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 long sse_reap_gone(void)
 {
     struct sse_client *c;
@@ -406,9 +432,7 @@ long sse_reap_gone(void)
         pthread_mutex_lock(&c->lock);
         gone = c->suspended && !c->dropped && client_peer_gone(c);
         if (gone) {
-            c->dropped = true; /* the reader ends the stream with an error */
-            client_clear_queue(c);
-            client_wake(c);
+            client_drop(c); /* the reader ends the stream with an error */
             n++;
         }
         pthread_mutex_unlock(&c->lock);
