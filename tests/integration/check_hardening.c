@@ -75,55 +75,15 @@ static bool closed_by_server(int fd, int ms)
     return false;
 }
 
+/* NEW reference: GET url as JSON (fails the test otherwise). */
 static char *new_session(void)
 {
-    char url[160];
-    struct itest_resp r;
-    json_t *j;
-    char *id;
+    char *id = itest_new_session(&srv);
 
-    snprintf(url, sizeof(url), "%s/api/reflexor/sessions", srv.base);
-    ck_assert_int_eq(itest_request("POST", url, "", NULL, &r), 0);
-    ck_assert_int_eq(r.status, 201);
-    j = itest_resp_json(&r);
-    id = strdup(json_string_value(json_object_get(j, "id")));
-    json_decref(j);
-    itest_resp_release(&r);
+    ck_assert_ptr_nonnull(id);
     return id;
 }
 
-static long get_status(const char *path)
-{
-    char url[512];
-    struct itest_resp r;
-    long status;
-
-    snprintf(url, sizeof(url), "%s%s", srv.base, path);
-    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
-    status = r.status;
-    itest_resp_release(&r);
-    return status;
-}
-
-/* The number after `name ` in /metrics, or -1. */
-static long metric(const char *name)
-{
-    char url[160], *p;
-    struct itest_resp r;
-    long v = -1;
-
-    snprintf(url, sizeof(url), "%s/metrics", srv.base);
-    ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
-    for (p = r.body; p && (p = strstr(p, name)); p++)
-        if ((p == r.body || p[-1] == '\n') && p[strlen(name)] == ' ') {
-            v = strtol(p + strlen(name) + 1, NULL, 10);
-            break;
-        }
-    itest_resp_release(&r);
-    return v;
-}
-
-/* NEW reference: GET url as JSON (fails the test otherwise). */
 static json_t *get_json(const char *url)
 {
     struct itest_resp r;
@@ -259,7 +219,7 @@ START_TEST(test_short_and_trickled_bodies_are_dropped)
     }
     ck_assert_msg(dropped, "a trickled body holds its connection");
     close(slow);
-    ck_assert_int_eq(get_status("/healthz"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/healthz"), 200);
 }
 END_TEST
 
@@ -279,14 +239,15 @@ START_TEST(test_abandoned_streams_are_noticed)
                          "Accept: text/event-stream\r\n\r\n");
     }
     end = mono_ms() + WAIT_MS;
-    while (mono_ms() < end && metric("reflexor_sse_streams") < N)
+    while (mono_ms() < end && itest_metric(&srv, "reflexor_sse_streams") < N)
         usleep(100 * 1000);
-    ck_assert_int_ge(metric("reflexor_sse_streams"), N);
+    ck_assert_int_ge(itest_metric(&srv, "reflexor_sse_streams"), N);
     for (int i = 0; i < N; i++)
         close(fds[i]);
     /* Pings are a minute apart here: only noticing the gone peers frees them. */
     end = mono_ms() + WAIT_MS;
-    while (mono_ms() < end && (open_streams = metric("reflexor_sse_streams")) > 0)
+    while (mono_ms() < end &&
+           (open_streams = itest_metric(&srv, "reflexor_sse_streams")) > 0)
         usleep(200 * 1000);
     ck_assert_msg(open_streams == 0, "%ld abandoned streams still open", open_streams);
 }
@@ -361,18 +322,18 @@ static void stop_web(void)
 
 START_TEST(test_fifo_is_not_served)
 {
-    long status = get_status("/pipe.txt");
+    long status = itest_get_status(&srv, "/pipe.txt");
 
     ck_assert_msg(status == 403 || status == 404, "a FIFO answered %ld", status);
-    ck_assert_int_eq(get_status("/index.html"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/index.html"), 200);
 }
 END_TEST
 
 START_TEST(test_nul_in_path_is_refused)
 {
-    ck_assert_int_eq(get_status("/index.html%00.txt"), 400);
-    ck_assert_int_eq(get_status("/api/reflexor/sessions/default%00x"), 400);
-    ck_assert_int_eq(get_status("/api/reflexor/sessions/default"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/index.html%00.txt"), 400);
+    ck_assert_int_eq(itest_get_status(&srv, "/api/reflexor/sessions/default%00x"), 400);
+    ck_assert_int_eq(itest_get_status(&srv, "/api/reflexor/sessions/default"), 200);
 }
 END_TEST
 
@@ -393,7 +354,7 @@ static bool answers(const char *path, long want)
     long long end = mono_ms() + WAIT_MS;
 
     while (mono_ms() < end) {
-        if (get_status(path) == want)
+        if (itest_get_status(&srv, path) == want)
             return true;
         usleep(100 * 1000);
     }
@@ -412,13 +373,13 @@ START_TEST(test_signals_do_not_kill_and_sighup_reloads)
     ck_assert_int_eq(kill(srv.pid, SIGHUP), 0);
     ck_assert_msg(answers("/api/reflexor/sessions", 401),
                   "SIGHUP did not apply the token");
-    ck_assert_int_eq(get_status("/api/reflexor/sessions?token=t0ken"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/api/reflexor/sessions?token=t0ken"), 200);
     /* A bad file is reported and the running config kept. */
     write_config("{\"auth\":{\"token\":\"other\"}, \"limitz\":{}}");
     ck_assert_int_eq(kill(srv.pid, SIGHUP), 0);
     ck_assert_int_eq(kill(srv.pid, SIGUSR1), 0); /* handled after the HUP */
     usleep(300 * 1000);
-    ck_assert_int_eq(get_status("/api/reflexor/sessions?token=t0ken"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/api/reflexor/sessions?token=t0ken"), 200);
     ck_assert_msg(kill(srv.pid, 0) == 0, "the server died");
 }
 END_TEST
@@ -495,7 +456,7 @@ START_TEST(test_busy_port_is_an_error)
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", srv.port);
     ck_assert_int_ne(run_server(args, err, sizeof(err)), 0);
     ck_assert_msg(strstr(err, "cannot listen"), "no clear error: %s", err);
-    ck_assert_int_eq(get_status("/healthz"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/healthz"), 200);
 }
 END_TEST
 
@@ -608,7 +569,8 @@ START_TEST(test_metrics_pass_promtool)
     FILE *p;
     int status;
 
-    ck_assert_int_eq(get_status("/no-such-file"), 404); /* an error to count */
+    ck_assert_int_eq(itest_get_status(&srv, "/no-such-file"),
+                     404); /* an error to count */
     snprintf(url, sizeof(url), "%s/metrics", srv.base);
     ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
     ck_assert_int_eq(r.status, 200);
@@ -649,7 +611,7 @@ START_TEST(test_deep_tool_arguments_are_refused)
     ck_assert_str_eq(json_string_value(json_object_get(a, "field")), "toolCalls");
     json_decref(a);
     free(body);
-    ck_assert_int_eq(get_status("/healthz"), 200);
+    ck_assert_int_eq(itest_get_status(&srv, "/healthz"), 200);
 }
 END_TEST
 

@@ -82,19 +82,9 @@ static void stop(void)
 
 static char *new_session(void)
 {
-    char url[128];
-    struct itest_resp r;
-    json_t *j;
-    char *id;
+    char *id = itest_new_session(&srv);
 
-    snprintf(url, sizeof(url), "%s/api/reflexor/sessions", srv.base);
-    ck_assert_int_eq(itest_request("POST", url, "", NULL, &r), 0);
-    ck_assert_int_eq(r.status, 201);
-    j = itest_resp_json(&r);
-    ck_assert_ptr_nonnull(j);
-    id = strdup(json_string_value(json_object_get(j, "id")));
-    json_decref(j);
-    itest_resp_release(&r);
+    ck_assert_ptr_nonnull(id);
     return id;
 }
 
@@ -971,21 +961,10 @@ static void start_logged(void)
                   "server did not start");
 }
 
-static void remove_db(void)
-{
-    char p[96];
-
-    unlink(db_path);
-    snprintf(p, sizeof(p), "%s-wal", db_path);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s-shm", db_path);
-    unlink(p);
-}
-
 static void stop_logged(void)
 {
     stop();
-    remove_db();
+    itest_remove_db(db_path);
 }
 
 /* Restart on the same file: every session and every message comes back. */

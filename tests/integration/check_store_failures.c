@@ -63,23 +63,12 @@ static void remove_dir(void)
     rmdir(tmpdir);
 }
 
-static void remove_db(void)
-{
-    char p[128];
-
-    unlink(db_path);
-    snprintf(p, sizeof(p), "%s-wal", db_path);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s-shm", db_path);
-    unlink(p);
-}
-
 /* A fresh path for the server to create its database at. */
 static void new_db_path(void)
 {
     snprintf(db_path, sizeof(db_path), "%s/reflexor-%d.db", tmpdir, (int)getpid());
     snprintf(db_arg, sizeof(db_arg), "%s", db_path);
-    remove_db(); /* left by a test that failed, without fork */
+    itest_remove_db(db_path); /* left by a test that failed, without fork */
 }
 
 static void start(const char *config)
@@ -328,7 +317,7 @@ START_TEST(test_quota_full_is_507)
     }
     expect_health("ok", "ok", NULL);
     stop();
-    remove_db();
+    itest_remove_db(db_path);
     free(sid);
 }
 END_TEST
@@ -392,7 +381,7 @@ START_TEST(test_write_errors_are_507_and_delete_is_not_204)
     expect_messages(sid, acked);
     expect_health("ok", "ok", NULL);
     stop();
-    remove_db();
+    itest_remove_db(db_path);
     free(sid);
     free(other);
 }
@@ -438,7 +427,7 @@ START_TEST(test_removed_database_is_503)
     ck_assert_int_eq(get_session(sid), 404);
     expect_health("ok", "ok", NULL);
     stop();
-    remove_db();
+    itest_remove_db(db_path);
     free(sid);
 }
 END_TEST
@@ -467,7 +456,7 @@ START_TEST(test_replaced_database_is_503)
     expect_messages(sid, 1);
     expect_health("degraded", "unavailable", "replaced");
     stop();
-    remove_db();
+    itest_remove_db(db_path);
     free(sid);
 }
 END_TEST
@@ -499,7 +488,7 @@ START_TEST(test_session_limit_is_429)
     ck_assert_int_eq(delete_session(b, NULL), 204);
     ck_assert_int_eq(fork_at(a, 1, NULL), 201);
     stop();
-    remove_db();
+    itest_remove_db(db_path);
     free(a);
     free(b);
 }

@@ -565,3 +565,44 @@ void itest_sse_close(struct itest_sse *e)
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
 }
+
+char *itest_new_session(const struct itest_server *s)
+{
+    char url[128], *id = NULL;
+    struct itest_resp r;
+    json_t *j;
+
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions", s->base);
+    if (itest_request("POST", url, "", NULL, &r))
+        return NULL;
+    j = r.status == 201 ? itest_resp_json(&r) : NULL;
+    if (json_is_string(json_object_get(j, "id")))
+        id = strdup(json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    itest_resp_release(&r);
+    return id;
+}
+
+long itest_get_status(const struct itest_server *s, const char *path)
+{
+    char url[1024];
+    struct itest_resp r;
+    long status = -1;
+
+    snprintf(url, sizeof(url), "%s%s", s->base, path);
+    if (!itest_request("GET", url, NULL, NULL, &r))
+        status = r.status;
+    itest_resp_release(&r);
+    return status;
+}
+
+void itest_remove_db(const char *path)
+{
+    char p[1024];
+
+    unlink(path);
+    snprintf(p, sizeof(p), "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", path);
+    unlink(p);
+}

@@ -102,6 +102,13 @@ int itest_raw_get(int port, const char *path, int rcvbuf);
  */
 long itest_raw_drain(int fd, int timeout_ms, char **out);
 
+/* POST /sessions: the new session's id (malloc'd), or NULL when not 201. */
+char *itest_new_session(const struct itest_server *s);
+/* GET base+path: the HTTP status, or -1 when the request failed. */
+long itest_get_status(const struct itest_server *s, const char *path);
+/* Remove a SQLite database file and its -wal and -shm files. */
+void itest_remove_db(const char *path);
+
 /* POST a JSON input to a session's moorex; returns the HTTP status. */
 long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
                       json_t **answer);
