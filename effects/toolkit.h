@@ -7,8 +7,9 @@
  *    shell, no eval) and `clock` (effects/toolkit_clock);
  *  - command tools from the config (effects/toolkit_command): the program in
  *    `command` with the arguments JSON on its stdin, its stdout the result;
- *    on timeout or cancel its process group is killed, and the child is
- *    always reaped and every descriptor closed before toolkit_call returns.
+ *    when it ends, times out or is cancelled, the program and every process
+ *    it started (also those that left its group or session) are killed and
+ *    reaped, and every descriptor closed, before toolkit_call returns.
  *
  * Results and errors are valid UTF-8 (invalid bytes become U+FFFD), so they
  * can go into inputs and JSON as they are (effects/toolkit_result).
@@ -83,7 +84,7 @@ json_t *toolkit_schemas(const struct toolkit *tk) RX_WUR;
  * Run tool `name` with `params_json` (a JSON object as text; NULL or blank
  * means {}). Blocks until the tool ends, fails, times out or is cancelled.
  * `cancel_fd` (or -1) is polled: once it is readable the call stops promptly,
- * killing a command's process group.
+ * killing a command and everything it started.
  * Returns 0 with *result a malloc'd NUL-terminated text and *is_error telling
  * whether it is the tool's result or an error message for a `toolkit-error`
  * (unknown tool, parameters that are not a JSON object or lack a required

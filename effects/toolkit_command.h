@@ -1,19 +1,55 @@
 /*
  * toolkit_command - command tools (SPEC 5): a program from the config run
- * with no shell (posix_spawn), in a process group of its own, with the
- * arguments JSON on its stdin; its stdout, less one trailing newline, is the
- * result. A non-zero exit, a signal, a timeout or output past the bound is an
- * error result naming the cause (with the first line of stderr when there is
- * one). On timeout or cancel the whole process group is killed; the child is
- * always reaped and every descriptor closed before toolkit_command_run
- * returns. A program that does not read its input is not an error (the
- * writes stop; no SIGPIPE reaches the server).
+ * with no shell, with the arguments JSON on its stdin; its stdout, less one
+ * trailing newline, is the result. A non-zero exit, a signal, a timeout or
+ * output past the bound is an error result naming the cause (with the first
+ * line of stderr when there is one). A program that does not read its input
+ * is not an error (the writes stop; no SIGPIPE reaches the server).
  *
- * Depends on POSIX (spawn, poll, sockets for stdin), effects/now (deadlines)
- * and effects/toolkit_result; nothing from server/ or state_machine/ but
- * rx_buf and rx_common.
- * Threads: any number of runs may go on at once (descriptors are
- * close-on-exec, so a concurrent spawn inherits none of them).
+ * Every process a tool starts ends with it. The tool ends when its program
+ * exits, times out, prints too much or is cancelled; by the time
+ * toolkit_command_run returns, the program and all its descendants are
+ * killed and reaped, including those that left its process group or session
+ * (setsid, setpgid, a daemon's double fork), and every descriptor is closed.
+ * A descendant still holding stdout does not keep the call waiting.
+ *
+ * How: each run forks a supervisor, a small process that does not exec. It
+ * makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every orphaned
+ * descendant is re-parented to it rather than to init, then forks and execs
+ * the program in a process group of its own, with the pipes as its stdio
+ * (nothing is relayed). When the program exits, or when the toolkit closes
+ * its end of a control socket (timeout, cancel, overflow, or the server's
+ * death), the supervisor SIGKILLs the program's group and then, pass after
+ * pass, every process whose parent it is (found in /proc/<pid>/stat), reaping
+ * until it has no child left. It reports the program's wait status on the
+ * control socket and exits; that EOF tells the toolkit all is gone.
+ * SIGTERM/SIGINT/SIGHUP to the supervisor (also sent by PR_SET_PDEATHSIG
+ * when its parent dies) stop it the same way, and the tool is then reported
+ * killed by that signal. The server itself is never a subreaper: a
+ * long-lived, multi-threaded process would collect every tool's orphans.
+ *
+ * Limits: a descendant is only found once its parent is dead, so each pass
+ * reaches one more generation; a process that forks faster than it is
+ * killed needs as many passes. The scan needs /proc of our pid namespace
+ * (checked through /proc/self); without it, only the program's group is
+ * killed, and orphans are waited for a bounded time, then left to init. A
+ * descendant stuck in the kernel (state D) delays the end: after
+ * TOOLKIT_COMMAND_STOP_GRACE_MS a stopping supervisor is killed and the call
+ * returns anyway. A process that changes its uid may be invisible in /proc
+ * (hidepid) or immune to our kill. Containment that nothing escapes needs a
+ * cgroup, which a tool runner without privileges cannot count on.
+ *
+ * Cost: a fork of the server per call (its page tables, not its memory);
+ * under valgrind each supervisor, as a fork that never execs, reports the
+ * server's heap at its exit: run with --child-silent-after-fork=yes.
+ *
+ * Depends on Linux (prctl, /proc, close_range, getdents64), effects/now
+ * (deadlines) and effects/toolkit_result; nothing from server/ or
+ * state_machine/ but rx_buf and rx_common.
+ * Threads: any number of runs may go on at once. The parent's descriptors
+ * are close-on-exec; a supervisor, which inherits every descriptor of the
+ * server, closes all but its own at once. Between fork and exit the
+ * supervisor calls only async-signal-safe functions and plain system calls.
  * Ownership: struct toolkit_command owns argv and each string in it,
  * released by toolkit_command_release; *result is malloc'd and the caller's.
  */
@@ -27,6 +63,8 @@
 
 /* Bytes of stderr kept for the error message of a failed command. */
 #define TOOLKIT_COMMAND_STDERR_MAX 4096
+/* Longest wait for a stopping supervisor before it is killed outright. */
+#define TOOLKIT_COMMAND_STOP_GRACE_MS 2000
 
 struct toolkit_command {
     char **argv;       /* NULL-terminated; argv[0] is a path or a name found in PATH */

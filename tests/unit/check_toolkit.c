@@ -637,6 +637,148 @@ START_TEST(test_concurrent_calls)
 }
 END_TEST
 
+/* ------------------------------------------------- descendants that escape */
+
+/*
+ * Issue 12: a grandchild that calls setsid() (a daemon, `setsid prog &`) has
+ * left the tool's process group and session, so killing the group missed it.
+ * The fixture double-forks one that keeps the tool's stdout open; whether the
+ * tool exits, times out or is cancelled, it must be gone (not even a zombie)
+ * by the time toolkit_call returns.
+ */
+static struct toolkit *setsid_toolkit(char *pidfile, size_t size, const char *mode,
+                                      int timeout_ms)
+{
+    struct toolkit *t = toolkit_create();
+    char json[512];
+    json_t *cfg;
+
+    snprintf(pidfile, size, "/tmp/rx-toolkit-setsid-%d-%s.pid", (int)getpid(), mode);
+    unlink(pidfile);
+    snprintf(json, sizeof(json),
+             "[{\"name\":\"daemon\",\"command\":[\"" TOOLS "setsid_child.sh\",\"%s\","
+             "\"%s\"],\"timeout_ms\":%d}]",
+             pidfile, mode, timeout_ms);
+    cfg = json_loads(json, 0, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(toolkit_add_from_config(t, cfg, NULL), 0);
+    json_decref(cfg);
+    return t;
+}
+
+/* Gone for good: kill(2) finds no such process, zombie or not. */
+static void assert_gone(pid_t pid)
+{
+    int i;
+
+    /* Bounded and generous; with the fix the process is reaped before the call
+       returns, so the first look should already succeed. */
+    for (i = 0; i < 200 && !(kill(pid, 0) < 0 && errno == ESRCH); i++)
+        usleep(10000);
+    ck_assert_msg(kill(pid, 0) < 0 && errno == ESRCH,
+                  "descendant %d outlived its tool (after %d ms)", (int)pid, i * 10);
+}
+
+START_TEST(test_setsid_descendant_killed_on_exit)
+{
+    char pidfile[128];
+    struct toolkit *t = setsid_toolkit(pidfile, sizeof(pidfile), "exit", 10000);
+    int fds = count_fds();
+    char *r = NULL;
+    bool is_error = true;
+    pid_t grandchild;
+
+    /* The tool's own exit ends the call: the grandchild holding stdout open
+       does not keep it waiting until the timeout. */
+    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", -1, &r, &is_error), 0);
+    ck_assert_msg(!is_error, "%s", r);
+    ck_assert_str_eq(r, "started");
+    free(r);
+    grandchild = read_pidfile(pidfile);
+    ck_assert_int_gt(grandchild, 0);
+    assert_gone(grandchild);
+    assert_no_children();
+    ck_assert_int_eq(count_fds(), fds);
+    unlink(pidfile);
+    toolkit_destroy(t);
+}
+END_TEST
+
+START_TEST(test_setsid_descendant_killed_on_timeout)
+{
+    char pidfile[128];
+    struct toolkit *t = setsid_toolkit(pidfile, sizeof(pidfile), "hang", 2000);
+    int fds = count_fds();
+    char *r = NULL;
+    bool is_error = false;
+    pid_t grandchild;
+
+    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", -1, &r, &is_error), 0);
+    ck_assert(is_error);
+    ck_assert_msg(strstr(r, "timed out after 2000 ms"), "%s", r);
+    free(r);
+    /* 2 s is ample for the fixture to have started its grandchild. */
+    grandchild = read_pidfile(pidfile);
+    ck_assert_int_gt(grandchild, 0);
+    assert_gone(grandchild);
+    assert_no_children();
+    ck_assert_int_eq(count_fds(), fds);
+    unlink(pidfile);
+    toolkit_destroy(t);
+}
+END_TEST
+
+struct daemon_call {
+    struct toolkit *tk;
+    int cancel_fd;
+    int rc;
+    char *result;
+    bool is_error;
+};
+
+static void *run_daemon(void *arg)
+{
+    struct daemon_call *d = arg;
+
+    d->rc = toolkit_call(d->tk, "daemon", "{}", d->cancel_fd, &d->result, &d->is_error);
+    return NULL;
+}
+
+START_TEST(test_setsid_descendant_killed_on_cancel)
+{
+    char pidfile[128];
+    struct toolkit *t = setsid_toolkit(pidfile, sizeof(pidfile), "hang", 600000);
+    struct daemon_call d = {.tk = t, .rc = 1};
+    int p[2], fds;
+    pthread_t th;
+    pid_t grandchild = 0;
+
+    ck_assert_int_eq(pipe(p), 0);
+    fds = count_fds();
+    d.cancel_fd = p[0];
+    ck_assert_int_eq(pthread_create(&th, NULL, run_daemon, &d), 0);
+    for (int i = 0; i < 500 && grandchild <= 0; i++) {
+        usleep(10000);
+        grandchild = read_pidfile(pidfile);
+    }
+    ck_assert_int_gt(grandchild, 0);
+    /* It really escaped: a session (hence a process group) of its own. */
+    ck_assert_int_eq(getsid(grandchild), grandchild);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(d.rc, -ECANCELED);
+    ck_assert_ptr_null(d.result);
+    assert_gone(grandchild);
+    assert_no_children();
+    ck_assert_int_eq(count_fds(), fds);
+    close(p[0]);
+    close(p[1]);
+    unlink(pidfile);
+    toolkit_destroy(t);
+}
+END_TEST
+
 Suite *toolkit_suite(void)
 {
     Suite *s = suite_create("toolkit");
@@ -668,6 +810,13 @@ Suite *toolkit_suite(void)
     tcase_add_test(tc, test_timeout_kills_group);
     tcase_add_test(tc, test_cancel_kills_group);
     tcase_add_test(tc, test_concurrent_calls);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("descendants");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_setsid_descendant_killed_on_exit);
+    tcase_add_test(tc, test_setsid_descendant_killed_on_timeout);
+    tcase_add_test(tc, test_setsid_descendant_killed_on_cancel);
     suite_add_tcase(s, tc);
     return s;
 }
