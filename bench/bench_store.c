@@ -2,7 +2,9 @@
  * bench_store - what the durable input log costs: inputs per second through
  * rx_machine_apply alone (the server with --db :memory:) and through
  * rx_machine_apply + store_append on a file (fsync at every commit, the
- * default, and without fsync), plus the bytes the file spends per input.
+ * default, and without fsync), plus the bytes the file spends per input; and
+ * group commit: one input of every session queued together
+ * (store_write_queue), as the server queues the inputs that arrive together.
  *
  *   build/bench/bench_store [INPUTS [SESSIONS [SNAPSHOT_EVERY]]]
  *
@@ -19,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <jansson.h>
 #include <sqlite3.h>
 
@@ -29,6 +33,7 @@ struct run {
     const char *name;
     const char *path; /* NULL: no store */
     bool durable;
+    bool grouped; /* a round of one input per session queued together */
     double seconds;
     int64_t inputs, bytes, json_bytes;
 };
@@ -122,9 +127,75 @@ static int64_t snapshot_bytes(const char *path)
     return n;
 }
 
+/* One round's writes and the wait for them (the grouped runs). */
+struct round {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int pending, failed;
+};
+
+struct round_write {
+    struct store_write w; /* first: `done` gets its address */
+    struct round *round;
+    struct rx_buf text, snap;
+    char sid[48];
+};
+
+static void round_done(struct store_write *w, int err)
+{
+    struct round *r = ((struct round_write *)w)->round;
+
+    pthread_mutex_lock(&r->lock);
+    r->failed |= err != 0;
+    if (--r->pending == 0)
+        pthread_cond_signal(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Queue inputs [i, i + k) (one per session) together and wait for them. */
+static int append_round(struct store *db, struct round_write *rw,
+                        const struct rx_input *in, const struct rx_state *st, int i,
+                        int k, int sessions, int snapshot_every)
+{
+    struct round r = {.pending = k};
+
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cond, NULL);
+    for (int j = 0; j < k; j++) {
+        struct round_write *x = &rw[j];
+        int64_t seq = (i + j) / sessions + 1;
+
+        rx_buf_reset(&x->text);
+        rx_buf_reset(&x->snap);
+        if (rx_input_encode(&in[i + j], &x->text) ||
+            (snapshot_every > 0 && seq % snapshot_every == 0 &&
+             rx_state_encode(&st[(i + j) % sessions], &x->snap)))
+            return -ENOMEM;
+        session_id(x->sid, sizeof(x->sid), (i + j) % sessions);
+        x->round = &r;
+        x->w = (struct store_write){.sid = x->sid,
+                                    .seq = seq,
+                                    .updated_at = in[i + j].timestamp,
+                                    .input = x->text.data,
+                                    .input_len = x->text.len,
+                                    .snapshot = x->snap.len ? x->snap.data : NULL,
+                                    .snapshot_len = x->snap.len,
+                                    .done = round_done};
+        store_write_queue(db, &x->w);
+    }
+    pthread_mutex_lock(&r.lock);
+    while (r.pending)
+        pthread_cond_wait(&r.cond, &r.lock);
+    pthread_mutex_unlock(&r.lock);
+    pthread_cond_destroy(&r.cond);
+    pthread_mutex_destroy(&r.lock);
+    return r.failed ? -EIO : 0;
+}
+
 static int run_one(struct run *r, const struct rx_input *in, int n, int sessions,
                    int snapshot_every)
 {
+    struct round_write *rw = calloc((size_t)sessions, sizeof(*rw));
     struct rx_state *st = calloc((size_t)sessions, sizeof(*st));
     struct rx_error err;
     char sid[48];
@@ -132,11 +203,17 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
     double t0;
     int rc = -1;
 
-    if (!st)
+    if (!st || !rw) {
+        free(st);
+        free(rw);
         return -ENOMEM;
-    for (int s = 0; s < sessions; s++)
+    }
+    for (int s = 0; s < sessions; s++) {
+        rx_buf_init(&rw[s].text, RX_BUF_SMALL_MAX);
+        rx_buf_init(&rw[s].snap, RX_BUF_STATE_MAX);
         if (rx_state_init(&st[s]))
             goto out_release;
+    }
     if (r->path) {
         if (!(db = store_open(r->path, &err))) {
             fprintf(stderr, "bench_store: %s\n", err.text);
@@ -159,7 +236,18 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
             fprintf(stderr, "bench_store: input %d not accepted\n", i);
             goto out_close;
         }
-        if (db) {
+        if (db && r->grouped) {
+            /* The round is queued once every session's input is applied. */
+            if (s == sessions - 1 || i == n - 1) {
+                int first = i - s;
+
+                if (append_round(db, rw, in, st, first, i - first + 1, sessions,
+                                 snapshot_every)) {
+                    fprintf(stderr, "bench_store: round at %d failed\n", first);
+                    goto out_close;
+                }
+            }
+        } else if (db) {
             session_id(sid, sizeof(sid), s);
             if (store_append(db, sid, i / sessions + 1, &in[i], &st[s], snapshot_every)) {
                 store_last_error(db, &err);
@@ -177,9 +265,13 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
 out_close:
     store_close(db);
 out_release:
-    for (int s = 0; s < sessions; s++)
+    for (int s = 0; s < sessions; s++) {
         rx_state_release(&st[s]);
+        rx_buf_release(&rw[s].text);
+        rx_buf_release(&rw[s].snap);
+    }
     free(st);
+    free(rw);
     return rc;
 }
 
@@ -189,7 +281,7 @@ int main(int argc, char **argv)
     int sessions = argc > 2 ? atoi(argv[2]) : 20;
     int snapshot_every = argc > 3 ? atoi(argv[3]) : 200;
     const char *tmp = getenv("TMPDIR");
-    char dir[256], path_full[300], path_normal[300];
+    char dir[256], path_full[300], path_normal[300], path_group[300];
     struct rx_input *in;
     int64_t json_bytes = 0;
     struct rx_buf b;
@@ -206,6 +298,7 @@ int main(int argc, char **argv)
     }
     snprintf(path_full, sizeof(path_full), "%s/full.db", dir);
     snprintf(path_normal, sizeof(path_normal), "%s/normal.db", dir);
+    snprintf(path_group, sizeof(path_group), "%s/group.db", dir);
     in = make_inputs(n, sessions);
     if (!in)
         return 1;
@@ -218,9 +311,10 @@ int main(int argc, char **argv)
     rx_buf_release(&b);
 
     struct run runs[] = {
-        {"no store (--db :memory:)", NULL, false, 0, 0, 0, 0},
-        {"store, fsync each commit", path_full, true, 0, 0, 0, 0},
-        {"store, no fsync", path_normal, false, 0, 0, 0, 0},
+        {"no store (--db :memory:)", NULL, false, false, 0, 0, 0, 0},
+        {"store, fsync each commit", path_full, true, false, 0, 0, 0, 0},
+        {"store, no fsync", path_normal, false, false, 0, 0, 0, 0},
+        {"store, fsync, grouped", path_group, true, true, 0, 0, 0, 0},
     };
     printf("bench_store: %d inputs over %d sessions, snapshot every %d; "
            "input JSON %.1f bytes on average\n",

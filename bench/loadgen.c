@@ -10,6 +10,20 @@
  *       fixed path (the bare baseline answers any path). Each request is a
  *       pre-built template with a unique messageId patched in.
  *       -> post conns=.. rps=.. p50_us=.. p99_us=.. errors=.. n=..
+ *   loadgen session PORT
+ *       Creates one session. -> session id=..
+ *   loadgen postto PORT CONNS SECS SID
+ *       As `post`, every POST to the one session SID (its history grows).
+ *       -> post conns=.. rps=.. p50_us=.. p99_us=.. errors=.. n=..
+ *   loadgen fill   PORT CONNS N SID
+ *       N user messages POSTed to session SID as fast as CONNS closed-loop
+ *       connections go (answers other than 200 are retried), then the
+ *       session's message count (GET /sessions).
+ *       -> fill n=.. secs=.. rps=.. messages=..
+ *   loadgen count  PORT SID
+ *       The records of session SID's state (GET /sessions/SID): user
+ *       messages, assistant messages, and those complete.
+ *       -> count users=.. answers=.. complete=..
  *   loadgen fanout PORT PID SUBS RATE SECS [QUERY]
  *       SUBS streams (GET .../moorex plus QUERY, e.g. "?mode=patch") on one
  *       new session; once every one has its initial
@@ -33,6 +47,17 @@
  *       VmRSS growth of a (bare) server per idle keep-alive connection that
  *       has served one POST: the floor under a stream's memory.
  *       -> idle idle_kb=.. conn_bytes=..
+ *   loadgen stuck  PORT PID STATE_KB INPUTS
+ *       A session whose state is STATE_KB (100 KB messages), one stream on it
+ *       that never reads (4 KB receive buffer), then INPUTS inputs one by
+ *       one: the server's RSS growth over a baseline taken once a reader that
+ *       keeps up has seen two inputs (peak: VmHWM, reset at the baseline),
+ *       whether the stream was dropped (it ends), and the POSTs' latency.
+ *       -> stuck state_kb=.. peak_growth_kb=.. end_growth_kb=.. dropped=0|1 ..
+ *   loadgen getstate PORT PID SID REPS
+ *       GET /sessions/SID (the whole state) REPS times in a row: its size,
+ *       time, and the server's peak (VmHWM) and lasting RSS growth.
+ *       -> getstate bytes=.. p50_ms=.. max_ms=.. peak_growth_kb=.. end_growth_kb=..
  *
  * Results go to stdout as one `key=value` line; errors to stderr, exit 1.
  * Every loop is bounded in time.
@@ -281,6 +306,38 @@ static long proc_rss_kb(int pid)
     return kb;
 }
 
+/* A "Key:   N kB" line of /proc/<pid>/status (VmRSS, VmHWM), or -1. */
+static long proc_status_kb(int pid, const char *key)
+{
+    char path[64], line[256];
+    size_t n = strlen(key);
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if (!(f = fopen(path, "r")))
+        die("cannot read /proc/<pid>/status");
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, key, n))
+            kb = strtol(line + n, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+/* Reset the peak RSS (VmHWM) of a process to its current RSS. False if refused. */
+static bool proc_reset_hwm(int pid)
+{
+    char path[64];
+    FILE *f;
+    bool ok;
+
+    snprintf(path, sizeof(path), "/proc/%d/clear_refs", pid);
+    if (!(f = fopen(path, "w")))
+        return false;
+    ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
 static void raise_nofile(rlim_t want)
 {
     struct rlimit rl;
@@ -418,32 +475,18 @@ static void pconn_reopen(struct pconn *c, int ep)
     pconn_open(c, ep);
 }
 
-static int cmd_post(int conns, int secs, int n_sessions)
+/* The closed loop of `post` over templates t[0..n_t); prints the result line. */
+static int post_loop(int conns, int secs, const struct tmpl *t, int n_t)
 {
     struct pconn *cs = calloc((size_t)conns, sizeof(*cs));
-    int n_t = n_sessions > 0 ? n_sessions : 1;
-    struct tmpl *t = calloc((size_t)n_t, sizeof(*t));
     struct samples lat = {0};
     struct epoll_event evs[256];
     long seq = 0, errors = 0;
     int64_t start, warm_end, end;
     int ep = epoll_create1(EPOLL_CLOEXEC), i;
 
-    if (!cs || !t || ep < 0)
+    if (!cs || ep < 0)
         die("out of memory");
-    if (n_sessions > 0) {
-        int fd = connect_local();
-        char sid[SID_MAX + 1], path[256];
-
-        for (i = 0; i < n_sessions; i++) {
-            create_session(fd, sid);
-            snprintf(path, sizeof(path), API "/sessions/%s/moorex", sid);
-            tmpl_build(&t[i], path, "m-");
-        }
-        close(fd);
-    } else {
-        tmpl_build(&t[0], API "/sessions/bare/moorex", "m-");
-    }
     /* Fresh message ids across runs against the same server. */
     seq = (long)(now_ns() / 1000) % 1000000000L;
     for (i = 0; i < conns; i++)
@@ -494,7 +537,193 @@ static int cmd_post(int conns, int secs, int n_sessions)
     close(ep);
     free(lat.v);
     free(cs);
+    return 0;
+}
+
+static int cmd_post(int conns, int secs, int n_sessions)
+{
+    int n_t = n_sessions > 0 ? n_sessions : 1, i, rc;
+    struct tmpl *t = calloc((size_t)n_t, sizeof(*t));
+
+    if (!t)
+        die("out of memory");
+    if (n_sessions > 0) {
+        int fd = connect_local();
+        char sid[SID_MAX + 1], path[256];
+
+        for (i = 0; i < n_sessions; i++) {
+            create_session(fd, sid);
+            snprintf(path, sizeof(path), API "/sessions/%s/moorex", sid);
+            tmpl_build(&t[i], path, "m-");
+        }
+        close(fd);
+    } else {
+        tmpl_build(&t[0], API "/sessions/bare/moorex", "m-");
+    }
+    rc = post_loop(conns, secs, t, n_t);
     free(t);
+    return rc;
+}
+
+static int cmd_session(void)
+{
+    int fd = connect_local();
+    char sid[SID_MAX + 1];
+
+    create_session(fd, sid);
+    close(fd);
+    printf("session id=%s\n", sid);
+    return 0;
+}
+
+/* A session id from the command line, checked (it goes into a request line). */
+static const char *arg_sid(const char *sid)
+{
+    if (!*sid || strlen(sid) > SID_MAX ||
+        strspn(sid, "abcdefghijklmnopqrstuvwxyz"
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    "0123456789-_") != strlen(sid))
+        die("bad session id");
+    return sid;
+}
+
+static int cmd_postto(int conns, int secs, const char *sid)
+{
+    struct tmpl t;
+    char path[256];
+
+    snprintf(path, sizeof(path), API "/sessions/%s/moorex", arg_sid(sid));
+    tmpl_build(&t, path, "m-");
+    return post_loop(conns, secs, &t, 1);
+}
+
+/* messageCount of session sid in GET /sessions, or -1. */
+static long message_count(const char *sid)
+{
+    static char body[1 << 20];
+    int fd = connect_local();
+    char key[SID_MAX + 16];
+    const char *p, *m;
+
+    if (request_sync(fd, "GET", API "/sessions", "", body, sizeof(body)) != 200)
+        die("GET /sessions failed");
+    close(fd);
+    snprintf(key, sizeof(key), "\"id\":\"%s\"", sid);
+    if (!(p = strstr(body, key)) || !(m = strstr(p, "\"messageCount\":")))
+        return -1;
+    return strtol(m + 15, NULL, 10);
+}
+
+static long occurrences(const char *hay, const char *needle)
+{
+    long n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Count the records of one session's state (its encoding is read whole). */
+static int cmd_count(const char *sid)
+{
+    char req[512], *buf = NULL;
+    size_t len = 0, cap = 1 << 20, n;
+    int fd = connect_local(), status = 0;
+    int64_t deadline = now_ns() + 30000000000LL;
+
+    snprintf(req, sizeof(req),
+             "GET " API "/sessions/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", arg_sid(sid));
+    write_all(fd, req, strlen(req));
+    for (;;) {
+        ssize_t r;
+
+        if (len + 1 >= cap || !buf) {
+            char *b = realloc(buf, cap *= 2);
+
+            if (!b)
+                die("out of memory");
+            buf = b;
+        }
+        if ((n = response_len(buf, len, &status)))
+            break;
+        r = recv(fd, buf + len, cap - 1 - len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || now_ns() > deadline)
+            die("count: no complete answer");
+        len += (size_t)r;
+        buf[len] = '\0';
+    }
+    close(fd);
+    if (status != 200)
+        die("count: GET /sessions/SID failed");
+    printf("count users=%ld answers=%ld complete=%ld\n",
+           occurrences(buf, "\"kind\":\"user\""),
+           occurrences(buf, "\"kind\":\"assistant\""),
+           occurrences(buf, "\"status\":\"complete\""));
+    free(buf);
+    return 0;
+}
+
+/* N user messages into one session, as fast as the connections go. */
+static int cmd_fill(int conns, long n, const char *sid)
+{
+    struct pconn *cs = calloc((size_t)conns, sizeof(*cs));
+    struct epoll_event evs[256];
+    struct tmpl t;
+    char path[256];
+    long seq, sent = 0, done = 0;
+    int64_t start = now_ns(), deadline = start + 600 * 1000000000LL;
+    int ep = epoll_create1(EPOLL_CLOEXEC), i;
+    double secs;
+
+    if (!cs || ep < 0)
+        die("out of memory");
+    snprintf(path, sizeof(path), API "/sessions/%s/moorex", arg_sid(sid));
+    tmpl_build(&t, path, "f-");
+    seq = (long)(now_ns() / 1000) % 1000000000L;
+    for (i = 0; i < conns && sent < n; i++, sent++) {
+        pconn_open(&cs[i], ep);
+        pconn_send(&cs[i], ep, &t, seq++, 0);
+    }
+    while (done < n) {
+        int k = epoll_wait(ep, evs, 256, 50);
+
+        if (now_ns() > deadline)
+            die("fill: no end after 600 s");
+        for (i = 0; i < k; i++) {
+            struct pconn *c = evs[i].data.ptr;
+            int r;
+
+            if (evs[i].events & EPOLLOUT)
+                pconn_flush(c, ep);
+            if (!(evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                continue;
+            r = pconn_read(c);
+            if (!r)
+                continue;
+            if (r < 0) {
+                pconn_reopen(c, ep);
+                sent--; /* lost: send another */
+            } else if (c->status == 200) {
+                done++;
+            } else {
+                sent--; /* 429 and the like: the same count, another try */
+            }
+            if (sent < n) {
+                pconn_send(c, ep, &t, seq++, 0);
+                sent++;
+            }
+        }
+    }
+    secs = (double)(now_ns() - start) / 1e9;
+    for (i = 0; i < conns; i++)
+        if (cs[i].fd > 0)
+            close(cs[i].fd);
+    close(ep);
+    free(cs);
+    printf("fill n=%ld secs=%.2f rps=%.0f messages=%ld\n", done, secs,
+           (double)done / secs, message_count(sid));
     return 0;
 }
 
@@ -669,6 +898,10 @@ static bool sub_read(struct sub *s, int ep)
             off = (size_t)(end + 4 - s->head) - (s->head_len - take);
         }
         sub_body(s, buf + off, (size_t)r - off, now);
+        /* A short read drained the socket: no second recv to hear EAGAIN
+           (epoll is level-triggered and reports what comes later). */
+        if ((size_t)r < sizeof(buf))
+            break;
     }
     if (s->dead) {
         epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
@@ -1118,6 +1351,240 @@ static int cmd_idle(int pid, int n)
     return 0;
 }
 
+/* ---- bounded memory: a stream that never reads, a large state --------------- */
+
+#define BIG_MSG (100 * 1024) /* content bytes of each message of a large state */
+
+/* The status of the answer on fd (blocking); its body, up to a size, discarded. */
+static int answer_status(int fd, size_t *body_len)
+{
+    size_t cap = IN_MAX, len = 0, n;
+    char *buf = malloc(cap + 1);
+    int64_t deadline = now_ns() + 60000000000LL;
+    int status = 0;
+
+    if (!buf)
+        die("out of memory");
+    while (!(n = response_len(buf, len, &status))) {
+        ssize_t r;
+
+        if (len == cap) {
+            char *b = realloc(buf, 2 * cap + 1);
+
+            if (!b)
+                die("out of memory");
+            buf = b;
+            cap *= 2;
+        }
+        r = recv(fd, buf + len, cap - len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || now_ns() > deadline)
+            die("no complete answer");
+        len += (size_t)r;
+        buf[len] = '\0';
+    }
+    if (body_len)
+        *body_len = n - (size_t)(strstr(buf, "\r\n\r\n") + 4 - buf);
+    free(buf);
+    return status;
+}
+
+/* POST a user message of `len` content bytes on a keep-alive connection. */
+static int post_sized(int fd, const char *path, const char *id, size_t len)
+{
+    char head[512], body_head[256];
+    int bh = snprintf(body_head, sizeof(body_head),
+                      "{\"type\":\"user-send-message\",\"messageId\":\"%s\","
+                      "\"content\":\"",
+                      id);
+    size_t body_len = (size_t)bh + len + 2;
+    int hl = snprintf(head, sizeof(head),
+                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      path, body_len);
+    char *req = malloc((size_t)hl + body_len);
+
+    if (!req)
+        die("out of memory");
+    memcpy(req, head, (size_t)hl);
+    memcpy(req + hl, body_head, (size_t)bh);
+    memset(req + hl + bh, 'x', len);
+    memcpy(req + (size_t)hl + body_len - 2, "\"}", 2);
+    write_all(fd, req, (size_t)hl + body_len);
+    free(req);
+    return answer_status(fd, NULL);
+}
+
+static bool warm_done(void *arg)
+{
+    return ((struct sub *)arg)->data_frames >= 5 || ((struct sub *)arg)->dead;
+}
+
+/* Read a stream without parsing it until end of file (true) or `ms` pass. */
+static bool drain_to_eof(int fd, int ms)
+{
+    static char buf[1 << 16];
+    int64_t end = now_ns() + (int64_t)ms * 1000000;
+
+    set_nonblock(fd);
+    while (now_ns() < end) {
+        ssize_t r = recv(fd, buf, sizeof(buf), 0);
+
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+            return true;
+        if (r < 0)
+            sleep_ms(1);
+    }
+    return false;
+}
+
+/*
+ * A stream that never reads (receive buffer shrunk to 4 KB) on a session
+ * whose state is STATE_KB, while INPUTS inputs arrive one by one: how much
+ * the server grows. The baseline is taken after a reader that keeps up has
+ * seen two inputs (the session's encoding buffer and the allocator are then
+ * sized for this state), so the growth is what the stuck stream costs.
+ */
+static int cmd_stuck(int pid, int state_kb, int inputs)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    char sid[SID_MAX + 1], path[256], id[64], body[256], req[512];
+    struct samples lat = {0};
+    struct sub warm;
+    int fd, stuck, ep, rcv = 4096, i, n_big = (state_kb * 1024 + BIG_MSG - 1) / BIG_MSG;
+    long base, peak, end, hwm = -1, errors = 0;
+    bool hwm_ok, dropped;
+
+    fd = connect_local();
+    create_session(fd, sid);
+    snprintf(path, sizeof(path), API "/sessions/%s/moorex", sid);
+    for (i = 0; i < n_big; i++) {
+        snprintf(id, sizeof(id), "big%d", i);
+        if (post_sized(fd, path, id, BIG_MSG) != 200)
+            die("stuck: a large message was refused (limits.body_max?)");
+    }
+    if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        die("epoll_create1");
+    sub_open(&warm, ep, path, NULL, NULL);
+    subs_pump(ep, now_ns() + 10000000000LL, all_ready, &(struct ready_wait){&warm, 1});
+    for (i = 0; i < 2; i++) {
+        snprintf(body, sizeof(body),
+                 "{\"type\":\"user-send-message\",\"messageId\":\"w%d\","
+                 "\"content\":\"warm\"}",
+                 i);
+        if (request_sync(fd, "POST", path, body, NULL, 0) != 200)
+            die("stuck: warm-up POST refused");
+    }
+    subs_pump(ep, now_ns() + 10000000000LL, warm_done, &warm);
+    if (!warm.dead)
+        close(warm.fd);
+    close(ep);
+    sleep_ms(300);
+    base = proc_rss_kb(pid);
+    hwm_ok = proc_reset_hwm(pid);
+    peak = base;
+
+    stuck = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    a.sin_port = htons((uint16_t)g_port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (stuck < 0 || setsockopt(stuck, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv)) ||
+        connect(stuck, (struct sockaddr *)&a, sizeof(a)))
+        die("stuck: cannot connect");
+    i = snprintf(
+        req, sizeof(req),
+        "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n", path);
+    write_all(stuck, req, (size_t)i);
+    sleep_ms(100); /* subscribed, and its socket full */
+    for (i = 0; i < inputs; i++) {
+        int64_t t0 = now_ns();
+        long rss;
+
+        snprintf(body, sizeof(body),
+                 "{\"type\":\"user-send-message\",\"messageId\":\"s%d\","
+                 "\"content\":\"while one stream is stuck\"}",
+                 i);
+        if (request_sync(fd, "POST", path, body, NULL, 0) != 200)
+            errors++;
+        samples_add(&lat, now_ns() - t0);
+        if ((rss = proc_rss_kb(pid)) > peak)
+            peak = rss;
+    }
+    sleep_ms(300);
+    end = proc_rss_kb(pid);
+    if (hwm_ok && (hwm = proc_status_kb(pid, "VmHWM:")) > peak)
+        peak = hwm;
+    /* A dropped stream ends (after what its socket buffers held); one that is
+       not keeps streaming its queue. */
+    dropped = drain_to_eof(stuck, 3000);
+    printf("stuck state_kb=%d inputs=%d base_kb=%ld peak_growth_kb=%ld end_growth_kb=%ld "
+           "dropped=%d post_p50_us=%.1f post_p99_us=%.1f errors=%ld hwm=%s\n",
+           n_big * BIG_MSG / 1024, inputs, base, peak - base, end - base, dropped,
+           (double)pct(lat.v, lat.n, 50) / 1e3, (double)pct(lat.v, lat.n, 99) / 1e3,
+           errors, hwm_ok ? "yes" : "sampled");
+    close(stuck);
+    close(fd);
+    free(lat.v);
+    return 0;
+}
+
+/*
+ * GET /sessions/SID (the whole state) REPS times, one after another on one
+ * connection: the time of each, and how much the server's RSS rises (its
+ * peak, VmHWM, reset first) and stays risen. A stream opened and closed
+ * before them warms up: its first state fills the state's cached record
+ * encodings (they stay, whoever encodes the state first).
+ */
+static int cmd_getstate(int pid, const char *sid, int reps)
+{
+    struct samples lat = {0};
+    char path[256];
+    struct sub warm;
+    size_t bytes = 0;
+    long base, peak, end, hwm;
+    bool hwm_ok;
+    int fd = connect_local(), ep, i;
+
+    snprintf(path, sizeof(path), API "/sessions/%s/moorex", arg_sid(sid));
+    if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        die("epoll_create1");
+    sub_open(&warm, ep, path, NULL, NULL);
+    subs_pump(ep, now_ns() + 60000000000LL, all_ready, &(struct ready_wait){&warm, 1});
+    if (!warm.dead)
+        close(warm.fd);
+    close(ep);
+    sleep_ms(300);
+    base = peak = proc_rss_kb(pid);
+    hwm_ok = proc_reset_hwm(pid);
+    snprintf(path, sizeof(path), API "/sessions/%s", sid);
+    for (i = 0; i < reps; i++) {
+        char req[512];
+        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                         path);
+        int64_t t0 = now_ns();
+        long rss;
+
+        write_all(fd, req, (size_t)n);
+        if (answer_status(fd, &bytes) != 200)
+            die("getstate: GET refused");
+        samples_add(&lat, now_ns() - t0);
+        if ((rss = proc_rss_kb(pid)) > peak)
+            peak = rss;
+    }
+    sleep_ms(300);
+    end = proc_rss_kb(pid);
+    if (hwm_ok && (hwm = proc_status_kb(pid, "VmHWM:")) > peak)
+        peak = hwm;
+    printf("getstate bytes=%zu reps=%d p50_ms=%.2f max_ms=%.2f base_kb=%ld "
+           "peak_growth_kb=%ld end_growth_kb=%ld hwm=%s\n",
+           bytes, reps, (double)pct(lat.v, lat.n, 50) / 1e6,
+           (double)pct(lat.v, lat.n, 100) / 1e6, base, peak - base, end - base,
+           hwm_ok ? "yes" : "sampled");
+    close(fd);
+    free(lat.v);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static int arg_int(int argc, char **argv, int i)
@@ -1136,6 +1603,16 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "post"))
         return cmd_post(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
                         arg_int(argc, argv, 5));
+    if (!strcmp(cmd, "session"))
+        return cmd_session();
+    if (!strcmp(cmd, "postto"))
+        return cmd_postto(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
+                          argc > 5 ? argv[5] : "");
+    if (!strcmp(cmd, "fill"))
+        return cmd_fill(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
+                        argc > 5 ? argv[5] : "");
+    if (!strcmp(cmd, "count"))
+        return cmd_count(argc > 3 ? argv[3] : "");
     if (!strcmp(cmd, "fanout"))
         return cmd_fanout(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
                           arg_int(argc, argv, 5), arg_int(argc, argv, 6),
@@ -1149,6 +1626,14 @@ int main(int argc, char **argv)
         return cmd_direct(arg_int(argc, argv, 3));
     if (!strcmp(cmd, "idle"))
         return cmd_idle(arg_int(argc, argv, 3), arg_int(argc, argv, 4));
-    die("usage: loadgen post|fanout|memory|relay|direct|idle PORT ...");
+    if (!strcmp(cmd, "stuck"))
+        return cmd_stuck(arg_int(argc, argv, 3), arg_int(argc, argv, 4),
+                         arg_int(argc, argv, 5));
+    if (!strcmp(cmd, "getstate"))
+        return cmd_getstate(arg_int(argc, argv, 3), argc > 4 ? argv[4] : "",
+                            arg_int(argc, argv, 5));
+    die("usage: loadgen "
+        "post|session|postto|fill|count|fanout|memory|relay|direct|idle|stuck|"
+        "getstate PORT ...");
     return 1;
 }

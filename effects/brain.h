@@ -9,6 +9,10 @@
  * never enters the state, and is_cancelled()/cancel_fd for a prompt stop.
  * A brain always ends an ask with a terminal input (complete or call-tools),
  * also on error ("[Error] ..." as the message), unless cancelled.
+ * An ask never sees the whole session (SPEC 3.4): it gets the brain's view
+ * of the state (rx_context_view), made when it started, which is all that
+ * rx_context and the compression policy read, and may ask the session
+ * whether a tool call id exists (tool_exists).
  * Ownership: everything in struct brain_ask is borrowed for the duration of
  * ask(). Inputs given to dispatch() are borrowed (the runtime copies them).
  */
@@ -26,14 +30,22 @@
 struct toolkit;
 
 struct brain_ask {
-    const struct rx_state *state; /* snapshot as of the ask's start, read-only */
-    int64_t signals_cut_at;       /* the ask's key time: brain inputs carry it */
-    const char *system_prompt;    /* may be "" */
-    const struct toolkit *tools;  /* the tools the brain may call */
     /*
-     * A message of this state that is already `streaming` for this ask (after
-     * a restart or a crash): reuse its id instead of starting a new one. NULL
-     * when none.
+     * What the ask sees, read-only (rx_context_view of the session's state as
+     * the ask started, with the brain's view_messages): the summary and
+     * scalars, the records after summaryCutAt (of the user and assistant
+     * messages, the newest view_messages) and the RX_CONTEXT_OLDER_MAX newest
+     * tool records at or before it. Older records are not there: a lookup of
+     * an older id finds nothing (use tool_exists).
+     */
+    const struct rx_state *view;
+    int64_t signals_cut_at;      /* the ask's key time: brain inputs carry it */
+    const char *system_prompt;   /* may be "" */
+    const struct toolkit *tools; /* the tools the brain may call */
+    /*
+     * A message of the session that is already `streaming` for this ask
+     * (after a restart or a crash): reuse its id instead of starting a new
+     * one. NULL when none.
      */
     const char *resume_message_id;
 
@@ -52,11 +64,24 @@ struct brain_ask {
      * Sleep up to ms milliseconds, waking early on cancel. 0, or -ECANCELED.
      */
     int (*sleep_ms)(struct brain_ask *ask, int ms);
+    /*
+     * Whether the session holds a tool call `id` now, older ones included
+     * (takes the session's lock for one indexed lookup). NULL: not known; a
+     * brain then checks the view only.
+     */
+    bool (*tool_exists)(struct brain_ask *ask, const char *id);
     void *runtime; /* the runtime's own context */
 };
 
 struct brain {
     const char *name;
+    /*
+     * The most user messages, and the most assistant messages, after
+     * summaryCutAt an ask of this brain is handed (the newest ones;
+     * rx_context_view): enough for its compression policy to decide
+     * (rx_context_view_messages). 0: all of them.
+     */
+    size_t view_messages;
     /* Run one ask to its end. 0, -ECANCELED, or a negative errno on failure. */
     int (*ask)(struct brain *self, struct brain_ask *ask);
     void (*destroy)(struct brain *self);

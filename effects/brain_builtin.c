@@ -127,10 +127,10 @@ static int maybe_compress(const struct brain_builtin *b, struct brain_ask *ask)
     int64_t cut;
     int rc;
 
-    rc = rx_context_choose_cut(ask->state, ask->signals_cut_at, &budget, &cut);
+    rc = rx_context_choose_cut(ask->view, ask->signals_cut_at, &budget, &cut);
     if (rc || cut == RX_CONTEXT_NO_CUT)
         return rc;
-    rc = builtin_reply_summary(ask->state, cut, &summary);
+    rc = builtin_reply_summary(ask->view, cut, &summary);
     if (rc)
         return rc;
     in.cut_at = cut;
@@ -144,13 +144,13 @@ static int maybe_compress(const struct brain_builtin *b, struct brain_ask *ask)
     return rc == -EPROTO ? 0 : rc;
 }
 
-/* The newest user message the ask sees, or NULL. */
+/* The newest user message the ask sees (after summaryCutAt: in its view), or NULL. */
 static const char *last_user_text(const struct brain_ask *ask)
 {
     const struct rx_message *best = NULL;
 
-    for (size_t i = 0; i < ask->state->user.len; i++) {
-        const struct rx_message *m = &ask->state->user.items[i];
+    for (size_t i = 0; i < ask->view->user.len; i++) {
+        const struct rx_message *m = &ask->view->user.items[i];
 
         if (m->received_at <= ask->signals_cut_at &&
             (!best || m->received_at >= best->received_at))
@@ -183,7 +183,7 @@ static int builtin_ask(struct brain *self, struct brain_ask *ask)
     if (rc == -ECANCELED)
         return rc;
     if (!rc)
-        rc = rx_context_build(ask->state, ask->system_prompt, ask->signals_cut_at, &msgs);
+        rc = rx_context_build(ask->view, ask->system_prompt, ask->signals_cut_at, &msgs);
     if (!rc)
         rc = builtin_reply_decide(msgs, b->prefix, &reply);
     if (rc) {
@@ -246,6 +246,11 @@ struct brain *brain_builtin_create(const struct brain_builtin_config *cfg)
     b->cfg.slow_factor = b->cfg.slow_factor < 1 ? 1 : b->cfg.slow_factor;
     b->cfg.compress_after = b->cfg.compress_after < 0 ? 0 : b->cfg.compress_after;
     b->cfg.compress_keep = b->cfg.compress_keep < 1 ? 1 : b->cfg.compress_keep;
+    b->base.view_messages = rx_context_view_messages(&(struct rx_context_budget){
+        .unit = RX_CONTEXT_ITEMS,
+        .limit = b->cfg.compress_after,
+        .keep = (size_t)b->cfg.compress_keep,
+    });
     b->base.name = "builtin";
     b->base.ask = builtin_ask;
     b->base.destroy = builtin_destroy;

@@ -4,10 +4,11 @@
  * type gets exercised. What it says is decided by builtin_reply (pure); this
  * module delivers it.
  *
- * One ask (struct brain, brain_builtin_create): compress history when the
- * policy of rx_context says so (more than compress_after items after
- * summaryCutAt: brain-compress-history with builtin_reply_summary), build the
- * context (rx_context_build), decide (builtin_reply_decide), then either
+ * One ask (struct brain, brain_builtin_create), all of it on the ask's view
+ * (ask->view, never the whole session): compress history when the policy of
+ * rx_context says so (more than compress_after items after summaryCutAt:
+ * brain-compress-history with builtin_reply_summary), build the context
+ * (rx_context_build), decide (builtin_reply_decide), then either
  * dispatch brain-call-tools, or stream the answer: brain-send-message-start
  * (skipped when resuming ask->resume_message_id), chunks of a few UTF-8
  * characters with a pause between them, and brain-send-message-complete with

@@ -40,7 +40,7 @@ struct brain_openai {
     struct openai_config cfg;
 };
 
-/* One ask: its own copy of the state, with the inputs it dispatched applied. */
+/* One ask: its own copy of the ask's view, with the inputs it dispatched applied. */
 struct oa_ask {
     struct brain_openai *b;
     struct brain_ask *ask;
@@ -91,6 +91,7 @@ struct brain *brain_openai_create(json_t *config, const struct toolkit *tools,
         return NULL;
     }
     b->base.name = "openai";
+    b->base.view_messages = rx_context_view_messages(&b->cfg.budget);
     b->base.ask = oa_ask;
     b->base.destroy = oa_destroy;
     b->tools = tools;
@@ -236,23 +237,12 @@ static int request(struct oa_ask *ax, json_t *req, struct openai_http *x,
 
 /* ---- requests ------------------------------------------------------------------- */
 
-static bool has_unloaded(const struct rx_state *s, int64_t cut)
-{
-    for (size_t i = 0; i < s->tools.len; i++) {
-        const struct rx_tool_call *c = &s->tools.items[i];
-
-        if (c->called_at <= s->summary_cut_at && c->called_at <= cut && !c->is_loaded)
-            return true;
-    }
-    return false;
-}
-
 /* The tools array: the toolkit's schemas, plus load_tool_call when useful. */
 static json_t *tools_json(struct oa_ask *ax)
 {
     json_t *tools = ax->b->tools ? toolkit_schemas(ax->b->tools) : json_array();
 
-    if (tools && has_unloaded(&ax->st, ax->ask->signals_cut_at) &&
+    if (tools && rx_context_has_unloaded(&ax->st, ax->ask->signals_cut_at) &&
         json_array_append_new(
             tools,
             json_pack("{s:s, s:{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s]}}}", "type",
@@ -379,7 +369,11 @@ out_release:
 
 /* ---- answering --------------------------------------------------------------------- */
 
-/* A provider id we can use: unique in the session and in this reply. */
+/*
+ * A provider id we can use: unique in this reply and in the session. The view
+ * holds only recent calls, so an id it does not know is looked up in the
+ * session itself (one indexed lookup under its lock).
+ */
 static bool id_usable(const struct oa_ask *ax, const struct rx_input *in, const char *id)
 {
     if (!id || !*id || strlen(id) > RX_ID_MAX || rx_state_find_tool(&ax->st, id))
@@ -387,7 +381,7 @@ static bool id_usable(const struct oa_ask *ax, const struct rx_input *in, const 
     for (size_t i = 0; i < in->n_calls; i++)
         if (!strcmp(in->calls[i].id, id))
             return false;
-    return true;
+    return !ax->ask->tool_exists || !ax->ask->tool_exists(ax->ask, id);
 }
 
 static int add_call(struct oa_ask *ax, struct rx_input *in,
@@ -395,10 +389,11 @@ static int add_call(struct oa_ask *ax, struct rx_input *in,
 {
     struct rx_input_call *calls, call = {0};
     char gen[42] = "call_";
+    bool usable = id_usable(ax, in, c->id);
 
-    if (!id_usable(ax, in, c->id))
+    if (!usable)
         idgen_uuid(gen + 5);
-    call.id = rx_strdup(id_usable(ax, in, c->id) ? c->id : gen);
+    call.id = rx_strdup(usable ? c->id : gen);
     call.name = rx_strdup(c->name ? c->name : "");
     /* Blank arguments mean none; anything else goes as sent, valid or not. */
     call.parameters = rx_strdup(c->args.len ? c->args.data : "{}");
@@ -418,9 +413,10 @@ static int add_call(struct oa_ask *ax, struct rx_input *in,
 }
 
 /*
- * A load_tool_call: dispatch brain-load-tool-call for a known id; for an
- * unknown one, tell the model in a note of the follow-up request instead of
- * sending an input the machine would reject.
+ * A load_tool_call: dispatch brain-load-tool-call for an id of the view (the
+ * context lists the older calls it holds); for any other, tell the model in a
+ * note of the follow-up request instead of loading what the context would not
+ * show.
  */
 static int load_call(struct oa_ask *ax, const struct openai_stream_call *c)
 {
@@ -521,7 +517,8 @@ static int oa_ask(struct brain *self, struct brain_ask *ask)
     int rc;
 
     rx_buf_init(&ax.text, OPENAI_STREAM_CONTENT_MAX);
-    rc = rx_state_copy(ask->state, &ax.st);
+    /* The view is small (rx_context_view): copying it is not copying the session. */
+    rc = rx_state_copy(ask->view, &ax.st);
     if (rc)
         return rc;
     ax.notes = json_array();

@@ -4,7 +4,8 @@
  * over libcurl, streamed.
  *
  * One ask:
- *  1. copies the ask's state snapshot;
+ *  1. copies the ask's view (ask->view: what follows summaryCutAt and the
+ *     newest older tool calls, never the whole session);
  *  2. when the compression policy of rx_context says so (the history's
  *     estimated tokens over `context_budget`, the newest `keep_recent` items
  *     kept), asks the model for a summary of what is before the policy's cut
@@ -15,11 +16,14 @@
  *     brain-send-message-start (or reuses ask->resume_message_id), the end
  *     brain-send-message-complete with the whole text; tool calls then go out
  *     as one brain-call-tools (ids from the provider, or generated);
- *  4. a call of the extra `load_tool_call` function (offered only while older
- *     calls are unloaded) dispatches brain-load-tool-call and asks again with
- *     the record loaded; text of that reply continues the same message.
- * The inputs a brain dispatches are applied to the ask's own copy of the state
+ *  4. a call of the extra `load_tool_call` function (offered only while the
+ *     context lists older unloaded calls) dispatches brain-load-tool-call for
+ *     a listed id and asks again with the record loaded; text of that reply
+ *     continues the same message.
+ * The inputs a brain dispatches are applied to the ask's own copy of the view
  * through rx_machine, so each follow-up request sees what the session sees.
+ * A provider's tool call id is used when neither the view nor the session
+ * (ask->tool_exists) has it, else one is generated.
  * Failures end the answer as "[Error] <why>" (the transfer's retries, stall
  * and cancel rules are effects/openai_http's); text already streamed is kept,
  * the error appended. A summary that cannot be had is not an error: the

@@ -24,7 +24,8 @@
  * is brain_builtin). Depends on jansson, state_machine/ and the bounds of
  * effects/calculator.h; nothing else of effects/ and nothing from server/.
  * Ownership: builtin_reply_decide borrows `messages` and returns a NEW
- * reference in *reply; builtin_reply_summary borrows the state and returns a
+ * reference in *reply; builtin_reply_summary borrows the state (an ask's
+ * view, rx_context_view: it reads every record it is given) and returns a
  * malloc'd text in *out, the caller's to free(3).
  */
 #ifndef BUILTIN_REPLY_H

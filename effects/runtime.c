@@ -1,5 +1,16 @@
 /*
- * runtime - the keyed effect runtime. See runtime.h.
+ * runtime - the keyed effect runtime and its worker pool. See runtime.h.
+ *
+ * An effect lives in one place at a time:
+ *   FX_WAITING  in its runtime's `waiting` list: the session has `session_max`
+ *               effects on workers already (host lock);
+ *   FX_QUEUED   in the pool's queue, counted in the runtime's `active`;
+ *   FX_ACTIVE   taken by a worker (until it ends), counted in `active`.
+ * Independently it is in rt->running (started, not cancelled; at most one per
+ * key) or rt->draining (cancelled, still on a worker). A cancel of a waiting
+ * or queued effect frees it on the spot. FX_QUEUED -> FX_ACTIVE happens under
+ * the pool's lock only, so a cancel (host lock, then pool lock) knows whether
+ * a worker has it.
  */
 #include "effects/runtime.h"
 
@@ -13,13 +24,23 @@
 #include <unistd.h>
 
 #include "effects/toolkit.h"
+#include "state_machine/rx_context.h"
+
+enum fx_place { FX_WAITING, FX_QUEUED, FX_ACTIVE };
 
 struct effect {
     struct runtime *rt;
-    struct effect *next; /* in rt->running or rt->draining */
+    struct effect *next;          /* in rt->running or rt->draining */
+    struct effect *qprev, *qnext; /* in rt->waiting or the pool's queue */
+    enum fx_place place;
     struct rx_effect spec;
-    struct rx_state snapshot;
-    int cancel_fd; /* eventfd, readable once cancelled */
+    /* What it gets, made under the host's lock when a worker takes it up. */
+    struct rx_state view; /* an ask's (rx_context_view) */
+    bool has_view;
+    char *resume_id;       /* an ask's own streaming message, or NULL */
+    char *tool_name;       /* a tool's record: name and parameters (the id is */
+    char *tool_parameters; /* spec.tool_call_id) */
+    int cancel_fd;         /* eventfd, readable once cancelled; -1 until taken up */
     bool cancelled;
     /* Its own input removed its key, which is still gone: only a client's input
        cancels it now (see runtime_reconcile). Lock held. */
@@ -28,12 +49,33 @@ struct effect {
     struct timespec started;
 };
 
+/* An intrusive FIFO of effects (qprev/qnext). */
+struct fx_queue {
+    struct effect *head, *tail;
+    int len;
+};
+
+struct runtime_pool {
+    pthread_mutex_t lock; /* a leaf: guards everything below */
+    pthread_cond_t work;  /* an effect was queued, or stop */
+    struct fx_queue queue;
+    int max;      /* workers at most */
+    int sleeping; /* workers waiting on `work` */
+    int busy;     /* workers running an effect */
+    bool stop;
+    pthread_t *threads; /* the workers made so far */
+    int n_threads, cap_threads;
+};
+
 struct runtime {
     struct runtime_config cfg;
     struct runtime_host host;
+    struct runtime_pool *pool;
     struct effect *running;  /* live, not cancelled: at most one per key */
-    struct effect *draining; /* cancelled, thread still ending */
-    int threads;
+    struct effect *draining; /* cancelled, still on a worker */
+    struct fx_queue waiting; /* over session_max, in start order */
+    int active;              /* queued in the pool or on a worker */
+    int live;                /* effects not yet freed (idle_lock) */
     pthread_mutex_t idle_lock;
     pthread_cond_t idle;
     struct rx_effect_set wanted; /* scratch for reconcile */
@@ -63,6 +105,200 @@ double effect_elapsed_ms(const struct effect *fx)
            (double)(now.tv_nsec - fx->started.tv_nsec) / 1e6;
 }
 
+/* ---- queues ------------------------------------------------------------------ */
+
+static void queue_push(struct fx_queue *q, struct effect *fx)
+{
+    fx->qnext = NULL;
+    fx->qprev = q->tail;
+    if (q->tail)
+        q->tail->qnext = fx;
+    else
+        q->head = fx;
+    q->tail = fx;
+    q->len++;
+}
+
+static void queue_unlink(struct fx_queue *q, struct effect *fx)
+{
+    if (fx->qprev)
+        fx->qprev->qnext = fx->qnext;
+    else
+        q->head = fx->qnext;
+    if (fx->qnext)
+        fx->qnext->qprev = fx->qprev;
+    else
+        q->tail = fx->qprev;
+    fx->qprev = fx->qnext = NULL;
+    q->len--;
+}
+
+static struct effect *queue_pop(struct fx_queue *q)
+{
+    struct effect *fx = q->head;
+
+    if (fx)
+        queue_unlink(q, fx);
+    return fx;
+}
+
+/* ---- the pool ------------------------------------------------------------------- */
+
+static void effect_run(struct effect *fx);
+
+static void *worker_main(void *arg)
+{
+    struct runtime_pool *p = arg;
+    struct effect *fx;
+
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->queue.head && !p->stop) {
+            p->sleeping++;
+            pthread_cond_wait(&p->work, &p->lock);
+            p->sleeping--;
+        }
+        if (!(fx = queue_pop(&p->queue)))
+            break; /* stopping, and nothing left */
+        fx->place = FX_ACTIVE;
+        p->busy++;
+        pthread_mutex_unlock(&p->lock);
+        effect_run(fx); /* frees fx; touches neither it nor its runtime after */
+        pthread_mutex_lock(&p->lock);
+        p->busy--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* Pool lock held. One more worker, if the maximum allows. 0 or -errno. */
+static int pool_grow(struct runtime_pool *p)
+{
+    pthread_attr_t attr;
+    int err;
+
+    if (p->n_threads >= p->max)
+        return -EAGAIN;
+    if (p->n_threads == p->cap_threads) {
+        int cap = p->cap_threads ? p->cap_threads * 2 : 8;
+        pthread_t *t = realloc(p->threads, (size_t)cap * sizeof(*t));
+
+        if (!t)
+            return -ENOMEM;
+        p->threads = t;
+        p->cap_threads = cap;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RUNTIME_WORKER_STACK);
+    err = -pthread_create(&p->threads[p->n_threads], &attr, worker_main, p);
+    pthread_attr_destroy(&attr);
+    if (!err)
+        p->n_threads++;
+    return err;
+}
+
+/*
+ * Queue fx for a worker: a sleeping one is woken, or one more is made while
+ * the queue holds more effects than there are sleepers to take them. 0, or
+ * -EAGAIN / -ENOMEM when there is no worker at all (fx is then not queued).
+ */
+static int pool_push(struct runtime_pool *p, struct effect *fx)
+{
+    int err = 0;
+
+    pthread_mutex_lock(&p->lock);
+    fx->place = FX_QUEUED;
+    queue_push(&p->queue, fx);
+    if (p->queue.len > p->sleeping && p->n_threads < p->max && (err = pool_grow(p)) &&
+        p->n_threads > 0)
+        err = 0; /* the workers there are will come to it */
+    if (err) {
+        queue_unlink(&p->queue, fx);
+        fx->place = FX_WAITING;
+    } else {
+        pthread_cond_signal(&p->work);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
+/*
+ * Where fx is, read under the pool's lock (a worker moves it from QUEUED to
+ * ACTIVE under that lock alone); a QUEUED one is taken out of the queue.
+ */
+static enum fx_place pool_take_back(struct runtime_pool *p, struct effect *fx)
+{
+    enum fx_place place;
+
+    pthread_mutex_lock(&p->lock);
+    place = fx->place;
+    if (place == FX_QUEUED)
+        queue_unlink(&p->queue, fx);
+    pthread_mutex_unlock(&p->lock);
+    return place;
+}
+
+struct runtime_pool *runtime_pool_create(int max_workers)
+{
+    struct runtime_pool *p = calloc(1, sizeof(*p));
+
+    if (!p)
+        return NULL;
+    p->max = max_workers > 0 ? max_workers : RUNTIME_POOL_MAX_DEFAULT;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    return p;
+}
+
+void runtime_pool_destroy(struct runtime_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct runtime_pool *g_shared;
+
+struct runtime_pool *runtime_pool_shared(int max_workers)
+{
+    struct runtime_pool *p;
+
+    pthread_mutex_lock(&g_shared_lock);
+    if (!g_shared) {
+        g_shared = runtime_pool_create(max_workers);
+    } else if (max_workers > 0) {
+        pthread_mutex_lock(&g_shared->lock);
+        if (max_workers > g_shared->max)
+            g_shared->max = max_workers;
+        pthread_mutex_unlock(&g_shared->lock);
+    }
+    p = g_shared;
+    pthread_mutex_unlock(&g_shared_lock);
+    return p;
+}
+
+void runtime_pool_stats(struct runtime_pool *p, struct runtime_pool_stats *out)
+{
+    pthread_mutex_lock(&p->lock);
+    out->max = p->max;
+    out->workers = p->n_threads;
+    out->busy = p->busy;
+    out->queued = p->queue.len;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- the runtime -------------------------------------------------------------- */
+
 struct runtime *runtime_create(const struct runtime_config *cfg,
                                const struct runtime_host *host)
 {
@@ -72,6 +308,13 @@ struct runtime *runtime_create(const struct runtime_config *cfg,
         return NULL;
     rt->cfg = *cfg;
     rt->host = *host;
+    rt->pool = cfg->pool ? cfg->pool : runtime_pool_shared(RUNTIME_POOL_MAX_DEFAULT);
+    if (!rt->pool) {
+        free(rt);
+        return NULL;
+    }
+    if (rt->cfg.session_max < 1)
+        rt->cfg.session_max = RUNTIME_SESSION_MAX_DEFAULT;
     rx_effect_set_init(&rt->wanted);
     pthread_mutex_init(&rt->idle_lock, NULL);
     pthread_cond_init(&rt->idle, NULL);
@@ -80,11 +323,36 @@ struct runtime *runtime_create(const struct runtime_config *cfg,
 
 static void effect_free(struct effect *fx)
 {
-    rx_state_release(&fx->snapshot);
+    if (fx->has_view)
+        rx_state_release(&fx->view);
+    free(fx->resume_id);
+    free(fx->tool_name);
+    free(fx->tool_parameters);
     free(fx->spec.tool_call_id);
     if (fx->cancel_fd >= 0)
         close(fx->cancel_fd);
     free(fx);
+}
+
+static void live_add(struct runtime *rt, int n)
+{
+    pthread_mutex_lock(&rt->idle_lock);
+    rt->live += n;
+    if (rt->live == 0)
+        pthread_cond_broadcast(&rt->idle);
+    pthread_mutex_unlock(&rt->idle_lock);
+}
+
+/*
+ * Lock held. Free an effect that never reached a worker (cancelled while
+ * waiting). The caller holds a host reference of its own (runtime.h), so this
+ * unref is not the last.
+ */
+static void effect_drop(struct runtime *rt, struct effect *fx)
+{
+    effect_free(fx);
+    live_add(rt, -1);
+    rt->host.unref(rt->host.ctx);
 }
 
 static void list_remove(struct effect **head, struct effect *fx)
@@ -98,19 +366,47 @@ static void list_remove(struct effect **head, struct effect *fx)
     }
 }
 
-/* Lock held. Moves fx from running to draining and wakes its worker. */
+/* Lock held. Hand waiting effects to the pool while the session has room. */
+static void admit_waiting(struct runtime *rt)
+{
+    while (rt->waiting.head && rt->active < rt->cfg.session_max) {
+        struct effect *fx = queue_pop(&rt->waiting);
+
+        if (pool_push(rt->pool, fx)) {
+            /* No worker at all: it waits for the next place to free up. */
+            queue_push(&rt->waiting, fx);
+            return;
+        }
+        rt->active++;
+    }
+}
+
+/* Lock held. Moves fx out of running; a waiting one goes at once. */
 static void effect_cancel(struct runtime *rt, struct effect *fx)
 {
     uint64_t one = 1;
 
     __atomic_store_n(&fx->cancelled, true, __ATOMIC_RELEASE);
-    if (write(fx->cancel_fd, &one, sizeof(one)) < 0) {
+    if (fx->cancel_fd >= 0 && write(fx->cancel_fd, &one, sizeof(one)) < 0) {
         /* An eventfd write only fails on overflow, which one write cannot cause. */
     }
     list_remove(&rt->running, fx);
-    fx->next = rt->draining;
-    rt->draining = fx;
     rt->host.event(rt->host.ctx, "effect-canceled", fx);
+    switch (pool_take_back(rt->pool, fx)) {
+    case FX_WAITING:
+        queue_unlink(&rt->waiting, fx);
+        effect_drop(rt, fx);
+        break;
+    case FX_QUEUED:
+        rt->active--;
+        effect_drop(rt, fx);
+        admit_waiting(rt);
+        break;
+    case FX_ACTIVE:
+        fx->next = rt->draining; /* a worker has it: it ends there */
+        rt->draining = fx;
+        break;
+    }
 }
 
 /* ---- the brain's side of an ask ------------------------------------------ */
@@ -129,6 +425,7 @@ static int ask_dispatch(struct brain_ask *ask, struct rx_input *in)
     return fx->rt->host.dispatch(fx->rt->host.ctx, fx, in);
 }
 
+/* No lock of the runtime or the pool: a token goes straight to the host. */
 static int ask_chunk(struct brain_ask *ask, const char *message_id, const char *delta)
 {
     struct effect *fx = ask_effect(ask);
@@ -141,6 +438,17 @@ static int ask_chunk(struct brain_ask *ask, const char *message_id, const char *
 static bool ask_is_cancelled(struct brain_ask *ask)
 {
     return effect_is_cancelled(ask_effect(ask));
+}
+
+static bool ask_tool_exists(struct brain_ask *ask, const char *id)
+{
+    struct runtime *rt = ask_effect(ask)->rt;
+    bool found;
+
+    rt->host.lock(rt->host.ctx);
+    found = rx_state_find_tool(rt->host.state(rt->host.ctx), id) != NULL;
+    rt->host.unlock(rt->host.ctx);
+    return found;
 }
 
 /* Sleep, waking at once when cancelled. 0, -ECANCELED or -errno of poll(2). */
@@ -182,47 +490,80 @@ static int ask_sleep_ms(struct brain_ask *ask, int ms)
     return effect_sleep(ask_effect(ask), ms);
 }
 
+static int copy_str(char **dst, const char *src)
+{
+    *dst = strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+/*
+ * Lock held, `s` the host's state. What the effect gets, never the session:
+ * an ask its view and its resume id, a tool its record. Bounded by what the
+ * context holds (rx_context_view) and by the messages still streaming.
+ */
+static int effect_prepare(struct effect *fx, const struct rx_state *s)
+{
+    const struct rx_tool_call *c;
+    int err;
+
+    if (fx->spec.kind == RX_EFFECT_REQUEST_TOOLKIT) {
+        c = rx_state_find_tool(s, fx->spec.tool_call_id);
+        if (!c)
+            return -ENOENT;
+        if ((err = copy_str(&fx->tool_name, c->name)) ||
+            (err = copy_str(&fx->tool_parameters, c->parameters)))
+            return err;
+        return 0;
+    }
+    /* A restarted ask whose answer already streams continues that message.
+       Only records after `settled` can still stream. */
+    for (size_t i = s->assistant.settled; i < s->assistant.len; i++) {
+        const struct rx_message *m = &s->assistant.items[i];
+
+        if (m->status == RX_STATUS_STREAMING &&
+            m->called_brain_at == fx->spec.signals_cut_at) {
+            free(fx->resume_id);
+            if ((err = copy_str(&fx->resume_id, m->id)))
+                return err;
+        }
+    }
+    if ((err = rx_context_view(s, fx->rt->cfg.brain->view_messages, &fx->view)))
+        return err;
+    fx->has_view = true;
+    return 0;
+}
+
 static int run_ask(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
     struct brain_ask ask = {
-        .state = &fx->snapshot,
+        .view = &fx->view,
         .signals_cut_at = fx->spec.signals_cut_at,
         .system_prompt = rt->cfg.system_prompt ? rt->cfg.system_prompt : "",
         .tools = rt->cfg.tools,
+        .resume_message_id = fx->resume_id,
         .dispatch = ask_dispatch,
         .chunk = ask_chunk,
         .is_cancelled = ask_is_cancelled,
         .cancel_fd = fx->cancel_fd,
         .sleep_ms = ask_sleep_ms,
+        .tool_exists = ask_tool_exists,
         .runtime = fx,
     };
 
-    /* A restarted ask whose answer already streams continues that message. */
-    for (size_t i = 0; i < fx->snapshot.assistant.len; i++) {
-        const struct rx_message *m = &fx->snapshot.assistant.items[i];
-
-        if (m->status == RX_STATUS_STREAMING &&
-            m->called_brain_at == fx->spec.signals_cut_at)
-            ask.resume_message_id = m->id;
-    }
     return rt->cfg.brain->ask(rt->cfg.brain, &ask);
 }
 
 static int run_tool(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
-    const struct rx_tool_call *c =
-        rx_state_find_tool(&fx->snapshot, fx->spec.tool_call_id);
     struct rx_input in = {0};
     char *result = NULL;
     bool is_error = false;
     int err;
 
-    if (!c)
-        return -ENOENT;
-    err = toolkit_call(rt->cfg.tools, c->name, c->parameters, fx->cancel_fd, &result,
-                       &is_error);
+    err = toolkit_call(rt->cfg.tools, fx->tool_name, fx->tool_parameters, fx->cancel_fd,
+                       &result, &is_error);
     if (err)
         return err;
     in.type = is_error ? RX_IN_TOOLKIT_ERROR : RX_IN_TOOLKIT_RESPOND;
@@ -233,8 +574,7 @@ static int run_tool(struct effect *fx)
     return err;
 }
 
-static int effect_start(struct runtime *rt, const struct rx_state *s,
-                        const struct rx_effect *spec, int attempt);
+static int effect_start(struct runtime *rt, const struct rx_effect *spec, int attempt);
 
 /* Lock held. */
 static bool effect_running(const struct runtime *rt, const char *key)
@@ -245,21 +585,13 @@ static bool effect_running(const struct runtime *rt, const char *key)
     return false;
 }
 
-static void *effect_main(void *arg)
+/* Lock held. Its worker is done with fx: report, maybe restart, free the place. */
+static void effect_end(struct runtime *rt, struct effect *fx, int err)
 {
-    struct effect *fx = arg;
-    struct runtime *rt = fx->rt;
-    /* Read now: once the thread count drops, rt may be freed under us. */
-    void (*unref)(void *ctx) = rt->host.unref;
-    void *host_ctx = rt->host.ctx;
     const struct rx_state *now;
-    int err;
+    const struct rx_effect *w;
+    bool again = false;
 
-    err = fx->attempt ? restart_wait(fx) : 0;
-    if (!err)
-        err = fx->spec.kind == RX_EFFECT_ASK_BRAIN ? run_ask(fx) : run_tool(fx);
-
-    rt->host.lock(rt->host.ctx);
     if (effect_is_cancelled(fx)) {
         list_remove(&rt->draining, fx); /* effect-canceled went out at cancel time */
     } else {
@@ -267,72 +599,95 @@ static void *effect_main(void *arg)
         rt->host.event(rt->host.ctx, err ? "effect-failed" : "effect-completed", fx);
         /* Still wanted after it ended: try again, a little later each time. */
         now = rt->host.state(rt->host.ctx);
-        if (!rx_effects_at(now, &rt->wanted) && !effect_running(rt, fx->spec.key)) {
-            const struct rx_effect *w = rx_effect_set_find(&rt->wanted, fx->spec.key);
+        again = !rx_effects_at(now, &rt->wanted) && !effect_running(rt, fx->spec.key);
+    }
+    rt->active--;
+    /* Those already waiting go first; a restart is a new start, behind them. */
+    admit_waiting(rt);
+    if (again && (w = rx_effect_set_find(&rt->wanted, fx->spec.key)) &&
+        effect_start(rt, w, fx->attempt + 1)) {
+        /* Out of memory: the next input reconciles again. */
+    }
+}
 
-            if (w && effect_start(rt, now, w, fx->attempt + 1)) {
-                /* Out of memory: the next input reconciles again. */
-            }
+/*
+ * On a worker: make what the effect gets (under the lock), wait before a
+ * restart, run it (no lock), end it (under the lock), free it.
+ */
+static void effect_run(struct effect *fx)
+{
+    struct runtime *rt = fx->rt;
+    /* Read now: once `live` drops, rt may be freed under us. */
+    void (*unref)(void *ctx) = rt->host.unref;
+    void *host_ctx = rt->host.ctx;
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), err = fd < 0 ? -errno : 0;
+
+    rt->host.lock(host_ctx);
+    fx->cancel_fd = fd;
+    if (!err && effect_is_cancelled(fx))
+        err = -ECANCELED;
+    if (!err && !fx->attempt)
+        err = effect_prepare(fx, rt->host.state(host_ctx));
+    rt->host.unlock(host_ctx);
+    if (!err && fx->attempt) {
+        /* A restart sees the state after its wait, not before it. */
+        err = restart_wait(fx);
+        if (!err) {
+            rt->host.lock(host_ctx);
+            err = effect_is_cancelled(fx) ? -ECANCELED
+                                          : effect_prepare(fx, rt->host.state(host_ctx));
+            rt->host.unlock(host_ctx);
         }
     }
-    rt->host.unlock(rt->host.ctx);
+    if (!err)
+        err = fx->spec.kind == RX_EFFECT_ASK_BRAIN ? run_ask(fx) : run_tool(fx);
+
+    rt->host.lock(host_ctx);
+    effect_end(rt, fx, err);
+    rt->host.unlock(host_ctx);
 
     effect_free(fx);
-    pthread_mutex_lock(&rt->idle_lock);
-    if (--rt->threads == 0)
-        pthread_cond_broadcast(&rt->idle);
-    pthread_mutex_unlock(&rt->idle_lock);
+    live_add(rt, -1);
     /* From here on rt is not touched: runtime_wait_idle() may have returned and
        the runtime been destroyed. Last, as it may free the host itself. */
     unref(host_ctx);
-    return NULL;
 }
 
-/* Lock held. */
-static int effect_start(struct runtime *rt, const struct rx_state *s,
-                        const struct rx_effect *spec, int attempt)
+/* Lock held. Start an effect: it runs when a worker and a place are free. */
+static int effect_start(struct runtime *rt, const struct rx_effect *spec, int attempt)
 {
     struct effect *fx = calloc(1, sizeof(*fx));
-    pthread_attr_t attr;
-    pthread_t th;
-    int err = -ENOMEM;
+    int err;
 
     if (!fx)
         return -ENOMEM;
     fx->rt = rt;
     fx->attempt = attempt;
-    fx->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    fx->cancel_fd = -1;
     fx->spec = *spec;
     fx->spec.tool_call_id = spec->tool_call_id ? strdup(spec->tool_call_id) : NULL;
     clock_gettime(CLOCK_MONOTONIC, &fx->started);
-    if (fx->cancel_fd < 0 || (spec->tool_call_id && !fx->spec.tool_call_id) ||
-        rx_state_copy(s, &fx->snapshot))
-        goto out_free;
-    pthread_mutex_lock(&rt->idle_lock);
-    rt->threads++;
-    pthread_mutex_unlock(&rt->idle_lock);
+    if (spec->tool_call_id && !fx->spec.tool_call_id) {
+        effect_free(fx);
+        return -ENOMEM;
+    }
+    fx->place = FX_WAITING;
+    if (rt->active < rt->cfg.session_max) {
+        if ((err = pool_push(rt->pool, fx))) {
+            effect_free(fx);
+            return err;
+        }
+        rt->active++;
+    } else {
+        queue_push(&rt->waiting, fx);
+    }
+    live_add(rt, 1);
     rt->host.ref(rt->host.ctx);
     fx->next = rt->running;
     rt->running = fx;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    err = -pthread_create(&th, &attr, effect_main, fx);
-    pthread_attr_destroy(&attr);
-    if (err) {
-        rt->running = fx->next;
-        rt->host.unref(rt->host.ctx);
-        pthread_mutex_lock(&rt->idle_lock);
-        rt->threads--;
-        pthread_mutex_unlock(&rt->idle_lock);
-        goto out_free;
-    }
+    /* Under the lock: a worker that took fx already waits for it to end this. */
     rt->host.event(rt->host.ctx, "effect-started", fx);
     return 0;
-
-out_free:
-    effect_free(fx);
-    return err;
 }
 
 int runtime_reconcile(struct runtime *rt, const struct rx_state *s,
@@ -363,7 +718,7 @@ int runtime_reconcile(struct runtime *rt, const struct rx_state *s,
     for (size_t i = 0; i < rt->wanted.len; i++) {
         const struct rx_effect *w = &rt->wanted.items[i];
 
-        if (!effect_running(rt, w->key) && (err = effect_start(rt, s, w, 0)))
+        if (!effect_running(rt, w->key) && (err = effect_start(rt, w, 0)))
             return err;
     }
     return 0;
@@ -386,10 +741,15 @@ int runtime_running(const struct runtime *rt)
     return n;
 }
 
+int runtime_waiting(const struct runtime *rt)
+{
+    return rt->waiting.len;
+}
+
 void runtime_wait_idle(struct runtime *rt)
 {
     pthread_mutex_lock(&rt->idle_lock);
-    while (rt->threads)
+    while (rt->live)
         pthread_cond_wait(&rt->idle, &rt->idle_lock);
     pthread_mutex_unlock(&rt->idle_lock);
 }

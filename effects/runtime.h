@@ -1,40 +1,63 @@
 /*
- * runtime - the keyed effect runtime of one session (SPEC 3.4, Moorex).
+ * runtime - the keyed effect runtime of one session (SPEC 3.4, Moorex), and
+ * the bounded pool of worker threads the effects of every session run on.
  *
  * After every accepted input the session calls runtime_reconcile() with the
- * new state: effects whose key is newly wanted start, each on a detached
- * thread of its own with a copy of the state; running effects whose key is
- * gone are cancelled, except the effect whose own input removed the key (the
- * `cause`): it runs on to its end, and if its key comes back while it runs it
- * is the same effect, never a second one. Such an effect (its key gone by its
- * own input and not back) is cancelled later only by an input with no effect
- * as its cause (a client's: user-cancel, a newer message); another effect's
- * input leaves it running.
+ * new state: effects whose key is newly wanted start; running effects whose
+ * key is gone are cancelled, except the effect whose own input removed the
+ * key (the `cause`): it runs on to its end, and if its key comes back while
+ * it runs it is the same effect, never a second one. Such an effect (its key
+ * gone by its own input and not back) is cancelled later only by an input
+ * with no effect as its cause (a client's: user-cancel, a newer message);
+ * another effect's input leaves it running.
+ *
+ * No thread per effect: a started effect waits for a worker of its pool
+ * (runtime_pool, at most `max_workers` threads for the whole process, made
+ * as needed and then reused) and for a free place among its session's
+ * `session_max`. What is over either limit waits in start order (FIFO: first
+ * in the session's own list, then in the pool's queue). A cancel of an effect
+ * still waiting removes it at once: it never runs. An effect occupies its
+ * worker until it returns, blocking included (an LLM stream, a brain's pauses,
+ * a command tool, the wait before a restart), so max_workers bounds the
+ * effects *running* at once, not those started; see docs/ARCHITECTURE.md.
+ *
+ * What an effect gets (SPEC 3.4: never a copy of the session): when a worker
+ * takes it up, under the host's lock and at a cost that does not grow with
+ * the history, an ask gets the brain's view of the state (rx_context_view:
+ * the summary, the records after summaryCutAt and the RX_CONTEXT_OLDER_MAX
+ * newest tool records before it) and the id of its own `streaming` message
+ * if one exists (resume); a tool gets its record's id, name and parameters.
  *
  * Events, each given to host->event() with the lock held, per effect:
- * "effect-started" once it runs (after its thread exists, so always before the
- * others); then exactly one of "effect-canceled" (at the moment of the cancel;
- * nothing more is reported for it, whatever it returns), "effect-completed"
- * (it returned 0) or "effect-failed" (it returned an error).
+ * "effect-started" once it is started (accepted into the runtime, running or
+ * waiting for a worker; always before the others); then exactly one of
+ * "effect-canceled" (at the moment of the cancel; nothing more is reported
+ * for it, whatever it returns), "effect-completed" (it returned 0) or
+ * "effect-failed" (it returned an error).
  *
  * Restarts: an effect that completes or fails while its key is still wanted
  * (by the state of that moment) starts again as a new effect, with a new
  * "effect-started", after runtime_backoff_ms(cfg, n) for the nth restart in a
- * row. The wait ends at once when the effect is cancelled. A start by
- * reconcile counts from 0 again.
+ * row (waited on its worker). The wait ends at once when the effect is
+ * cancelled. A start by reconcile counts from 0 again.
  *
  * Guarded dispatch: an effect's inputs and chunks reach the host only while
  * it is not cancelled; afterwards they return -ECANCELED and apply nothing.
+ * A chunk takes no lock of the runtime or of the pool.
  *
- * Locking: the runtime has no lock of its own. Every runtime_* call except
- * runtime_create/_wait_idle/_destroy/_backoff_ms is made with the host's lock
- * held, and worker threads take that lock (host->lock) before touching the
- * runtime.
+ * Locking: every runtime_* call on a runtime except runtime_create/
+ * _wait_idle/_destroy/_backoff_ms is made with the host's lock held, and
+ * workers take that lock (host->lock) before touching the runtime. The pool's
+ * lock and the runtime's idle lock are leaves: taken alone or under the
+ * host's lock, never the other way round.
  * Depends on state_machine/ and the brain/toolkit interfaces; not on server/.
- * Ownership: the host, brain and toolkit are borrowed and must outlive the
- * runtime. Each worker holds a host reference (host->ref at its start,
- * host->unref as the very last thing it does, after which it touches neither
- * the runtime nor the host), so a host freed on its last unref is safe.
+ * Ownership: the host, brain, toolkit and pool are borrowed and must outlive
+ * the runtime. Each effect holds a host reference from its start (host->ref)
+ * to its end; a worker's host->unref after an effect ran is the last thing it
+ * does with that runtime and host, so a host freed on its last unref is safe.
+ * A waiting effect cancelled by runtime_reconcile/_cancel_all is unreffed
+ * there, with the lock held: the caller holds a reference of its own, so that
+ * unref is never the last.
  */
 #ifndef RUNTIME_H
 #define RUNTIME_H
@@ -50,6 +73,13 @@
 
 struct toolkit;
 struct effect;
+struct runtime_pool;
+
+/* Workers of the process-wide pool, and effects of one session on them, by default. */
+#define RUNTIME_POOL_MAX_DEFAULT    64
+#define RUNTIME_SESSION_MAX_DEFAULT 8
+/* A worker's stack: brains, tools and libcurl run on it. */
+#define RUNTIME_WORKER_STACK (256 * 1024)
 
 /* What the session (the host) provides. Called from worker threads. */
 struct runtime_host {
@@ -73,8 +103,10 @@ struct runtime_host {
                  const char *delta);
     /* An effect event (see above); lock held. `type` is "effect-started" etc. */
     void (*event)(void *ctx, const char *type, const struct effect *fx);
-    /* Keep the host alive while a worker runs; unref may be called without the
-       lock, from a worker, and may free the host and the runtime. */
+    /* Keep the host alive while an effect lives (from its start to its end).
+       unref is called without the lock by a worker, and may then free the host
+       and the runtime; or with the lock held, for an effect cancelled before
+       it reached a worker, when it is never the last (see above). */
     void (*ref)(void *ctx);
     void (*unref)(void *ctx);
 };
@@ -83,8 +115,10 @@ struct runtime_config {
     struct brain *brain;         /* borrowed */
     const struct toolkit *tools; /* borrowed */
     const char *system_prompt;   /* borrowed */
-    int backoff_ms;              /* first restart delay; 0: restart at once */
-    int backoff_max_ms;          /* no restart waits longer */
+    struct runtime_pool *pool;   /* borrowed; NULL: runtime_pool_shared() */
+    int session_max;    /* effects of this runtime on workers at once; < 1: the default */
+    int backoff_ms;     /* first restart delay; 0: restart at once */
+    int backoff_max_ms; /* no restart waits longer */
     /*
      * How a restart waits `ms` (runtime_backoff_ms) before it runs; NULL (the
      * default): poll(2) on the effect's cancel fd. A hook returns 0, or
@@ -94,6 +128,33 @@ struct runtime_config {
     int (*sleep_ms)(void *arg, const struct effect *fx, int ms);
     void *sleep_arg;
 };
+
+/*
+ * A pool of at most `max_workers` threads (< 1: RUNTIME_POOL_MAX_DEFAULT),
+ * none started yet: each is made when an effect is queued and no worker is
+ * free, then kept. NULL on ENOMEM.
+ */
+struct runtime_pool *runtime_pool_create(int max_workers) RX_WUR;
+/*
+ * Stop the workers (each ends the effect it runs first) and free the pool.
+ * Every runtime using it must be idle (runtime_wait_idle). NULL is fine.
+ */
+void runtime_pool_destroy(struct runtime_pool *p);
+/*
+ * The process-wide pool, made by the first call with `max_workers` (as for
+ * runtime_pool_create); a later call with a larger value raises its maximum,
+ * never lowers it. Never destroyed. NULL on ENOMEM.
+ */
+struct runtime_pool *runtime_pool_shared(int max_workers);
+
+struct runtime_pool_stats {
+    int max;     /* workers at most */
+    int workers; /* threads made so far */
+    int busy;    /* workers running an effect */
+    int queued;  /* effects waiting for a worker */
+};
+/* A consistent reading of the pool's counts (takes the pool's lock). */
+void runtime_pool_stats(struct runtime_pool *p, struct runtime_pool_stats *out);
 
 /* NULL on ENOMEM. The config and host are copied. */
 struct runtime *runtime_create(const struct runtime_config *cfg,
@@ -105,8 +166,8 @@ struct runtime *runtime_create(const struct runtime_config *cfg,
  * cancelled (except `cause`, and, when `cause` is an effect, those whose own
  * earlier input removed their key), then each newly wanted key that is not
  * running starts, in effects_at order.
- * Returns 0, or -ENOMEM / -EAGAIN (no thread) from the first start that
- * failed. That is a partial reconcile: the cancels are done, the keys before
+ * Returns 0, or -ENOMEM / -EAGAIN (no worker thread at all) from the first
+ * start that failed. That is a partial reconcile: the cancels are done, the keys before
  * the failed one have started, it and the keys after it have not, and nothing
  * retries them until the next reconcile (the next accepted input). If
  * effects_at itself fails (-ENOMEM), nothing is cancelled or started.
@@ -115,11 +176,17 @@ int runtime_reconcile(struct runtime *rt, const struct rx_state *s,
                       const struct effect *cause) RX_WUR;
 /* Cancel everything (shutdown, delete). Lock held. */
 void runtime_cancel_all(struct runtime *rt);
-/* Number of effects running (cancelled ones still draining included). Lock held. */
-int runtime_running(const struct runtime *rt);
 /*
- * Wait until no worker uses the runtime any more. Lock NOT held. A worker may
- * still be making its final host->unref() call when this returns (see above).
+ * Number of effects started and not ended: running, waiting for a worker, and
+ * cancelled ones still draining. Lock held.
+ */
+int runtime_running(const struct runtime *rt);
+/* Of those, the ones waiting for a place among the session's `session_max`. Lock held. */
+int runtime_waiting(const struct runtime *rt);
+/*
+ * Wait until no effect of the runtime is left (none running, waiting or
+ * draining). Lock NOT held. A worker may still be making its final
+ * host->unref() call when this returns (see above).
  */
 void runtime_wait_idle(struct runtime *rt);
 /* After runtime_wait_idle(). NULL is fine. */
@@ -135,7 +202,7 @@ const char *effect_key(const struct effect *fx);
 /* True once cancelled; safe without the lock. */
 bool effect_is_cancelled(const struct effect *fx);
 enum rx_effect_kind effect_kind(const struct effect *fx);
-/* Milliseconds since the effect started (monotonic clock). */
+/* Milliseconds since the effect started (monotonic clock; waiting included). */
 double effect_elapsed_ms(const struct effect *fx);
 
 #endif

@@ -1,9 +1,11 @@
 # mk/bench.mk - the server benchmark suite (issue 8), run by `make bench`:
 #
 #   make bench-suite   pure-layer cost vs history, POST throughput/latency,
-#                      SSE fan-out, memory, token relay and the durable store,
-#                      each server figure beside a bare libmicrohttpd baseline;
-#                      one table on stdout, the figures in build/bench/results.json
+#                      SSE fan-out (and a table of offered rates), memory (a
+#                      stream that never reads, GET of a large state), token
+#                      relay and the durable store, each server figure beside a
+#                      bare libmicrohttpd baseline where there is one; one table
+#                      on stdout, the figures in build/bench/results.json
 #
 # Benchmarks measure and never fail on a slow figure; goals are reported as
 # met/missed in the table. BENCH_QUICK=1 shortens every run (a smoke test).
@@ -18,4 +20,10 @@ bench-tools: $(BENCH_SUITE)
 bench-suite: $(BENCH_SUITE) $(BUILD)/reflexor
 	BENCH_BUILD=$(BUILD) bench/run.sh
 
-BENCH_RUN += bench-suite
+# Issue 13, item 1: the full loop with 20 000 messages in the session against a
+# fresh one and against --no-effects (bench/loop.sh).
+.PHONY: bench-loop
+bench-loop: $(BENCH_SUITE) $(BUILD)/reflexor
+	BENCH_BUILD=$(BUILD) bench/loop.sh
+
+BENCH_RUN += bench-suite bench-loop

@@ -3,13 +3,18 @@
 #
 #   make bench-store   inputs/s with the store (fsync, no fsync) vs without,
 #                      and bytes per input (build/bench/bench_store)
+#   make bench-durable group commit and history reads under load, the real
+#                      server (bench/durable.sh): POST with fsync vs --db
+#                      :memory: at 100 connections over 100 sessions and at
+#                      10 on one session; one session's POST p99 while
+#                      another's ~100 MB log is paged through
 #   make crash-test    kill -9 the real server at random moments, restart,
 #                      check nothing acknowledged is lost (build/tests/crash_loop)
 #
 # The unit tests of the store are tests/unit/check_store.c (in `make check`).
 # CRASH_SEED / CRASH_ITERATIONS pick the loop's seed and length.
 
-.PHONY: bench-store crash-test
+.PHONY: bench-store bench-durable crash-test
 
 # Explicit: the benchmark needs the store, which is not in libreflexor.a.
 $(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o \
@@ -18,6 +23,9 @@ $(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o
 
 bench-store: $(BUILD)/bench/bench_store
 	./$(BUILD)/bench/bench_store
+
+bench-durable: $(BUILD)/reflexor $(BUILD)/bench/loadgen
+	BENCH_BUILD=$(BUILD) bench/durable.sh
 
 $(BUILD)/tests/crash_loop: $(BUILD)/tests/integration/crash_loop.o $(BUILD)/tests/integration/itest.o \
                            $(BUILD)/libreflexor.a
@@ -29,5 +37,5 @@ crash-test: $(BUILD)/reflexor $(BUILD)/tests/crash_loop
 	RX_SERVER=./$(BUILD)/reflexor ./$(BUILD)/tests/crash_loop $(CRASH_SEED) $(CRASH_ITERATIONS)
 
 all: $(BUILD)/bench/bench_store $(BUILD)/tests/crash_loop
-BENCH_RUN += bench-store
+BENCH_RUN += bench-store bench-durable
 TEST_EXTRA += crash-test

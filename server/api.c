@@ -4,6 +4,7 @@
 #include "server/api.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,142 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
 
 static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err);
 
+/* The answer to a submitted input; `in` is released. */
+static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connection *conn,
+                                     int err, const struct submit_result *res,
+                                     struct rx_input *in)
+{
+    if (err) {
+        rx_input_release(in);
+        if (err == -EBUSY)
+            return reply_error(conn, 429, "queue-full", NULL,
+                               "too many inputs wait for this session; retry shortly");
+        if (err == -ENOENT)
+            return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
+                               "not-found", NULL, "the session is gone");
+        /* Not stored, so not acknowledged: the store's own status. */
+        return store_error_answer(conn, err);
+    }
+    if (res->verdict == RX_REJECTED && res->reason == RX_REASON_INVALID) {
+        rx_input_release(in);
+        return reply_error(conn, 400, "invalid-input", res->field,
+                           "'%s' is missing or invalid",
+                           res->field ? res->field : "input");
+    }
+    if (res->verdict == RX_REJECTED) {
+        json_t *e = json_pack("{s:s, s:s, s:s}", "error", "rejected", "reason",
+                              rx_reason_name(res->reason), "message",
+                              "the input does not apply to the current state");
+
+        rx_input_release(in);
+        metrics_http_error(409);
+        return reply_json(conn, 409, e);
+    }
+    return send_accepted(conn, res, in);
+}
+
+/*
+ * A POST whose input waits for the log (group commit, SPEC 6): no MHD thread
+ * waits for a commit. The connection is suspended and the request keeps this
+ * (http.c) until the store's thread has the answer (on_durable), which
+ * resumes the connection; MHD then calls the handler again, which answers
+ * from here (api_pending_answer). Two references: the request's and the
+ * callback's.
+ */
+struct api_pending {
+    pthread_mutex_t lock; /* guards suspended, finished, err, res */
+    int refs;             /* atomic */
+    struct MHD_Connection *conn;
+    bool suspended, finished;
+    int err;
+    struct submit_result res;
+    struct rx_input in; /* kept for the answer (its messageId) */
+};
+
+/* Connections suspended for an answer: none may be left at MHD_stop_daemon. */
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t parked_none = PTHREAD_COND_INITIALIZER;
+static int parked;
+
+static void parked_add(int n)
+{
+    pthread_mutex_lock(&parked_lock);
+    parked += n;
+    if (!parked)
+        pthread_cond_broadcast(&parked_none);
+    pthread_mutex_unlock(&parked_lock);
+}
+
+void api_pending_drain(void)
+{
+    pthread_mutex_lock(&parked_lock);
+    while (parked)
+        pthread_cond_wait(&parked_none, &parked_lock);
+    pthread_mutex_unlock(&parked_lock);
+}
+
+static void pending_unref(struct api_pending *p)
+{
+    if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL))
+        return;
+    rx_input_release(&p->in);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+void api_pending_release(struct api_pending *p)
+{
+    if (p)
+        pending_unref(p);
+}
+
+/* session_done_fn, on the store's thread: the input is durable, or is not. */
+static void on_durable(void *arg, int err, const struct submit_result *res)
+{
+    struct api_pending *p = arg;
+    bool resumed = false;
+
+    pthread_mutex_lock(&p->lock);
+    p->err = err;
+    p->res = *res;
+    p->finished = true;
+    if (p->suspended) {
+        MHD_resume_connection(p->conn);
+        p->suspended = false;
+        resumed = true;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (resumed)
+        parked_add(-1);
+    pending_unref(p);
+}
+
+enum MHD_Result api_pending_answer(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct api_pending **slot)
+{
+    struct api_pending *p = *slot;
+    enum MHD_Result ret;
+
+    *slot = NULL;
+    /* Resumed only once finished; the lock orders what on_durable wrote. */
+    pthread_mutex_lock(&p->lock);
+    pthread_mutex_unlock(&p->lock);
+    ret = submit_answer(srv, conn, p->err, &p->res, &p->in);
+    pending_unref(p);
+    return ret;
+}
+
 static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
-                                    struct session *s, const struct rx_buf *body)
+                                    struct session *s, const struct rx_buf *body,
+                                    struct api_pending **slot)
 {
     struct submit_result res;
+    struct api_pending *p;
     struct rx_input in;
     json_error_t jerr;
     const char *field = NULL;
     struct rx_error why = {""};
+    enum MHD_Result ret;
     json_t *j;
     int err;
 
@@ -95,33 +224,36 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
                            "(set api.allow_agent_inputs to accept them)",
                            type);
     }
-    err = session_submit(s, &in, NULL, &res);
-    if (err) {
+    p = calloc(1, sizeof(*p));
+    if (!p) {
         rx_input_release(&in);
-        if (err == -EBUSY)
-            return reply_error(conn, 429, "queue-full", NULL,
-                               "too many inputs wait for this session; retry shortly");
-        if (err == -ENOENT)
-            return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
-                               "not-found", NULL, "the session is gone");
-        /* Not stored, so not acknowledged: the store's own status. */
-        return store_error_answer(conn, err);
+        return reply_error(conn, 500, "internal", NULL, "out of memory");
     }
-    if (res.verdict == RX_REJECTED && res.reason == RX_REASON_INVALID) {
-        rx_input_release(&in);
-        return reply_error(conn, 400, "invalid-input", res.field,
-                           "'%s' is missing or invalid", res.field ? res.field : "input");
+    pthread_mutex_init(&p->lock, NULL);
+    p->refs = 2;
+    p->conn = conn;
+    p->in = in; /* moved */
+    err = session_submit_start(s, &p->in, NULL, &res, on_durable, p);
+    if (err != SESSION_PENDING) {
+        ret = submit_answer(srv, conn, err, &res, &p->in);
+        pending_unref(p); /* on_durable will not be called */
+        pending_unref(p);
+        return ret;
     }
-    if (res.verdict == RX_REJECTED) {
-        json_t *e = json_pack("{s:s, s:s, s:s}", "error", "rejected", "reason",
-                              rx_reason_name(res.reason), "message",
-                              "the input does not apply to the current state");
-
-        rx_input_release(&in);
-        metrics_http_error(409);
-        return reply_json(conn, 409, e);
+    pthread_mutex_lock(&p->lock);
+    if (p->finished) { /* durable already: answer now */
+        pthread_mutex_unlock(&p->lock);
+        ret = submit_answer(srv, conn, p->err, &p->res, &p->in);
+        pending_unref(p);
+        return ret;
     }
-    return send_accepted(conn, &res, &in);
+    /* Under p->lock: on_durable resumes only a connection suspended. */
+    MHD_suspend_connection(conn);
+    p->suspended = true;
+    parked_add(1);
+    pthread_mutex_unlock(&p->lock);
+    *slot = p;
+    return MHD_YES;
 }
 
 /*
@@ -184,6 +316,40 @@ static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
     return reply_error(conn, 500, "internal", NULL, "%s", strerror(-err));
 }
 
+/*
+ * GET .../sessions/<sid>: the current state, encoded once into a buffer that
+ * MHD then owns and frees: no JSON tree, no second copy. Its bytes are those
+ * reply_json gave when it re-encoded a parse of the same encoding.
+ */
+static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    struct rx_buf b;
+    size_t len;
+    char *data;
+    int err;
+
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    if ((err = session_state_encode(s, &b))) {
+        rx_buf_release(&b);
+        return reply_error(conn, 500, "internal", NULL, "%s",
+                           err == -E2BIG ? "the state is larger than an answer may be"
+                                         : "out of memory");
+    }
+    data = rx_buf_take(&b, &len);
+    r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* GET .../sessions/<sid>?at=<seq>: the state as of that input (time travel). */
 static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
                                 const char *at)
@@ -199,20 +365,51 @@ static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
     return err ? store_error_answer(conn, err) : reply_json(conn, 200, j);
 }
 
-/* GET .../sessions/<sid>/history[?after=N&limit=M]: the inputs with their seq. */
+/* GET .../sessions/<sid>/history: pages of `limit` inputs (SPEC 4). */
+#define HISTORY_LIMIT_DEFAULT 1000
+#define HISTORY_LIMIT_MAX     10000
+
+/*
+ * GET .../sessions/<sid>/history[?after=N&limit=M]: the inputs with their
+ * seq, copied from the log as stored (never parsed), read through the
+ * store's read-only connection: neither the session's lock nor the store's
+ * writer waits for it. MHD owns and frees the page.
+ */
 static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 {
     const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
     long long after = a ? parse_seq(a) : 0, limit = l ? parse_seq(l) : 0;
-    json_t *j = NULL;
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    struct rx_buf b;
+    size_t len;
+    char *data;
     int err;
 
     if (after < 0 || limit < 0)
         return reply_error(conn, 400, "invalid-input", after < 0 ? "after" : "limit",
                            "must be a non-negative integer");
-    err = session_history(s, after, (int)(limit > 100000 ? 100000 : limit), &j);
-    return err ? store_error_answer(conn, err) : reply_json(conn, 200, j);
+    if (!limit)
+        limit = HISTORY_LIMIT_DEFAULT;
+    if (limit > HISTORY_LIMIT_MAX)
+        limit = HISTORY_LIMIT_MAX;
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    if ((err = session_history(s, after, (int)limit, &b))) {
+        rx_buf_release(&b);
+        return store_error_answer(conn, err);
+    }
+    data = rx_buf_take(&b, &len);
+    r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */
@@ -256,7 +453,8 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
 /* Routes under /sessions/<sid>, and the seed's routes on "default". */
 static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connection *conn,
                                      const char *method, struct session *s,
-                                     const char *rest, const struct rx_buf *body)
+                                     const char *rest, const struct rx_buf *body,
+                                     struct api_pending **pending)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 
@@ -266,7 +464,7 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         if (get && at)
             return state_at(conn, s, at);
         if (get)
-            return reply_json(conn, 200, session_state_json(s));
+            return state_now(conn, s);
         if (!strcmp(method, "DELETE")) {
             int err = session_table_delete(srv->sessions, session_id(s));
 
@@ -288,7 +486,7 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
                                                         attach_stream, conn));
         }
         if (!strcmp(method, "POST"))
-            return submit_input(srv, conn, s, body);
+            return submit_input(srv, conn, s, body, pending);
         return reply_method_not_allowed(conn, "GET, POST");
     }
     if (!strcmp(rest, "/history")) {
@@ -346,7 +544,8 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
 }
 
 enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
-                          const char *method, const char *path, const struct rx_buf *body)
+                          const char *method, const char *path, const struct rx_buf *body,
+                          struct api_pending **pending)
 {
     char sid[SESSION_ID_MAX + 1];
     const char *rest;
@@ -372,7 +571,7 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
     s = session_table_get(srv->sessions, sid);
     if (!s)
         return reply_error(conn, 404, "not-found", NULL, "no session '%s'", sid);
-    ret = session_route(srv, conn, method, s, rest, body);
+    ret = session_route(srv, conn, method, s, rest, body, pending);
     session_unref(s);
     return ret;
 }

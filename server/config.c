@@ -31,7 +31,10 @@ int config_init(struct config *c)
     c->max_sessions = 10000;
     c->max_connections = 4096;
     c->sse_queue_max = 1024;
+    c->sse_queue_bytes = 8 << 20;
     c->session_queue_max = 64;
+    c->max_running_effects = 64;    /* RUNTIME_POOL_MAX_DEFAULT */
+    c->session_running_effects = 8; /* RUNTIME_SESSION_MAX_DEFAULT */
     c->idle_timeout_ms = 30000;
     c->sse_retry_ms = 2000;
     c->sse_ping_ms = 15000;
@@ -129,7 +132,8 @@ static const struct {
     {"auth", "token"},
     {"api", "allow_agent_inputs"},
     {"limits", "body_max message_max max_sessions max_connections http_threads "
-               "sse_queue_max session_queue_max idle_timeout_ms"},
+               "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
+               "max_running_effects session_running_effects"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -242,8 +246,11 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
     INT_FIELD("limits.http_threads", c->http_threads, 0, 64);
     INT_FIELD("limits.sse_queue_max", c->sse_queue_max, 4, 1000000);
+    INT_FIELD("limits.sse_queue_bytes", c->sse_queue_bytes, 4096, 1L << 30);
     INT_FIELD("limits.session_queue_max", c->session_queue_max, 1, 1000000);
     INT_FIELD("limits.idle_timeout_ms", c->idle_timeout_ms, 1000, 86400000);
+    INT_FIELD("limits.max_running_effects", c->max_running_effects, 1, 4096);
+    INT_FIELD("limits.session_running_effects", c->session_running_effects, 1, 4096);
     INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);
     INT_FIELD("sse.ping_ms", c->sse_ping_ms, 100, 3600000);
     INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);
@@ -344,6 +351,7 @@ int config_apply_reload(struct config *c, const struct config *fresh)
     __atomic_store_n(&c->max_sessions, fresh->max_sessions, __ATOMIC_RELAXED);
     __atomic_store_n(&c->session_queue_max, fresh->session_queue_max, __ATOMIC_RELAXED);
     __atomic_store_n(&c->idle_timeout_ms, fresh->idle_timeout_ms, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->sse_queue_bytes, fresh->sse_queue_bytes, __ATOMIC_RELAXED);
     return 0;
 }
 

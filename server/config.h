@@ -34,8 +34,11 @@ struct config {
     int max_connections;
     int http_threads; /* libmicrohttpd threads; 0: one per CPU, at most 4 */
     int sse_queue_max;
+    size_t sse_queue_bytes; /* bytes a stream client may have waiting */
     int session_queue_max;
-    int idle_timeout_ms; /* an idle connection is closed (SSE streams exempt) */
+    int idle_timeout_ms;         /* an idle connection is closed (SSE streams exempt) */
+    int max_running_effects;     /* effects on workers at once, whole process */
+    int session_running_effects; /* effects on workers at once, one session */
     int sse_retry_ms;
     int sse_ping_ms;
     int backoff_ms;
@@ -65,10 +68,11 @@ int config_set_str(char **field, const char *value) RX_WUR;
 
 /*
  * SIGHUP: take `fresh`'s auth token and limits (body_max, message_max,
- * max_sessions, session_queue_max, idle_timeout_ms) into the running `c`, for
- * new work. Other threads may be reading `c`: the token pointer is swapped
- * atomically (read it with config_auth_token) and the old string is kept
- * until config_release; each limit is one atomic store. 0 or -ENOMEM.
+ * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes) into the
+ * running `c`, for new work. Other threads may be reading `c`: the token
+ * pointer is swapped atomically (read it with config_auth_token) and the old
+ * string is kept until config_release; each limit is one atomic store.
+ * 0 or -ENOMEM.
  */
 int config_apply_reload(struct config *c, const struct config *fresh) RX_WUR;
 /* The auth token now in force ("" = none); borrowed until config_release. */

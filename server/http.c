@@ -27,8 +27,9 @@
 struct request {
     struct rx_buf body;
     bool too_big;
-    bool nul_in_path; /* the raw URI had %00: MHD would cut the value there */
-    int64_t begun_ms; /* when the request's headers were complete */
+    bool nul_in_path;            /* the raw URI had %00: MHD would cut the value there */
+    int64_t begun_ms;            /* when the request's headers were complete */
+    struct api_pending *pending; /* a POST suspended until its input is durable */
 };
 
 /*
@@ -167,7 +168,7 @@ static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *con
         if (!authorized(srv, conn))
             return reply_error(conn, 401, "unauthorized", NULL,
                                "send 'Authorization: Bearer <token>'");
-        return api_route(srv, conn, method, url + plen, &req->body);
+        return api_route(srv, conn, method, url + plen, &req->body, &req->pending);
     }
     if (!strcmp(url, "/healthz"))
         return health(srv, conn);
@@ -218,6 +219,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    /* Resumed: its input is durable (or refused); answer, do not route again. */
+    if (req->pending)
+        return api_pending_answer(srv, conn, &req->pending);
     return route(srv, conn, url, method, req);
 }
 
@@ -230,6 +234,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     if (req) {
+        api_pending_release(req->pending);
         rx_buf_release(&req->body);
         free(req);
         *con_cls = NULL;
@@ -310,6 +315,8 @@ void http_server_quiesce(struct http_server *srv)
 
 void http_server_stop(struct http_server *srv)
 {
+    /* Every POST suspended for the log is resumed within a commit. */
+    api_pending_drain();
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;

@@ -34,30 +34,48 @@ static void publish_frames(struct session *s, struct sse_channel *ch,
 }
 
 /*
- * An accepted input and what it did: input-received, then the new state to
- * those who follow it whole and its patch to the others. Each frame is made
- * once for all, only if someone follows, and each client is woken once.
+ * The frames of an accepted input, made while the state is the one it made
+ * (later inputs may be applied before it is published): input-received, then
+ * the new state for those who follow it whole and its patch for the others.
+ * Each frame is made once for all, only if someone follows.
  */
-static void publish_input(struct session *s, const struct rx_input *in,
-                          const struct rx_outcome *o)
-{
-    bool full = sse_channel_has_clients(&s->ch),
-         patch = sse_channel_has_clients(&s->patch_ch);
-    struct sse_frame *f[3] = {NULL, NULL, NULL};
+struct input_frames {
+    struct sse_frame *f[3]; /* input-received, state-updated, state-patch */
+    bool full, patch;       /* someone followed: f[1] / f[2] were made */
+};
 
-    if (!full && !patch)
+static void frames_make(struct session *s, const struct rx_input *in,
+                        const struct rx_outcome *o, int64_t seq, struct input_frames *fr)
+{
+    fr->full = sse_channel_has_clients(&s->ch);
+    fr->patch = sse_channel_has_clients(&s->patch_ch);
+    if (!fr->full && !fr->patch)
         return;
-    f[0] = event_input(in, s->seq, &s->scratch);
-    if (full) {
-        f[1] = event_state(&s->state, s->seq, &s->scratch);
-        publish_frames(s, &s->ch, (struct sse_frame *const[]){f[0], f[1]}, 2);
+    fr->f[0] = event_input(in, seq, &s->scratch);
+    if (fr->full)
+        fr->f[1] = event_state(&s->state, seq, &s->scratch);
+    if (fr->patch)
+        fr->f[2] = event_patch(&s->state, o, seq, &s->scratch);
+}
+
+static void frames_drop(struct input_frames *fr)
+{
+    for (int i = 0; i < 3; i++) {
+        sse_frame_unref(fr->f[i]);
+        fr->f[i] = NULL;
     }
-    if (patch) {
-        f[2] = event_patch(&s->state, o, s->seq, &s->scratch);
-        publish_frames(s, &s->patch_ch, (struct sse_frame *const[]){f[0], f[2]}, 2);
-    }
-    for (int i = 0; i < 3; i++)
-        sse_frame_unref(f[i]);
+    fr->full = fr->patch = false;
+}
+
+/* Publish them, each client woken once, and drop them. */
+static void frames_publish(struct session *s, struct input_frames *fr)
+{
+    if (fr->full)
+        publish_frames(s, &s->ch, (struct sse_frame *const[]){fr->f[0], fr->f[1]}, 2);
+    if (fr->patch)
+        publish_frames(s, &s->patch_ch, (struct sse_frame *const[]){fr->f[0], fr->f[2]},
+                       2);
+    frames_drop(fr);
 }
 
 /* ---- the runtime's host ----------------------------------------------------- */
@@ -176,6 +194,10 @@ struct session *session_create(struct session_table *t, const char *id)
         .system_prompt = t->env.cfg->system_prompt,
         .backoff_ms = t->env.cfg->backoff_ms,
         .backoff_max_ms = t->env.cfg->backoff_max_ms,
+        /* Effects of every session share the process's workers; the first
+           session makes the pool (limits.max_running_effects). */
+        .pool = runtime_pool_shared(t->env.cfg->max_running_effects),
+        .session_max = t->env.cfg->session_running_effects,
     };
 
     if (!s)
@@ -185,6 +207,7 @@ struct session *session_create(struct session_table *t, const char *id)
     s->refs = 1;
     s->created_at = now_wall_ms();
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->moved, NULL);
     rx_buf_init(&s->scratch, RX_BUF_STATE_MAX);
     sse_channel_init(&s->ch, (size_t)t->env.cfg->sse_queue_max);
     sse_channel_init(&s->patch_ch, (size_t)t->env.cfg->sse_queue_max);
@@ -193,6 +216,7 @@ struct session *session_create(struct session_table *t, const char *id)
     if (!s->rt || rx_state_init(&s->state)) {
         runtime_destroy(s->rt);
         s->rt = NULL;
+        pthread_cond_destroy(&s->moved);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
@@ -208,6 +232,7 @@ void session_destroy(struct session *s)
     sse_channel_release(&s->patch_ch);
     rx_state_release(&s->state);
     rx_buf_release(&s->scratch);
+    pthread_cond_destroy(&s->moved);
     pthread_mutex_destroy(&s->lock);
     free(s->title);
     free(s);
@@ -286,7 +311,7 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
 {
     rx_state_release(&s->state);
     s->state = *state;
-    s->seq = seq;
+    s->seq = s->applied = seq;
     s->created_at = created_at;
     s->last_stamp = s->state.updated_at;
     set_title(s);
@@ -316,23 +341,262 @@ static int add_partials(struct session *s, struct rx_input *in)
     return 0;
 }
 
+/* ---- the pipeline: durable before anyone hears of it (SPEC 6) --------------- */
+
 /*
- * The store refused an input the state already took: put the state back as
- * the log has it, so memory never runs ahead of the truth.
+ * One accepted input on its way to the log, or a verdict that waits for the
+ * inputs applied before it. A session keeps them in `pending`, in the order
+ * they were applied; they finish in that order (pipeline_advance) once the
+ * store has answered, and only then are they published and answered.
  */
-static void undo_unstored(struct session *s)
+struct pending {
+    struct store_write w; /* first: the store's callback gets its address */
+    struct pending *next;
+    struct session *s; /* a reference, dropped once answered */
+    uint64_t gen;      /* s->gen when applied */
+    bool stored;       /* the store answered, or nothing is asked of it */
+    int err;           /* 0, or why it is not stored */
+    struct rx_buf input, snapshot;
+    struct input_frames fr;
+    const struct effect *cause;
+    struct submit_result res;
+    session_done_fn done;
+    void *arg;
+};
+
+/*
+ * The store refused an input the state already took, or it could not be
+ * encoded: put the state back as the log has it, so memory never runs ahead
+ * of the truth. Every input applied after it was applied on the state now
+ * gone: they answer `err` as they finish (their gen is older). Lock held.
+ */
+static void undo_unstored(struct session *s, int err)
 {
     struct store *st = s->table->env.store;
     struct rx_error why;
     int64_t seq = 0;
 
     store_last_error(st, &why);
-    log_error("session %s: input %lld not stored (%s); it is undone", s->id,
-              (long long)s->seq, why.text);
+    log_error("session %s: input %lld not stored (%s); %lld input(s) undone", s->id,
+              (long long)s->seq + 1, why.text, (long long)(s->applied - s->seq));
     rx_state_release(&s->state);
     if (store_session_load(st, s->id, &s->state, &seq) && rx_state_init(&s->state))
         memset(&s->state, 0, sizeof(s->state)); /* out of memory twice: stay empty */
-    s->seq = seq;
+    s->seq = s->applied = seq;
+    s->gen++;
+    s->fail_err = err;
+    s->exclusive = false;
+    s->rebuilt = true;
+}
+
+static void pending_free(struct pending *p)
+{
+    frames_drop(&p->fr);
+    rx_buf_release(&p->input);
+    rx_buf_release(&p->snapshot);
+    free(p);
+}
+
+/*
+ * Nothing on its way: what waits for a settled state runs now. Effects are
+ * reconciled with the state every input so far made, with the cause of the
+ * last one (an effect's input always goes alone, so a window of several is
+ * of clients' inputs); after a rebuild, with none. Lock held.
+ */
+static void settle(struct session *s)
+{
+    const struct config *cfg = s->table->env.cfg;
+
+    s->settle_due = false;
+    msgstream_settle(&s->streams, &s->state);
+    if (!s->deleted && cfg->effects &&
+        runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
+        log_warn("session %s: out of memory starting effects", s->id);
+    s->rebuilt = false;
+    s->last_cause = NULL;
+}
+
+/* Settles are needed when there are effects to reconcile or streams to end. */
+static bool needs_settle(struct session *s)
+{
+    return s->table->env.cfg->effects || s->streams;
+}
+
+/* One record reached the head with its answer: make it so. Lock held. */
+static void pending_finish(struct session *s, struct pending *p)
+{
+    if (p->gen != s->gen) {
+        p->err = s->fail_err; /* applied on a state since rebuilt from the log */
+        return;
+    }
+    if (p->res.verdict != RX_ACCEPTED)
+        return; /* a verdict on stored inputs only: it stands */
+    if (p->err) {
+        undo_unstored(s, p->err);
+        return;
+    }
+    s->seq = p->res.seq;
+    frames_publish(s, &p->fr);
+    set_title(s);
+    s->last_cause = p->cause;
+    if (p->cause)
+        s->exclusive = false;
+}
+
+/*
+ * Finish the records at the head that have their answer, in order, and hand
+ * them back to be answered (pipeline_answer) once the lock is released.
+ * Lock held.
+ */
+static struct pending *pipeline_advance(struct session *s)
+{
+    struct pending *out = NULL, **tail = &out, *p;
+
+    while ((p = s->pending) && p->stored) {
+        s->pending = p->next;
+        if (!s->pending)
+            s->pend_last = NULL;
+        pending_finish(s, p);
+        p->next = NULL;
+        *tail = p;
+        tail = &p->next;
+    }
+    if (!out)
+        return NULL;
+    if (!s->pending)
+        settle(s);
+    else if (needs_settle(s))
+        s->settle_due = true; /* no new input until this window is through */
+    pthread_cond_broadcast(&s->moved);
+    return out;
+}
+
+/* Answer finished records, lock NOT held: the callers' callbacks run here. */
+static void pipeline_answer(struct pending *list)
+{
+    while (list) {
+        struct pending *p = list;
+        struct session *s = p->s;
+
+        list = p->next;
+        if (!p->cause)
+            __atomic_sub_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
+        p->done(p->arg, p->err, &p->res);
+        pending_free(p);
+        session_unref(s);
+    }
+}
+
+/* The store's answer for one input (store_done_fn), on its notifier thread. */
+static void pending_stored(struct store_write *w, int err)
+{
+    struct pending *p = (struct pending *)w;
+    struct session *s = p->s;
+    struct pending *finished;
+
+    pthread_mutex_lock(&s->lock);
+    p->stored = true;
+    p->err = err;
+    finished = pipeline_advance(s);
+    pthread_mutex_unlock(&s->lock);
+    pipeline_answer(finished);
+}
+
+/* Append a record to the pipeline, with a session reference. Lock held. */
+static void pipeline_push(struct session *s, struct pending *p)
+{
+    session_ref(s);
+    p->s = s;
+    p->gen = s->gen;
+    if (s->pend_last)
+        s->pend_last->next = p;
+    else
+        s->pending = p;
+    s->pend_last = p;
+}
+
+/*
+ * Wait, lock held, until an input may be applied. A client's waits while a
+ * settled state is wanted (a reader, an effect's input, effects to
+ * reconcile) or an effect's input is on its way. An effect's input goes
+ * alone: it waits until nothing is on its way, and what comes after waits
+ * for it, so the reconcile after it knows its cause (runtime_reconcile). The
+ * waits are bounded by one commit: nothing on its way waits for anything.
+ */
+static void wait_turn(struct session *s, const struct effect *cause)
+{
+    if (!cause) {
+        while (s->readers || s->fx_waiting || s->exclusive || s->settle_due)
+            pthread_cond_wait(&s->moved, &s->lock);
+        return;
+    }
+    s->fx_waiting++;
+    while (s->pending || s->readers || s->exclusive)
+        pthread_cond_wait(&s->moved, &s->lock);
+    s->fx_waiting--;
+}
+
+/*
+ * Wait, lock held, until nothing is on its way: what a reader then sees of
+ * the state is in the log and published (a subscriber's first state, a
+ * message). New inputs wait meanwhile, so this ends within one commit.
+ */
+static void settle_wait(struct session *s)
+{
+    if (!s->pending)
+        return;
+    s->readers++;
+    while (s->pending)
+        pthread_cond_wait(&s->moved, &s->lock);
+    if (--s->readers == 0)
+        pthread_cond_broadcast(&s->moved);
+}
+
+/*
+ * A snapshot is due at every store.snapshot_every-th input, unless the
+ * inputs logged since the last one are less than 1/SESSION_SNAPSHOT_SHARE of
+ * its size: then at the next such input. A long session's state is not
+ * rewritten whole for a few small inputs (a 3 MB state every 200 inputs of
+ * 100 bytes would write the log 150 times over), and replay stays bounded:
+ * what it replays is smaller than a share of the state it would read anyway.
+ */
+#define SESSION_SNAPSHOT_SHARE 4
+
+static bool snapshot_due(struct session *s)
+{
+    int every = s->table->env.cfg->snapshot_every;
+
+    return every > 0 && s->applied % every == 0 &&
+           s->logged_since_snapshot * SESSION_SNAPSHOT_SHARE >= s->snapshot_bytes;
+}
+
+/*
+ * Encode what the log keeps of an accepted input (and, when one is due, a
+ * snapshot of the state it made) and the frames that will announce it, while
+ * the state is the one it made. Lock held. 0 or -ENOMEM.
+ */
+static int pending_fill(struct session *s, struct pending *p, const struct rx_input *in,
+                        const struct rx_outcome *o)
+{
+    if (rx_input_encode(in, &p->input))
+        return -ENOMEM;
+    s->logged_since_snapshot += p->input.len;
+    if (snapshot_due(s)) {
+        if (rx_state_encode(&s->state, &p->snapshot))
+            return -ENOMEM;
+        p->w.snapshot = p->snapshot.data;
+        p->w.snapshot_len = p->snapshot.len;
+        s->snapshot_bytes = p->snapshot.len;
+        s->logged_since_snapshot = 0;
+    }
+    p->w.sid = s->id;
+    p->w.seq = s->applied;
+    p->w.updated_at = in->timestamp;
+    p->w.input = p->input.data;
+    p->w.input_len = p->input.len;
+    p->w.done = pending_stored;
+    frames_make(s, in, o, s->applied, &p->fr);
+    return 0;
 }
 
 /* Every input, from a client or an effect, is stamped on entry: max(now, last + 1). */
@@ -362,7 +626,11 @@ static bool calls_within_limits(const struct rx_input *in)
     return true;
 }
 
-/* Clients wait their turn, but only so many: past that the queue is full. */
+/*
+ * Clients queue for a session, but only so many: past that the queue is
+ * full. A client counts from its arrival until it is answered (applied and,
+ * with a log, durable).
+ */
 static bool queue_enter(struct session *s, const struct effect *cause)
 {
     if (cause)
@@ -375,10 +643,26 @@ static bool queue_enter(struct session *s, const struct effect *cause)
     return true;
 }
 
-int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
-                   struct submit_result *res)
+/* Without a log: published and reconciled at once, as applied. Lock held. */
+static void publish_now(struct session *s, const struct rx_input *in,
+                        const struct rx_outcome *o, const struct effect *cause)
 {
-    const struct session_env *env = &s->table->env;
+    struct input_frames fr = {{NULL, NULL, NULL}, false, false};
+
+    s->seq = s->applied;
+    frames_make(s, in, o, s->seq, &fr);
+    frames_publish(s, &fr);
+    set_title(s);
+    s->last_cause = cause;
+    settle(s);
+}
+
+int session_submit_start(struct session *s, struct rx_input *in,
+                         const struct effect *cause, struct submit_result *res,
+                         session_done_fn done, void *arg)
+{
+    struct store *store = s->table->env.store;
+    struct pending *p = NULL;
     struct rx_outcome out;
     char fresh[RX_UUID_LEN];
     int err = 0;
@@ -386,9 +670,17 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     memset(res, 0, sizeof(*res));
     if (!queue_enter(s, cause))
         return -EBUSY;
+    /* Made before the state changes: once it has, the input must be logged. */
+    if (store && !(p = calloc(1, sizeof(*p)))) {
+        err = -ENOMEM;
+        goto out_leave;
+    }
+    if (p) {
+        rx_buf_init(&p->input, RX_BUF_STATE_MAX);
+        rx_buf_init(&p->snapshot, RX_BUF_STATE_MAX);
+    }
     pthread_mutex_lock(&s->lock);
-    if (!cause)
-        __atomic_sub_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
+    wait_turn(s, cause);
     if (s->deleted) {
         err = -ENOENT;
         goto out_unlock;
@@ -409,7 +701,7 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
         res->reason = RX_REASON_INVALID;
         res->field = "toolCalls";
         metrics_input(res->verdict, res->reason);
-        goto out_unlock;
+        goto out_verdict;
     }
     stamp(s, in);
 
@@ -420,28 +712,104 @@ int session_submit(struct session *s, struct rx_input *in, const struct effect *
     res->reason = out.reason;
     res->field = out.field;
     res->timestamp = in->timestamp;
-    res->seq = s->seq;
+    res->seq = s->applied;
     if (out.verdict != RX_ACCEPTED)
-        goto out_unlock;
+        goto out_verdict;
 
-    s->seq++;
-    res->seq = s->seq;
-    /* The log is the truth: committed before anyone hears of the input. */
-    if (env->store && (err = store_append(env->store, s->id, s->seq, in, &s->state,
-                                          env->cfg->snapshot_every))) {
-        undo_unstored(s);
-        goto out_unlock;
-    }
-    set_title(s);
+    s->applied++;
+    res->seq = s->applied;
+    /* Chunks may stream before the start is durable: the buffer is there. */
     if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START && !stream_open(s, in->message_id))
         log_warn("session %s: no buffer for message %s", s->id, in->message_id);
-    publish_input(s, in, &out);
-    msgstream_settle(&s->streams, &s->state);
-    if (env->cfg->effects && runtime_reconcile(s->rt, &s->state, cause))
-        log_warn("session %s: out of memory starting effects", s->id);
+    if (!store) {
+        publish_now(s, in, &out, cause);
+        goto out_unlock;
+    }
+    p->res = *res;
+    p->done = done;
+    p->arg = arg;
+    p->cause = cause;
+    if ((err = pending_fill(s, p, in, &out))) {
+        /* Applied but it cannot be logged: undone in its turn, like a refusal. */
+        if (!s->pending) {
+            undo_unstored(s, err);
+            goto out_unlock;
+        }
+        p->err = err;
+        p->stored = true;
+    } else if (cause) {
+        s->exclusive = true;
+    }
+    /* Queued under the lock: the log keeps the order in which inputs applied. */
+    pipeline_push(s, p);
+    if (!p->stored)
+        store_write_queue(store, &p->w);
+    p = NULL;
+    err = SESSION_PENDING;
+    goto out_unlock;
 
+out_verdict:
+    /* Judged on inputs still on their way: it is answered after them. */
+    if (p && s->pending) {
+        p->res = *res;
+        p->done = done;
+        p->arg = arg;
+        p->cause = cause;
+        p->stored = true;
+        pipeline_push(s, p);
+        p = NULL;
+        err = SESSION_PENDING;
+    }
 out_unlock:
     pthread_mutex_unlock(&s->lock);
+    if (p)
+        pending_free(p);
+out_leave:
+    if (err != SESSION_PENDING && !cause)
+        __atomic_sub_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
+    return err;
+}
+
+/* session_submit's wait for an answer that comes through the pipeline. */
+struct submit_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool finished;
+    int err;
+    struct submit_result res;
+};
+
+static void submit_wait_done(void *arg, int err, const struct submit_result *res)
+{
+    struct submit_wait *w = arg;
+
+    pthread_mutex_lock(&w->lock);
+    w->err = err;
+    w->res = *res;
+    w->finished = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
+                   struct submit_result *res)
+{
+    struct submit_wait w = {.finished = false};
+    int err;
+
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    err = session_submit_start(s, in, cause, res, submit_wait_done, &w);
+    if (err == SESSION_PENDING) {
+        pthread_mutex_lock(&w.lock);
+        while (!w.finished)
+            pthread_cond_wait(&w.cond, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        err = w.err;
+        *res = w.res;
+    }
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
     return err;
 }
 
@@ -460,14 +828,20 @@ static json_t *state_to_json(const struct rx_state *st)
     return j;
 }
 
-json_t *session_state_json(struct session *s)
+/*
+ * The one encoder, straight into the caller's buffer: the records' cached
+ * encodings are copied, nothing is parsed, and the lock is held only for
+ * the copy.
+ */
+int session_state_encode(struct session *s, struct rx_buf *out)
 {
-    json_t *j;
+    int err;
 
     pthread_mutex_lock(&s->lock);
-    j = state_to_json(&s->state);
+    settle_wait(s); /* never a state ahead of the log (group commit) */
+    err = rx_state_encode(&s->state, out);
     pthread_mutex_unlock(&s->lock);
-    return j;
+    return err;
 }
 
 int session_state_at(struct session *s, int64_t seq, json_t **out)
@@ -485,27 +859,39 @@ int session_state_at(struct session *s, int64_t seq, json_t **out)
     return *out ? 0 : -ENOMEM;
 }
 
-int session_history(struct session *s, int64_t after, int limit, json_t **out)
+int session_history(struct session *s, int64_t after, int limit, struct rx_buf *out)
 {
+    /* Straight from the log's read-only connection: no session lock either. */
     if (!s->table->env.store)
         return -ENOSYS;
-    return store_history(s->table->env.store, s->id, after, limit, out);
+    return store_history_text(s->table->env.store, s->id, after, limit, out);
 }
 
 /* ---- following ---------------------------------------------------------------- */
 
+/* limits.sse_queue_bytes as now in force (a reload may change it). */
+static size_t queue_bytes(struct session *s)
+{
+    return __atomic_load_n(&s->table->env.cfg->sse_queue_bytes, __ATOMIC_RELAXED);
+}
+
 void *session_subscribe(struct session *s, bool patch, session_attach_fn attach,
                         void *arg)
 {
+    struct sse_channel *ch = patch ? &s->patch_ch : &s->ch;
     struct sse_frame *first[2] = {NULL, NULL};
     void *r = NULL;
 
     pthread_mutex_lock(&s->lock);
+    /* A state with nothing on its way: its events are all out, so a later
+       one never comes before it (settle_wait). */
+    settle_wait(s);
     /* Under the lock: nothing can be published between this state and "live". */
     first[0] = sse_retry_frame(s->table->env.cfg->sse_retry_ms);
     first[1] = event_state(&s->state, s->seq, &s->scratch);
+    sse_channel_set_queue_bytes(ch, queue_bytes(s));
     if (first[0] && first[1])
-        r = attach(arg, patch ? &s->patch_ch : &s->ch, first, 2, s->deleted);
+        r = attach(arg, ch, first, 2, s->deleted);
     pthread_mutex_unlock(&s->lock);
     sse_frame_unref(first[0]);
     sse_frame_unref(first[1]);
@@ -535,6 +921,7 @@ int session_message_json(struct session *s, const char *message_id, json_t **out
     int err;
 
     pthread_mutex_lock(&s->lock);
+    settle_wait(s); /* only what is durable is told */
     err = find_message(s, message_id, &msg, &m);
     if (!err) {
         *out = event_message_json(message_id,
@@ -556,6 +943,7 @@ int session_message_subscribe(struct session *s, const char *message_id,
     int err;
 
     pthread_mutex_lock(&s->lock);
+    settle_wait(s); /* only what is durable is told */
     if ((err = find_message(s, message_id, &msg, &m)))
         goto out_unlock;
     first[n++] = sse_retry_frame(s->table->env.cfg->sse_retry_ms);
@@ -575,6 +963,8 @@ int session_message_subscribe(struct session *s, const char *message_id,
     for (size_t i = 0; i < n; i++)
         if (!first[i])
             err = -ENOMEM;
+    if (m)
+        sse_channel_set_queue_bytes(&m->ch, queue_bytes(s));
     if (!err && !(*out = attach(arg, m ? &m->ch : &s->ch, first, n, !m || s->deleted)))
         err = -ENOMEM;
 

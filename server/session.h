@@ -4,10 +4,13 @@
  * that are streaming (server/msgstream). The table of sessions is
  * server/session_table.
  *
- * The submit pipeline: session_submit() stamps, applies, stores, publishes
- * and reconciles under the session's lock, whoever the input comes from (HTTP
- * or an effect), so effects never go "deaf" and the order is the arrival
- * order. The path of one input is drawn in docs/ARCHITECTURE.md.
+ * The submit pipeline: session_submit_start() stamps and applies under the
+ * session's lock, whoever the input comes from (HTTP or an effect), so
+ * effects never go "deaf" and the order is the arrival order; then, with a
+ * log, it queues the input to the store and returns without waiting. The
+ * input is published, answered and reconciled once it is durable, by the
+ * store's notifier thread, in log order (group commit, SPEC 6). The path of
+ * one input is drawn in docs/ARCHITECTURE.md.
  *
  * Depends on state_machine/, effects/runtime, server/store, server/event and
  * server/sse; not on libmicrohttpd (HTTP responses are made by the caller,
@@ -46,26 +49,61 @@ void session_ref(struct session *s);
 void session_unref(struct session *s);
 const char *session_id(const struct session *s);
 
+/* session_submit_start's answer when it comes later, through `done`. */
+#define SESSION_PENDING 1
+
 /*
- * Stamp and apply one input, then store, publish and reconcile. `cause` is
- * the effect that sent it (NULL for a client). 0 with `res` filled (accepted,
- * unchanged or rejected); -EBUSY when too many inputs wait for this session;
- * -ENOENT when the session was deleted; -ECANCELED when `cause` was
- * cancelled; -EIO when the log could not keep an accepted input (it is then
- * undone and not acknowledged); -ENOMEM.
+ * How an input that had to wait for the log is answered: `err` and `res` as
+ * session_submit gives them (res is borrowed for the call). Called once, on
+ * the store's notifier thread, with no lock held, in the session's log order.
+ */
+typedef void (*session_done_fn)(void *arg, int err, const struct submit_result *res);
+
+/*
+ * Stamp and apply one input, then publish and reconcile once it is stored.
+ * `cause` is the effect that sent it (NULL for a client). Answers at once
+ * (done is then never called): 0 with `res` filled (accepted, unchanged or
+ * rejected: with no log, or with nothing else on its way); -EBUSY when too
+ * many inputs wait for this session; -ENOENT when the session was deleted;
+ * -ECANCELED when `cause` was cancelled; -ENOMEM. Or SESSION_PENDING: the
+ * answer comes through done(arg, err, res), once every input applied before
+ * it is answered and it is itself durable (0 and `res` as above), or not:
+ * -ENOSPC (no room), -EIO (the store is unusable), -ENOENT, -ENOMEM, as the
+ * store said for it or for an input applied before it; the state is then put
+ * back as the log has it, and nothing of it was acknowledged or published.
+ * `in` is borrowed for the call only (it may fill messageId, timestamp,
+ * partials). A client may wait here, within one commit, while the session
+ * settles for a reader or an effect's input.
+ */
+int session_submit_start(struct session *s, struct rx_input *in,
+                         const struct effect *cause, struct submit_result *res,
+                         session_done_fn done, void *arg) RX_WUR;
+/*
+ * session_submit_start and wait for the answer: 0 with `res` filled, or one
+ * of the errors above. For effects, which have a thread to wait on.
  */
 int session_submit(struct session *s, struct rx_input *in, const struct effect *cause,
                    struct submit_result *res) RX_WUR;
 
-/* NEW reference: the state as JSON. NULL on ENOMEM. */
-json_t *session_state_json(struct session *s);
+/*
+ * Append the current state, encoded as GET /sessions/<sid> answers it, to
+ * `out` (the caller's buffer; rx_buf_take hands the bytes on without a copy).
+ * 0, -ENOMEM or -E2BIG (past out's bound); on error `out` is unchanged.
+ */
+int session_state_encode(struct session *s, struct rx_buf *out) RX_WUR;
 /*
  * NEW reference: the state as of input `seq`, from the log. 0, -ENOENT,
  * -ERANGE (seq past the log), -ENOSYS (no log), -ENOMEM, -EIO.
  */
 int session_state_at(struct session *s, int64_t seq, json_t **out) RX_WUR;
-/* NEW reference: [{seq, input}] after `after`, at most `limit` (<= 0: all). */
-int session_history(struct session *s, int64_t after, int limit, json_t **out) RX_WUR;
+/*
+ * Append to `out` the JSON text [{seq, input}] of the inputs after `after`,
+ * at most `limit` (<= 0: no count limit; pages stop at STORE_HISTORY_PAGE_MAX
+ * bytes anyway), read without the session's lock or the store's write lock.
+ * 0, -ENOENT, -ENOSYS (no log), -EPROTO, -ENOMEM, -EIO.
+ */
+int session_history(struct session *s, int64_t after, int limit,
+                    struct rx_buf *out) RX_WUR;
 
 /*
  * How a caller turns a channel into a stream (server/http: an MHD response):

@@ -3,10 +3,12 @@
  * Private to those two files.
  *
  * Lock order (docs/ARCHITECTURE.md): table -> session -> store. A session's
- * lock is taken under the table's lock only to read or cancel; the store is
- * called under a session's lock (an input is durable before anyone hears of
- * it); SSE locks (fan-out -> client -> MHD) are taken inside any of them and
- * never the other way round.
+ * lock is taken under the table's lock only to read or cancel; inputs are
+ * queued to the store under a session's lock (so its log keeps their order),
+ * but nobody waits for a commit with it held: the store's notifier thread
+ * takes it afterwards, with no store lock held, to publish what became
+ * durable; SSE locks (list -> channel -> client -> MHD) are taken inside any of them
+ * and never the other way round.
  */
 #ifndef SESSION_INTERNAL_H
 #define SESSION_INTERNAL_H
@@ -23,17 +25,39 @@
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_state.h"
 
+struct pending;
+
 struct session {
     struct session *next; /* in the table */
     struct session_table *table;
     char id[SESSION_ID_MAX + 1];
     int refs;             /* atomic */
     pthread_mutex_t lock; /* guards everything below */
-    int waiting;          /* inputs queued on the lock (atomic) */
+    int waiting;          /* clients' inputs, arrival to answer (atomic) */
     bool deleted;
-    struct rx_state state;
+    struct rx_state state; /* every input applied, durable or on its way */
     int64_t last_stamp;
-    int64_t seq; /* accepted inputs so far */
+    int64_t seq; /* accepted inputs that are durable and published */
+    /*
+     * Group commit (session.c, "the pipeline"): inputs applied but not yet
+     * durable wait in `pending`, oldest first, and are published in that
+     * order once the store answers. seq <= applied; both equal when nothing
+     * is on its way ("settled"), which is when effects are reconciled.
+     */
+    int64_t applied;         /* accepted inputs applied to `state` */
+    struct pending *pending; /* on their way to the log, oldest first */
+    struct pending *pend_last;
+    pthread_cond_t moved;            /* broadcast when the pipeline moves or opens */
+    uint64_t gen;                    /* bumped when `state` is rebuilt from the log */
+    int fail_err;                    /* why: what inputs applied before then answer */
+    int readers;                     /* waiting for a settled state to show */
+    int fx_waiting;                  /* effects' inputs waiting to go alone */
+    bool exclusive;                  /* an effect's input is on its way: it goes alone */
+    bool settle_due;                 /* effects need a settle: no new input until then */
+    bool rebuilt;                    /* rebuilt since the last settle */
+    const struct effect *last_cause; /* of the last input published */
+    size_t snapshot_bytes;        /* the last snapshot's size (session.c snapshot_due) */
+    size_t logged_since_snapshot; /* bytes of inputs logged since */
     int64_t created_at;
     char *title;
     struct sse_channel ch;       /* whole states */

@@ -10,25 +10,56 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/* Ring slots inside the client: an idle stream needs no second allocation. */
+#define RING_INLINE 4
+
 struct sse_client {
-    struct sse_client *prev, *next;   /* in ch->clients */
-    struct sse_client *gprev, *gnext; /* in the process-wide list */
-    struct sse_channel *ch;           /* NULL once detached */
+    struct sse_client *prev, *next;   /* in ch->clients: g_lock and its channel lock */
+    struct sse_client *gprev, *gnext; /* in the process-wide list: g_lock */
+    struct sse_channel *ch;           /* NULL once detached: g_lock and channel lock */
     struct MHD_Connection *conn;
-    pthread_mutex_t lock; /* guards everything below */
-    struct sse_frame **ring;
-    size_t head, count, cap;
-    size_t offset; /* bytes of ring[head] already written */
+    pthread_mutex_t lock;    /* guards everything below */
+    struct sse_frame **ring; /* inline_ring, or a heap array once it grew */
+    size_t head, count, cap; /* cap: a power of two */
+    size_t max_frames;       /* the frame bound: ch->queue_max + the first frames */
+    size_t bytes;            /* of the frames queued (the first one whole) */
+    size_t max_bytes;        /* the byte bound, from the channel at subscribe */
+    size_t offset;           /* bytes of ring[head] already written */
     bool suspended;
     bool closed;  /* end the stream once the queue is drained */
-    bool dropped; /* overflowed: end it now */
+    bool dropped; /* overflowed or gone: end it now */
     int refs;     /* the channel's and the response's */
+    struct sse_frame *inline_ring[RING_INLINE];
 };
 
+/* Guards g_clients and every channel's membership (with the channel's lock). */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sse_client *g_clients;
 static long g_open, g_dropped;
 static bool g_closing; /* shutdown: every new stream ends after its first frames */
+
+/*
+ * Channel locks are striped: a channel's lock is one of CH_LOCKS picked by its
+ * address, so a channel (two in every session) costs no mutex of its own, and
+ * publishes to different channels rarely wait for each other. Nobody holds
+ * two of them at once.
+ */
+#define CH_LOCKS 64
+static pthread_mutex_t g_ch_locks[CH_LOCKS];
+static pthread_once_t g_ch_locks_once = PTHREAD_ONCE_INIT;
+
+static void ch_locks_init(void)
+{
+    for (size_t i = 0; i < CH_LOCKS; i++)
+        pthread_mutex_init(&g_ch_locks[i], NULL);
+}
+
+static pthread_mutex_t *ch_lock(const struct sse_channel *ch)
+{
+    uintptr_t a = (uintptr_t)ch;
+
+    return &g_ch_locks[(a >> 4 ^ a >> 10) % CH_LOCKS];
+}
 
 /* ---- frames -------------------------------------------------------------- */
 
@@ -96,9 +127,10 @@ static void client_clear_queue(struct sse_client *c)
 {
     while (c->count) {
         sse_frame_unref(c->ring[c->head]);
-        c->head = (c->head + 1) % c->cap;
+        c->head = (c->head + 1) & (c->cap - 1);
         c->count--;
     }
+    c->bytes = 0;
     c->offset = 0;
 }
 
@@ -111,14 +143,53 @@ static void client_wake(struct sse_client *c)
     }
 }
 
-/* Called with c->lock held. false: the queue is full. */
-static bool client_push(struct sse_client *c, struct sse_frame *f)
+/* c->lock held: room for `want` frames in the ring (doubling). 0 or -ENOMEM. */
+static int client_reserve(struct sse_client *c, size_t want)
 {
-    if (c->count == c->cap)
-        return false;
-    c->ring[(c->head + c->count) % c->cap] = sse_frame_ref(f);
-    c->count++;
-    return true;
+    struct sse_frame **ring;
+    size_t cap = c->cap;
+
+    if (want <= cap)
+        return 0;
+    while (cap < want)
+        cap *= 2;
+    ring = malloc(cap * sizeof(*ring));
+    if (!ring)
+        return -ENOMEM;
+    /* Unwrap: the queue starts at slot 0 of the new ring. */
+    for (size_t i = 0; i < c->count; i++)
+        ring[i] = c->ring[(c->head + i) & (c->cap - 1)];
+    if (c->ring != c->inline_ring)
+        free(c->ring);
+    c->ring = ring;
+    c->cap = cap;
+    c->head = 0;
+    return 0;
+}
+
+/*
+ * c->lock held: queue f[0..n) whole, or nothing. `bounded`: refuse (-ENOSPC)
+ * past the frame bound, or past the byte bound unless the queue is empty (a
+ * client that keeps up gets even an event larger than the bound). -ENOMEM
+ * when the ring cannot grow.
+ */
+static int client_push_n(struct sse_client *c, struct sse_frame *const *f, size_t n,
+                         bool bounded)
+{
+    size_t need = 0;
+    int err;
+
+    for (size_t i = 0; i < n; i++)
+        need += f[i]->len;
+    if (bounded &&
+        (c->count + n > c->max_frames || (c->count && c->bytes + need > c->max_bytes)))
+        return -ENOSPC;
+    if ((err = client_reserve(c, c->count + n)))
+        return err;
+    for (size_t i = 0; i < n; i++)
+        c->ring[(c->head + c->count++) & (c->cap - 1)] = sse_frame_ref(f[i]);
+    c->bytes += need;
+    return 0;
 }
 
 static void client_unref(struct sse_client *c)
@@ -126,28 +197,39 @@ static void client_unref(struct sse_client *c)
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
         return;
     client_clear_queue(c);
-    free(c->ring);
+    if (c->ring != c->inline_ring)
+        free(c->ring);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
-/* Called with g_lock held: the channel lets go of the client. */
-static void client_detach(struct sse_client *c)
+/* g_lock and the channel's lock held: the channel lets go of the client. */
+static void client_detach_locked(struct sse_client *c)
 {
     struct sse_channel *ch = c->ch;
 
-    if (!ch)
-        return;
     if (c->prev)
         c->prev->next = c->next;
     else
         ch->clients = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    ch->n_clients--;
+    __atomic_store_n(&ch->n_clients, ch->n_clients - 1, __ATOMIC_RELAXED);
     c->ch = NULL;
     c->prev = c->next = NULL;
     client_unref(c);
+}
+
+/* g_lock held (so c->ch is stable): the channel lets go of the client. */
+static void client_detach(struct sse_client *c)
+{
+    struct sse_channel *ch = c->ch;
+
+    if (!ch)
+        return;
+    pthread_mutex_lock(ch_lock(ch));
+    client_detach_locked(c);
+    pthread_mutex_unlock(ch_lock(ch));
 }
 
 /* g_lock held: end the stream after what is queued, and let the channel go. */
@@ -172,6 +254,7 @@ static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max)
         rc = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out_unlock;
     }
+    /* Every frame that fits goes out in this one write. */
     while (c->count && n < max) {
         struct sse_frame *f = c->ring[c->head];
         size_t take = f->len - c->offset;
@@ -182,8 +265,9 @@ static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max)
         n += take;
         c->offset += take;
         if (c->offset == f->len) {
+            c->bytes -= f->len;
             sse_frame_unref(f);
-            c->head = (c->head + 1) % c->cap;
+            c->head = (c->head + 1) & (c->cap - 1);
             c->count--;
             c->offset = 0;
         }
@@ -246,8 +330,9 @@ static bool client_peer_gone(struct sse_client *c)
 
 /*
  * c->lock held: end a client now, not after its queue (it overflowed, or its
- * peer is gone). A peer that stopped reading would keep its connection slot
- * until it read again: MHD calls the reader only when the socket takes data.
+ * peer is gone). Its frames are let go at once: a dropped client holds no
+ * memory. A peer that stopped reading would keep its connection slot until
+ * it read again: MHD calls the reader only when the socket takes data.
  * shutdown() (never close: the descriptor stays MHD's) makes the next write
  * fail at once.
  */
@@ -266,9 +351,16 @@ static void client_drop(struct sse_client *c)
 
 void sse_channel_init(struct sse_channel *ch, size_t queue_max)
 {
+    pthread_once(&g_ch_locks_once, ch_locks_init);
     ch->clients = NULL;
     ch->n_clients = 0;
     ch->queue_max = queue_max ? queue_max : 1;
+    ch->queue_bytes = SSE_QUEUE_BYTES_DEFAULT;
+}
+
+void sse_channel_set_queue_bytes(struct sse_channel *ch, size_t bytes)
+{
+    __atomic_store_n(&ch->queue_bytes, bytes ? bytes : 1, __ATOMIC_RELAXED);
 }
 
 void sse_channel_close_all(struct sse_channel *ch)
@@ -281,12 +373,7 @@ void sse_channel_close_all(struct sse_channel *ch)
 
 bool sse_channel_has_clients(struct sse_channel *ch)
 {
-    bool any;
-
-    pthread_mutex_lock(&g_lock);
-    any = ch->n_clients > 0;
-    pthread_mutex_unlock(&g_lock);
-    return any;
+    return __atomic_load_n(&ch->n_clients, __ATOMIC_RELAXED) > 0;
 }
 
 void sse_channel_release(struct sse_channel *ch)
@@ -294,30 +381,62 @@ void sse_channel_release(struct sse_channel *ch)
     sse_channel_close_all(ch);
 }
 
-void sse_channel_publish_n(struct sse_channel *ch, struct sse_frame *const *f, size_t n)
+/* The clients a publish dropped leave the channel (membership needs g_lock). */
+static void channel_detach_dropped(struct sse_channel *ch)
 {
     struct sse_client *c, *next;
 
     pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(ch_lock(ch));
     for (c = ch->clients; c; c = next) {
-        bool ok = true;
+        bool dropped;
 
         next = c->next;
         pthread_mutex_lock(&c->lock);
-        for (size_t i = 0; i < n && ok && !c->closed; i++)
-            ok = client_push(c, f[i]);
-        if (!ok) {
+        dropped = c->dropped;
+        pthread_mutex_unlock(&c->lock);
+        if (dropped)
+            client_detach_locked(c);
+    }
+    pthread_mutex_unlock(ch_lock(ch));
+    pthread_mutex_unlock(&g_lock);
+}
+
+/*
+ * The hot path: only this channel's lock, then each client's for a few
+ * pointer stores. A client already awake (its reader will find the frames)
+ * is not woken again; a suspended one is resumed after its lock is let go,
+ * which is safe: it stays suspended, so MHD cannot free it, until resumed.
+ */
+void sse_channel_publish_n(struct sse_channel *ch, struct sse_frame *const *f, size_t n)
+{
+    struct sse_client *c;
+    long dropped = 0;
+
+    pthread_mutex_lock(ch_lock(ch));
+    for (c = ch->clients; c; c = c->next) {
+        bool wake = false;
+
+        pthread_mutex_lock(&c->lock);
+        if (c->dropped || c->closed) {
+            /* Leaving: nothing more for it. */
+        } else if (client_push_n(c, f, n, true)) {
             /* Drop the laggard rather than grow memory or stall the rest. */
             client_drop(c);
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
-        } else {
-            client_wake(c);
+            dropped++;
+        } else if (c->suspended) {
+            c->suspended = false;
+            wake = true;
         }
         pthread_mutex_unlock(&c->lock);
-        if (!ok)
-            client_detach(c);
+        if (wake)
+            MHD_resume_connection(c->conn);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(ch_lock(ch));
+    if (dropped) {
+        __atomic_add_fetch(&g_dropped, dropped, __ATOMIC_RELAXED);
+        channel_detach_dropped(ch);
+    }
 }
 
 void sse_channel_publish(struct sse_channel *ch, struct sse_frame *f)
@@ -335,21 +454,26 @@ struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,
 
     if (!c)
         return NULL;
-    c->cap = ch->queue_max + n_first;
-    c->ring = calloc(c->cap, sizeof(*c->ring));
-    if (!c->ring || pthread_mutex_init(&c->lock, NULL))
+    c->ring = c->inline_ring;
+    c->cap = RING_INLINE;
+    c->max_frames = ch->queue_max + n_first;
+    c->max_bytes = __atomic_load_n(&ch->queue_bytes, __ATOMIC_RELAXED);
+    if (pthread_mutex_init(&c->lock, NULL))
         goto out_free;
     c->conn = conn;
     c->closed = closed;
-    for (size_t i = 0; i < n_first; i++)
-        client_push(c, first[i]);
-    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, client_read, c,
+    /* The first frames are always taken, whatever their size. */
+    if (client_push_n(c, first, n_first, false))
+        goto out_destroy;
+    /*
+     * The block size matters only to an HTTP/1.0 peer (no chunked encoding):
+     * a chunked stream is written from the connection's own buffer, so a
+     * small block keeps an idle stream small.
+     */
+    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, client_read, c,
                                           client_free_cb);
-    if (!r) {
-        client_clear_queue(c);
-        pthread_mutex_destroy(&c->lock);
-        goto out_free;
-    }
+    if (!r)
+        goto out_destroy;
     MHD_add_response_header(r, "Content-Type", "text/event-stream; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
@@ -360,12 +484,14 @@ struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,
     c->closed = closed;
     c->refs = closed ? 1 : 2;
     if (!closed) {
+        pthread_mutex_lock(ch_lock(ch));
         c->ch = ch;
         c->next = ch->clients;
         if (c->next)
             c->next->prev = c;
         ch->clients = c;
-        ch->n_clients++;
+        __atomic_store_n(&ch->n_clients, ch->n_clients + 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(ch_lock(ch));
     }
     c->gnext = g_clients;
     if (c->gnext)
@@ -375,8 +501,12 @@ struct MHD_Response *sse_channel_subscribe(struct sse_channel *ch,
     pthread_mutex_unlock(&g_lock);
     return r;
 
+out_destroy:
+    client_clear_queue(c);
+    if (c->ring != c->inline_ring)
+        free(c->ring);
+    pthread_mutex_destroy(&c->lock);
 out_free:
-    free(c->ring);
     free(c);
     return NULL;
 }
@@ -411,8 +541,10 @@ void sse_ping_everything(void)
     pthread_mutex_lock(&g_lock);
     for (struct sse_client *c = g_clients; c; c = c->gnext) {
         pthread_mutex_lock(&c->lock);
-        /* A ping never drops a client: a full queue already means traffic. */
-        if (!c->closed && client_push(c, f))
+        /* A ping never drops a client: a full queue already means traffic.
+           It is not held to the byte bound either (8 bytes). */
+        if (!c->closed && !c->dropped && c->count < c->max_frames &&
+            !client_push_n(c, &f, 1, false))
             client_wake(c);
         pthread_mutex_unlock(&c->lock);
     }

@@ -8,21 +8,38 @@
  * replays at most N inputs per session; only the newest snapshot is kept.
  * Storage grows with the inputs, never with history x steps.
  *
- * The file is in WAL mode and locked exclusively by the process that opened
- * it: a second server (or `reflexor --gc`) on a file in use fails clearly
+ * The file is in WAL mode, and locked (flock) by the process that opened it:
+ * a second server (or `reflexor --gc`) on a file in use fails clearly
  * instead of interleaving two logs. The schema is versioned (application_id
  * and user_version); a newer or foreign schema, a corrupt file or a directory
  * that cannot be written fails at store_open with one line naming the file.
  * Path ":memory:" gives a private in-memory database (tests, benchmarks).
  *
+ * Group commit (SPEC 6): appends are queued (store_write_queue) and one writer
+ * thread commits everything queued as one transaction with one fsync, so the
+ * inputs of many sessions that arrive together share the sync; a notifier
+ * thread then calls each write's `done` callback, in queue order, while the
+ * next batch commits. A commit writes its inputs to `inputs_recent`, in
+ * arrival order (a few pages for many sessions), and the writer moves them
+ * into `inputs`, ordered by session, in bulk; a checkpointer thread on a
+ * connection of its own copies the WAL into the file. Reads (load, history,
+ * state-at, stats) take both tables through a second, read-only connection:
+ * in WAL mode it reads the last commit while the writer writes, so a long
+ * read never holds up a commit, nor a commit a read (":memory:" has one
+ * connection). Schema 2 (inputs_recent); a file of schema 1 is upgraded at
+ * open.
+ *
  * Depends on SQLite and state_machine/ only; nothing from effects/ or the
- * rest of server/. Thread-safe: one mutex serialises every call on the
- * connection (sessions append from their own threads). No callback is ever
- * called with that mutex held.
+ * rest of server/. Thread-safe: the writer's connection, the reader's and
+ * the queue each have their own mutex; creating, deleting, forking and
+ * retention run on the caller's thread under the writer's mutex, between two
+ * commits. No callback is ever called with a store mutex held.
  * Ownership: struct store is a heap object (store_open/store_close). Inputs and
  * states passed in are borrowed. States handed out (store_load's callback,
  * store_state_at, store_session_load) belong to the receiver, who releases them
- * with rx_state_release. json_t results are NEW references.
+ * with rx_state_release. json_t results are NEW references. A struct
+ * store_write and what it points to are the caller's, borrowed by the store
+ * from store_write_queue until its `done` returns.
  * Errors: 0 or a negative errno: -ENOENT (no such session), -EEXIST (id or seq
  * taken), -ERANGE (seq past the log), -EPROTO (stored data does not fold:
  * corruption), -ENOSPC (no room: the disk, a file size limit or the quota of
@@ -36,13 +53,15 @@
  * replaced while in use, an I/O error or a damaged file makes the store
  * unusable: from then on every write fails with -EIO without touching the
  * file, until a restart (sticky: after a failed write or fsync nothing says
- * the next one would reach the disk). Reads go on from the open file.
+ * the next one would reach the disk). Reads go on from the open file, and a
+ * failed read changes no health.
  * store_health() reports ok, full (the last write found no room, until one
  * succeeds) or unavailable, with the reason.
  *
- * Size: store.c is one job, the SQLite log (schema, append, load, history,
- * state-at, fork, retention), over 600 lines because its prepared statements
- * and transaction helpers are private to it; splitting it would spread them.
+ * Size: store.c is one job, the SQLite log (schema, group commit, load,
+ * history, state-at, fork, retention), over 600 lines because its prepared
+ * statements and transaction helpers are private to it; splitting it would
+ * spread them.
  */
 #ifndef STORE_H
 #define STORE_H
@@ -52,12 +71,15 @@
 
 #include <jansson.h>
 
+#include "state_machine/rx_buf.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
 #include "state_machine/rx_common.h"
 
 /* The schema this code writes; files with a newer one are refused. */
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
+/* The most bytes of inputs one history page carries (store_history_text). */
+#define STORE_HISTORY_PAGE_MAX (16u << 20)
 
 struct store;
 
@@ -114,15 +136,68 @@ int store_create_session(struct store *st, const char *sid, int64_t created_at) 
 int store_delete_session(struct store *st, const char *sid) RX_WUR;
 
 /*
- * Commit one accepted input as number `seq` of the session (1, 2, ...), in
- * one transaction: the input; when seq % snapshot_every == 0 (and
- * snapshot_every > 0) a snapshot of `after` (the state once `in` is applied),
- * replacing the older one; the session's updated_at (= in->timestamp).
- * When this returns 0 the input is in the file and survives kill -9; on
- * failure nothing of it is stored and the caller must not acknowledge it (its
- * in-memory state, already changed in place, can be restored with
- * store_session_load). 0, -ENOENT (no such session), -EEXIST (seq taken),
- * -ENOSPC, -ENOMEM or -EIO.
+ * One input to commit: number `seq` of session `sid` (1, 2, ...), its text
+ * (rx_input_encode's compact JSON) and, when not NULL, a snapshot of the
+ * state once it is applied (rx_state_encode), which replaces the older one;
+ * the session's updated_at becomes `updated_at` (the input's timestamp) when
+ * that moves it by more than a second (retention counts in days; rewriting
+ * the session's row at every input would add its pages to every commit).
+ */
+struct store_write;
+/*
+ * How a queued write ends: err 0 when it is in the file and survives kill -9
+ * (and a power loss with fsync on); otherwise nothing of it is stored and it
+ * must not be acknowledged: -ENOENT (no such session), -EEXIST or -EINVAL
+ * (seq is taken, or does not follow the last stored: a write after one that
+ * failed fails too), -ENOSPC, -ENOMEM or -EIO (the transaction's error).
+ * Called once, on the store's notifier thread, with no store mutex held; `w` may be
+ * freed by it.
+ */
+typedef void (*store_done_fn)(struct store_write *w, int err);
+
+struct store_write {
+    /* The caller's, borrowed by the store until `done` returns. */
+    const char *sid;
+    int64_t seq;
+    int64_t updated_at;
+    const char *input; /* not NUL-terminated */
+    size_t input_len;
+    const char *snapshot; /* NULL: none with this input */
+    size_t snapshot_len;
+    store_done_fn done;
+    /* The store's. */
+    struct store_write *next;
+    int err;
+};
+
+/*
+ * Queue `w` for the writer thread (group commit). Writes are committed in
+ * the order they are queued, many to a transaction, and their `done` is
+ * called in that order once their transaction committed or failed; a writer
+ * that keeps its sessions' writes in order (queues them under its own lock)
+ * gets them stored and answered in that order. A batch that failed fails
+ * every write in it (each gets the error; when it was -ENOSPC, each write is
+ * tried once more alone, so one input too big does not refuse the others).
+ * Never fails itself: every outcome comes through `done`. Not after
+ * store_close has begun.
+ */
+void store_write_queue(struct store *st, struct store_write *w);
+/*
+ * Group commit so far: the batches the writer thread has committed (a batch
+ * retried write by write after -ENOSPC counts once) and the writes they
+ * carried. Pointers may be NULL.
+ */
+void store_commit_counts(struct store *st, int64_t *commits, int64_t *writes);
+
+/*
+ * Commit one accepted input and wait for it: store_write_queue with `in`
+ * encoded and, when seq % snapshot_every == 0 (and snapshot_every > 0), a
+ * snapshot of `after` (the state once `in` is applied). When this returns 0
+ * the input is in the file and survives kill -9; on failure nothing of it is
+ * stored and the caller must not acknowledge it (its in-memory state, already
+ * changed in place, can be restored with store_session_load). 0, -ENOENT (no
+ * such session), -EEXIST (seq taken), -EINVAL (seq does not follow), -ENOSPC,
+ * -ENOMEM or -EIO.
  */
 int store_append(struct store *st, const char *sid, int64_t seq,
                  const struct rx_input *in, const struct rx_state *after,
@@ -155,9 +230,20 @@ int store_session_load(struct store *st, const char *sid, struct rx_state *out,
                        int64_t *seq) RX_WUR;
 
 /*
- * NEW reference in `*out`: [{"seq":N,"input":{...}}, ...] for the inputs with
- * seq > after_seq, oldest first, at most `limit` of them (limit <= 0: all).
- * 0, -ENOENT (no such session), -ENOMEM or -EIO.
+ * Append to `out` the JSON text [{"seq":N,"input":{...}}, ...] of the inputs
+ * with seq > after_seq, oldest first, at most `limit` of them (limit <= 0:
+ * no count limit), and no more after STORE_HISTORY_PAGE_MAX bytes of inputs
+ * (at least one): a client pages on with after = the last seq it got, until
+ * a page is empty. The inputs' stored text is copied, never parsed, and read
+ * through the read-only connection: writers do not wait for it. `out`'s
+ * bound must leave room for a page and one input. On failure `out` is as it
+ * was. 0, -ENOENT (no such session), -EPROTO (a damaged row), -ENOMEM or -EIO.
+ */
+int store_history_text(struct store *st, const char *sid, int64_t after_seq, int limit,
+                       struct rx_buf *out) RX_WUR;
+/*
+ * The same as a NEW reference in `*out` (parsed: for tests and tools).
+ * 0, -ENOENT (no such session), -EPROTO, -ENOMEM or -EIO.
  */
 int store_history(struct store *st, const char *sid, int64_t after_seq, int limit,
                   json_t **out) RX_WUR;

@@ -35,6 +35,7 @@ int rx_status_parse(const char *name, enum rx_status *out)
 int rx_state_init(struct rx_state *s)
 {
     memset(s, 0, sizeof(*s));
+    s->user.time_sorted = s->assistant.time_sorted = s->tools.time_sorted = true;
     s->context_summary = rx_strdup("");
     return s->context_summary ? 0 : -ENOMEM;
 }
@@ -90,6 +91,22 @@ void rx_state_settle(struct rx_state *s)
         t->settled++;
 }
 
+static bool messages_in_time_order(const struct rx_message_list *l)
+{
+    for (size_t i = 1; i < l->len; i++)
+        if (l->items[i].received_at < l->items[i - 1].received_at)
+            return false;
+    return true;
+}
+
+static bool tools_in_time_order(const struct rx_tool_call_list *l)
+{
+    for (size_t i = 1; i < l->len; i++)
+        if (l->items[i].called_at < l->items[i - 1].called_at)
+            return false;
+    return true;
+}
+
 /* Build every derived aid from the records (after decode or copy). */
 static int derive(struct rx_state *s)
 {
@@ -101,6 +118,9 @@ static int derive(struct rx_state *s)
         (err =
              rx_index_rebuild(&s->tools.ids, s->tools.len, rx_tool_call_key, &s->tools)))
         return err;
+    s->user.time_sorted = messages_in_time_order(&s->user);
+    s->assistant.time_sorted = messages_in_time_order(&s->assistant);
+    s->tools.time_sorted = tools_in_time_order(&s->tools);
     s->user.settled = s->user.len;
     s->assistant.settled = s->tools.settled = 0;
     rx_state_settle(s);
@@ -518,20 +538,24 @@ static int copy_str(char **dst, const char *src)
     return *dst ? 0 : -ENOMEM;
 }
 
-static int copy_messages(const struct rx_message_list *src, struct rx_message_list *dst)
+/* The records of src from `from` on; dst is zeroed by the caller. */
+static int copy_messages(const struct rx_message_list *src, size_t from,
+                         struct rx_message_list *dst)
 {
-    dst->items = rx_malloc(src->len * sizeof(*dst->items));
+    size_t n = from < src->len ? src->len - from : 0;
+
+    dst->items = rx_malloc(n * sizeof(*dst->items));
     if (!dst->items)
         return -ENOMEM;
-    dst->cap = src->len;
-    for (size_t i = 0; i < src->len; i++) {
+    dst->cap = n;
+    for (size_t i = 0; i < n; i++) {
+        const struct rx_message *m = &src->items[from + i];
         struct rx_message *d = &dst->items[i];
 
-        *d = src->items[i];
+        *d = *m;
         d->id = d->content = d->json = NULL;
         d->json_len = 0;
-        if (copy_str(&d->id, src->items[i].id) ||
-            copy_str(&d->content, src->items[i].content)) {
+        if (copy_str(&d->id, m->id) || copy_str(&d->content, m->content)) {
             message_release(d);
             return -ENOMEM;
         }
@@ -540,25 +564,18 @@ static int copy_messages(const struct rx_message_list *src, struct rx_message_li
     return 0;
 }
 
-int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
+static int copy_tools(const struct rx_tool_call_list *src, size_t from,
+                      struct rx_tool_call_list *dst)
 {
-    struct rx_state s;
+    size_t n = from < src->len ? src->len - from : 0;
 
-    memset(&s, 0, sizeof(s));
-    s.updated_at = src->updated_at;
-    s.called_brain_at = src->called_brain_at;
-    s.summary_cut_at = src->summary_cut_at;
-    if (copy_str(&s.context_summary, src->context_summary) ||
-        copy_messages(&src->user, &s.user) ||
-        copy_messages(&src->assistant, &s.assistant))
-        goto out_release;
-    s.tools.items = rx_malloc(src->tools.len * sizeof(*s.tools.items));
-    if (!s.tools.items)
-        goto out_release;
-    s.tools.cap = src->tools.len;
-    for (size_t i = 0; i < src->tools.len; i++) {
-        const struct rx_tool_call *c = &src->tools.items[i];
-        struct rx_tool_call *d = &s.tools.items[i];
+    dst->items = rx_malloc(n * sizeof(*dst->items));
+    if (!dst->items)
+        return -ENOMEM;
+    dst->cap = n;
+    for (size_t i = 0; i < n; i++) {
+        const struct rx_tool_call *c = &src->items[from + i];
+        struct rx_tool_call *d = &dst->items[i];
 
         *d = *c;
         d->id = d->name = d->parameters = d->result.text = d->json = NULL;
@@ -567,11 +584,26 @@ int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
             copy_str(&d->parameters, c->parameters) ||
             copy_str(&d->result.text, c->result.text)) {
             tool_call_release(d);
-            goto out_release;
+            return -ENOMEM;
         }
-        s.tools.len++;
+        dst->len++;
     }
-    if (derive(&s))
+    return 0;
+}
+
+int rx_state_copy_tail(const struct rx_state *src, size_t user_from,
+                       size_t assistant_from, size_t tools_from, struct rx_state *dst)
+{
+    struct rx_state s;
+
+    memset(&s, 0, sizeof(s));
+    s.updated_at = src->updated_at;
+    s.called_brain_at = src->called_brain_at;
+    s.summary_cut_at = src->summary_cut_at;
+    if (copy_str(&s.context_summary, src->context_summary) ||
+        copy_messages(&src->user, user_from, &s.user) ||
+        copy_messages(&src->assistant, assistant_from, &s.assistant) ||
+        copy_tools(&src->tools, tools_from, &s.tools) || derive(&s))
         goto out_release;
     *dst = s;
     return 0;
@@ -579,6 +611,11 @@ int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
 out_release:
     rx_state_release(&s);
     return -ENOMEM;
+}
+
+int rx_state_copy(const struct rx_state *src, struct rx_state *dst)
+{
+    return rx_state_copy_tail(src, 0, 0, 0, dst);
 }
 
 /* Quadratic, on purpose: it is a test oracle, independent of any index. */
@@ -600,6 +637,8 @@ static bool messages_sane(const struct rx_message_list *l, int64_t updated_at,
         if (rx_index_find(&l->ids, m->id, rx_message_key, l) != (long)i)
             return false;
         if (assistant && i < l->settled && m->status == RX_STATUS_STREAMING)
+            return false;
+        if (l->time_sorted && i && m->received_at < l->items[i - 1].received_at)
             return false;
     }
     return l->ids.used == l->len && l->settled <= l->len;
@@ -631,6 +670,8 @@ bool rx_state_check_invariants(const struct rx_state *s)
             return false;
         if (c->result.present && c->result.received_at == latest)
             latest_seen = true;
+        if (s->tools.time_sorted && i && c->called_at < s->tools.items[i - 1].called_at)
+            return false;
     }
     return s->tools.ids.used == s->tools.len && s->tools.settled <= s->tools.len &&
            (latest_seen || s->latest_result_at == 0);

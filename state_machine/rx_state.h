@@ -10,7 +10,12 @@
  * user and assistant messages have content != NULL; tool records have
  * id/name/parameters != NULL and, when answered, a result text != NULL;
  * every time in a record is <= updated_at; `*_len <= *_cap`; the derived
- * aids (id indexes, `settled`, latest_result_at) agree with the records.
+ * aids (id indexes, `settled`, `time_sorted`, latest_result_at) agree with
+ * the records.
+ * Time order: the machine appends records at the input's timestamp, which is
+ * never below updated_at, so a list in time order stays in time order; only a
+ * decoded (hand-made) state may be out of order. `time_sorted` says so, and
+ * lets readers binary-search a list by time (rx_context).
  * Ownership: struct rx_state is caller-allocated (rx_state_init/_release) and
  * owns every string and record in it. Pointers returned by the find helpers are
  * borrowed and valid until the next transition.
@@ -73,6 +78,7 @@ struct rx_message_list {
     size_t len, cap;
     struct rx_index ids;
     size_t settled;
+    bool time_sorted; /* receivedAt never decreases along the list (false: unknown) */
 };
 
 struct rx_tool_call_list {
@@ -80,6 +86,7 @@ struct rx_tool_call_list {
     size_t len, cap;
     struct rx_index ids;
     size_t settled;
+    bool time_sorted; /* calledAt never decreases along the list (false: unknown) */
 };
 
 struct rx_state {
@@ -127,6 +134,16 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err) RX
 
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */
 int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;
+/*
+ * A state holding the scalars and summary of `src` and copies of the tail of
+ * each list: user[user_from..], assistant[assistant_from..], tools[tools_from..]
+ * (a `from` past the end copies none), with its own derived aids. The part of
+ * a state a brain reads (rx_context_view); costs what it copies. 0, or
+ * -ENOMEM with dst untouched.
+ */
+int rx_state_copy_tail(const struct rx_state *src, size_t user_from,
+                       size_t assistant_from, size_t tools_from,
+                       struct rx_state *dst) RX_WUR;
 
 /* Record id accessors for rx_index. */
 const char *rx_message_key(const void *list, size_t i);

@@ -12,6 +12,7 @@
 #include "effects/brain_builtin.h"
 #include "effects/builtin_reply.h"
 #include "effects/toolkit.h"
+#include "state_machine/rx_context.h"
 #include "state_machine/rx_machine.h"
 
 Suite *brain_builtin_suite(void);
@@ -184,7 +185,7 @@ END_TEST
 struct fake {
     struct brain_ask ask; /* first: the callbacks get it back */
     struct rx_state live; /* what the session would hold */
-    struct rx_state snap; /* the ask's snapshot */
+    struct rx_state snap; /* the ask's view */
     int64_t now;
     struct rx_input inputs[MAX_INPUTS];
     enum rx_verdict verdicts[MAX_INPUTS];
@@ -291,15 +292,15 @@ static void clear_record(void)
     fk.chunk_mid[0] = '\0';
 }
 
-/* Run one ask on a snapshot of the live state. */
+/* Run one ask on the view of the live state, as the runtime hands it over. */
 static int run_ask(void)
 {
     int rc;
 
     clear_record();
     rx_state_release(&fk.snap);
-    ck_assert_int_eq(rx_state_copy(&fk.live, &fk.snap), 0);
-    fk.ask.state = &fk.snap;
+    ck_assert_int_eq(rx_context_view(&fk.live, brain->view_messages, &fk.snap), 0);
+    fk.ask.view = &fk.snap;
     rc = brain->ask(brain, &fk.ask);
     ck_assert(!fk.bad_chunk);
     return rc;

@@ -34,6 +34,7 @@
 
 #include "effects/brain_openai.h"
 #include "effects/toolkit.h"
+#include "state_machine/rx_context.h"
 #include "state_machine/rx_machine.h"
 
 Suite *brain_openai_suite(void);
@@ -167,7 +168,7 @@ static void fake_reset(void)
 
 struct session {
     struct brain_ask ask;
-    struct rx_state snap; /* what ask->state points to */
+    struct rx_state snap; /* what ask->view points to: the view of st */
     struct rx_state st;   /* the session's state: dispatched inputs go here */
     json_t *inputs;       /* every dispatched input, encoded */
     json_t *chunks;       /* [[message id, delta], ...] */
@@ -260,13 +261,13 @@ static void session_init(struct session *s, const char *state, int64_t cut)
 
     memset(s, 0, sizeof(*s));
     ck_assert_msg(rx_state_decode(j, &s->st, &err) == 0, "%s", err.text);
-    ck_assert_int_eq(rx_state_copy(&s->st, &s->snap), 0);
+    ck_assert_int_eq(rx_context_view(&s->st, 0, &s->snap), 0);
     json_decref(j);
     s->inputs = json_array();
     s->chunks = json_array();
     s->efd = eventfd(0, EFD_CLOEXEC);
     ck_assert_int_ge(s->efd, 0);
-    s->ask = (struct brain_ask){.state = &s->snap,
+    s->ask = (struct brain_ask){.view = &s->snap,
                                 .signals_cut_at = cut,
                                 .system_prompt = "You are terse.",
                                 .tools = tools,
@@ -277,11 +278,11 @@ static void session_init(struct session *s, const char *state, int64_t cut)
                                 .sleep_ms = s_sleep_ms};
 }
 
-/* Take the session's current state as the snapshot of the next ask. */
+/* Take the view of the session's current state for the next ask. */
 static void session_next(struct session *s, int64_t cut)
 {
     rx_state_release(&s->snap);
-    ck_assert_int_eq(rx_state_copy(&s->st, &s->snap), 0);
+    ck_assert_int_eq(rx_context_view(&s->st, 0, &s->snap), 0);
     s->ask.signals_cut_at = cut;
     json_array_clear(s->inputs);
     json_array_clear(s->chunks);
@@ -329,6 +330,9 @@ static int run_ask(struct session *s, const char *config)
     b = brain_openai_create(cfg, tools, &err);
     ck_assert_msg(b != NULL, "%s", err.text);
     json_decref(cfg);
+    /* The view the runtime would hand this brain. */
+    rx_state_release(&s->snap);
+    ck_assert_int_eq(rx_context_view(&s->st, b->view_messages, &s->snap), 0);
     if (s->cancel_after_ms)
         ck_assert_int_eq(pthread_create(&s->canceller, NULL, canceller, s), 0);
     rc = b->ask(b, &s->ask);

@@ -3,6 +3,11 @@
  * hand-made states, compared with the expected OpenAI-style array (json_equal);
  * and the compression policy: one table row per rule and edge case, each cut
  * it gives applied through the machine, which must accept it.
+ * The view (rx_context_view): every row of those tables gives the same answer
+ * on the view as on the state; and long histories built through the machine
+ * show that what is read follows the cut: the view holds only that, the
+ * largest allocation of a build or a cut does not grow with the history, and
+ * the older tool calls listed are the newest RX_CONTEXT_OLDER_MAX.
  */
 #include "tests/unit/helper_sm.h"
 
@@ -110,6 +115,16 @@ START_TEST(test_context_table)
     rx_state_release(&s);
 }
 END_TEST
+
+/* How many times `needle` is in `text`. */
+static size_t occurrences(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
 
 /* Does `text` name `word` as a whole token (not as part of a longer id)? */
 static bool names(const char *text, const char *word)
@@ -486,6 +501,293 @@ START_TEST(test_cut_rounds)
 }
 END_TEST
 
+/* ---- the view: the same answers, from what follows the cut ---------------------- */
+
+/* Each table row again, on the view of its state. */
+START_TEST(test_view_context_table)
+{
+    const struct row *r = &rows[_i];
+    struct rx_state s, v;
+    json_t *got = NULL, *want = qjson(r->messages);
+
+    state_from(&s, r->state);
+    ck_assert_int_eq(rx_context_view(&s, 0, &v), 0);
+    ck_assert(rx_state_check_invariants(&v));
+    ck_assert_int_eq(rx_context_build(&v, r->system_prompt, r->cut, &got), 0);
+    assert_json_eq(got, want, r->name);
+    json_decref(got);
+    json_decref(want);
+    rx_state_release(&v);
+    rx_state_release(&s);
+}
+END_TEST
+
+START_TEST(test_view_cut_table)
+{
+    const struct cut_row *r = &cut_rows[_i];
+    struct rx_context_budget b = {r->unit, r->limit, r->keep};
+    struct rx_state s, v;
+    int64_t cut = -42;
+
+    state_from(&s, r->state);
+    ck_assert_int_eq(rx_context_view(&s, 0, &v), 0);
+    ck_assert_int_eq(rx_context_choose_cut(&v, r->signals_cut_at, &b, &cut), 0);
+    ck_assert_msg(cut == r->want, "%s: cut %lld on the view, want %lld", r->name,
+                  (long long)cut, (long long)r->want);
+    /* Bounded as a brain's view is, the decision is the same too. */
+    rx_state_release(&v);
+    ck_assert_int_eq(rx_context_view(&s, rx_context_view_messages(&b), &v), 0);
+    ck_assert_int_eq(rx_context_choose_cut(&v, r->signals_cut_at, &b, &cut), 0);
+    ck_assert_msg(cut == r->want, "%s: cut %lld on the bounded view, want %lld", r->name,
+                  (long long)cut, (long long)r->want);
+    rx_state_release(&v);
+    rx_state_release(&s);
+}
+END_TEST
+
+START_TEST(test_view_length_table)
+{
+    const struct length_row *r = &length_rows[_i];
+    struct rx_state s, v;
+
+    state_from(&s, r->state);
+    ck_assert_int_eq(rx_context_view(&s, 0, &v), 0);
+    ck_assert_int_eq(rx_context_length(&v, r->signals_cut_at, r->unit), r->want);
+    rx_state_release(&v);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* The largest single allocation since reset (jansson's allocator, which the
+   pure layer uses too). */
+static size_t alloc_max;
+
+static void *counting_malloc(size_t n)
+{
+    if (n > alloc_max)
+        alloc_max = n;
+    return malloc(n);
+}
+
+static void feed(struct rx_state *s, struct rx_input *in, int64_t *t)
+{
+    struct rx_outcome o;
+
+    in->timestamp = ++*t;
+    in->has_timestamp = true;
+    ck_assert_int_eq(rx_machine_apply(s, in, &o), 0);
+    ck_assert_int_eq(o.verdict, RX_ACCEPTED);
+}
+
+/* Rounds [from, from + n): a question, a tool call answered (with `tools`), an answer. */
+static void grow(struct rx_state *s, int64_t *t, int from, int n, bool tools)
+{
+    char mid[32], aid[32], cid[32];
+
+    for (int r = from; r < from + n; r++) {
+        struct rx_input_call call = {cid, (char *)"clock", (char *)"{}"};
+        struct rx_input u = {.type = RX_IN_USER_SEND_MESSAGE,
+                             .message_id = mid,
+                             .content = (char *)"question"};
+        struct rx_input c = {
+            .type = RX_IN_BRAIN_CALL_TOOLS, .calls = &call, .n_calls = 1};
+        struct rx_input res = {
+            .type = RX_IN_TOOLKIT_RESPOND, .tool_call_id = cid, .text = (char *)"t"};
+        struct rx_input a = {.type = RX_IN_BRAIN_SEND_MESSAGE_COMPLETE,
+                             .message_id = aid,
+                             .content = (char *)"answer"};
+
+        snprintf(mid, sizeof(mid), "m%d", r);
+        snprintf(aid, sizeof(aid), "a%d", r);
+        snprintf(cid, sizeof(cid), "c%d", r);
+        feed(s, &u, t);
+        if (tools) {
+            c.called_brain_at = *t;
+            feed(s, &c, t);
+            feed(s, &res, t);
+        }
+        a.called_brain_at = *t;
+        feed(s, &a, t);
+    }
+}
+
+static void compress_at(struct rx_state *s, int64_t *t, int64_t cut)
+{
+    struct rx_input in = {
+        .type = RX_IN_BRAIN_COMPRESS_HISTORY, .text = (char *)"earlier", .cut_at = cut};
+
+    in.called_brain_at = *t;
+    feed(s, &in, t);
+}
+
+static void load(struct rx_state *s, int64_t *t, const char *id)
+{
+    struct rx_input in = {.type = RX_IN_BRAIN_LOAD_TOOL_CALL, .tool_call_id = (char *)id};
+
+    in.called_brain_at = *t;
+    feed(s, &in, t);
+}
+
+static const struct history_row {
+    const char *name;
+    int before, after;              /* rounds before the cut, and after it */
+    bool tools;                     /* every round calls a tool */
+    const char *load_in, *load_out; /* loaded after the cut: within reach, beyond it */
+    size_t messages_max;            /* the view's bound (0: none) */
+    size_t view_user, view_assistant, view_tools;
+    size_t listed; /* older calls listed */
+    const char *first_listed, *last_listed, *not_listed;
+} history_rows[] = {
+    {"10 000 rounds, 5 after the cut", 10000, 5, false, NULL, NULL, 0, 5, 5, 0, 0, NULL,
+     NULL, NULL},
+    {"nothing compressed yet: everything follows the cut", 0, 300, false, NULL, NULL, 0,
+     300, 300, 0, 0, NULL, NULL, NULL},
+    {"older calls: the newest 64 are listed, in order", 300, 3, true, NULL, NULL, 0, 3, 3,
+     RX_CONTEXT_OLDER_MAX + 3, RX_CONTEXT_OLDER_MAX, "c236", "c299", "c235"},
+    {"a loaded call within reach is shown, one beyond it is not", 300, 3, true, "c290",
+     "c10", 0, 3, 3, RX_CONTEXT_OLDER_MAX + 3, RX_CONTEXT_OLDER_MAX - 1, "c236", "c299",
+     "c10"},
+    {"a bounded view holds the newest messages of each kind", 0, 2000, false, NULL, NULL,
+     10, 10, 10, 0, 0, NULL, NULL, NULL},
+};
+
+/* The view of `s` and the state itself give the same context, cut and length. */
+static void assert_same(const struct rx_state *s, const struct rx_state *v, int64_t at,
+                        const char *name)
+{
+    struct rx_context_budget b = {ITEMS, 4, 2};
+    json_t *a = NULL, *c = NULL;
+    int64_t cs = -1, cv = -2;
+
+    ck_assert_int_eq(rx_context_build(s, "P", at, &a), 0);
+    ck_assert_int_eq(rx_context_build(v, "P", at, &c), 0);
+    assert_json_eq(c, a, name);
+    ck_assert_int_eq(rx_context_choose_cut(s, at, &b, &cs), 0);
+    ck_assert_int_eq(rx_context_choose_cut(v, at, &b, &cv), 0);
+    ck_assert_msg(cs == cv, "%s: cut %lld on the state, %lld on the view", name,
+                  (long long)cs, (long long)cv);
+    for (int u = ITEMS; u <= TOKENS; u++)
+        ck_assert_int_eq(rx_context_length(v, at, u), rx_context_length(s, at, u));
+    json_decref(a);
+    json_decref(c);
+}
+
+START_TEST(test_history_table)
+{
+    const struct history_row *r = &history_rows[_i];
+    struct rx_context_budget b = {ITEMS, 4, 2};
+    struct rx_state s, v;
+    json_t *msgs = NULL;
+    const char *list = "";
+    int64_t t = 0, cut = 0, got;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    grow(&s, &t, 0, r->before, r->tools);
+    if (r->before) {
+        cut = t;
+        compress_at(&s, &t, cut);
+    }
+    grow(&s, &t, r->before, r->after, r->tools);
+    if (r->load_in) {
+        load(&s, &t, r->load_in);
+        load(&s, &t, r->load_out);
+    }
+    ck_assert(s.user.time_sorted && s.assistant.time_sorted && s.tools.time_sorted);
+
+    /* Reading follows the cut: no allocation scales with the history. */
+    alloc_max = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    ck_assert_int_eq(rx_context_build(&s, "P", t, &msgs), 0);
+    ck_assert_int_eq(rx_context_choose_cut(&s, t, &b, &got), 0);
+    json_set_alloc_funcs(malloc, free);
+    ck_assert_int_ne(got, NO_CUT); /* every history here is over the budget */
+    if (!r->messages_max && r->after < 10)
+        ck_assert_msg(alloc_max <= 8192, "%s: an allocation of %zu bytes", r->name,
+                      alloc_max);
+
+    ck_assert_int_eq(rx_context_view(&s, r->messages_max, &v), 0);
+    ck_assert(rx_state_check_invariants(&v));
+    ck_assert_uint_eq(v.user.len, r->view_user);
+    ck_assert_uint_eq(v.assistant.len, r->view_assistant);
+    ck_assert_uint_eq(v.tools.len, r->view_tools);
+    if (r->messages_max) {
+        /* The newest ones, and the policy still cuts as on the whole state. */
+        ck_assert_str_eq(v.user.items[v.user.len - 1].id,
+                         s.user.items[s.user.len - 1].id);
+        ck_assert_int_eq(rx_context_choose_cut(&v, t, &b, &cut), 0);
+        ck_assert_int_eq(cut, got);
+    } else {
+        assert_same(&s, &v, t, r->name);
+    }
+
+    /* The list of older calls: which ones. */
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *m = json_array_get(msgs, i);
+        const char *c = json_string_value(json_object_get(m, "content"));
+
+        if (c && !strcmp(json_string_value(json_object_get(m, "role")), "system") &&
+            strstr(c, "load_tool_call"))
+            list = c;
+    }
+    ck_assert_uint_eq((size_t)(r->listed ? occurrences(list, "(clock)") : 0), r->listed);
+    ck_assert_int_eq(rx_context_has_unloaded(&s, t), r->listed > 0);
+    if (r->first_listed) {
+        ck_assert_msg(names(list, r->first_listed) && names(list, r->last_listed),
+                      "%s: %s", r->name, list);
+        ck_assert_msg(!names(list, r->not_listed), "%s: %s", r->name, list);
+    }
+    if (r->load_in) {
+        /* Shown in full: c290's call and result; c10 nowhere. */
+        char *text = json_dumps(msgs, JSON_COMPACT);
+
+        ck_assert_ptr_nonnull(strstr(text, "\"tool_call_id\":\"c290\""));
+        ck_assert(!names(text, "c10"));
+        ck_assert(!names(list, r->load_in));
+        free(text);
+    }
+    json_decref(msgs);
+    rx_state_release(&v);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* The messages a view needs for a budget: past its limit, plus what is kept. */
+static const struct {
+    struct rx_context_budget budget;
+    size_t want;
+} view_need_rows[] = {
+    {{ITEMS, 40, 6}, 47},      {{CHARS, 100, 4}, 105}, {{TOKENS, 10, 2}, 43},
+    {{ITEMS, 0, 6}, 0},        {{TOKENS, -1, 2}, 0},   {{CHARS, INT64_MAX, 1}, 0},
+    {{ITEMS, 1, SIZE_MAX}, 0},
+};
+
+START_TEST(test_view_messages)
+{
+    ck_assert_uint_eq(rx_context_view_messages(&view_need_rows[_i].budget),
+                      view_need_rows[_i].want);
+}
+END_TEST
+
+/* A state out of time order (hand-made) is read whole, with the same answers. */
+START_TEST(test_view_out_of_order)
+{
+    struct rx_state s, v;
+
+    state_from(&s, ST(9, UM("m2", "b", 8) "," UM("m1", "a", 1) "," UM("m3", "c", 9),
+                      AM("a1", "A", 7, 7, "complete", 1),
+                      TC("c2", "clock", "{}", 6, OKR("t", 6),
+                         false) "," TC("c1", "clock", "{}", 2, OKR("x", 3), false),
+                      8, "S", 5));
+    ck_assert(!s.user.time_sorted && !s.tools.time_sorted);
+    ck_assert_int_eq(rx_context_view(&s, 1, &v), 0);
+    ck_assert_uint_eq(v.user.len, 3); /* no bound on a list out of order */
+    ck_assert_uint_eq(v.tools.len, 2);
+    assert_same(&s, &v, 9, "out of order");
+    rx_state_release(&v);
+    rx_state_release(&s);
+}
+END_TEST
+
 Suite *context_suite(void);
 
 Suite *context_suite(void)
@@ -505,6 +807,19 @@ Suite *context_suite(void)
                         sizeof(length_rows) / sizeof(length_rows[0]));
     tcase_add_test(tc, test_cut_nomem);
     tcase_add_test(tc, test_cut_rounds);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("view");
+    tcase_add_loop_test(tc, test_view_context_table, 0, sizeof(rows) / sizeof(rows[0]));
+    tcase_add_loop_test(tc, test_view_cut_table, 0,
+                        sizeof(cut_rows) / sizeof(cut_rows[0]));
+    tcase_add_loop_test(tc, test_view_length_table, 0,
+                        sizeof(length_rows) / sizeof(length_rows[0]));
+    tcase_add_loop_test(tc, test_history_table, 0,
+                        sizeof(history_rows) / sizeof(history_rows[0]));
+    tcase_add_loop_test(tc, test_view_messages, 0,
+                        sizeof(view_need_rows) / sizeof(view_need_rows[0]));
+    tcase_add_test(tc, test_view_out_of_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,10 @@
  * Nothing depends on the wall clock: every wait is for a condition, with a
  * generous limit (HANG_MS) that only turns a hang into a failure, and backoff
  * delays are read through the runtime's sleep hook, never measured.
+ * The worker pool (e): a test may give the runtime a pool of its own (a few
+ * workers) and a per-session cap; the brain notes the order in which asks
+ * begin and how many run at once, and the pool's counts are read while the
+ * asks hold, so caps and order are checked without timing anything.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -59,7 +63,11 @@ struct world {
     int rc[RC_MAX];
     int n_rc;
     char resume[ASKS_MAX][RX_ID_MAX + 1]; /* each ask's resume_message_id, or "" */
-    int fail_n, fail_rc;                  /* script_fail_n */
+    int64_t order[ASKS_MAX];              /* each ask's signals_cut_at, in start order */
+    int in_flight, max_in_flight;         /* asks running at once, and the most */
+    struct runtime_pool *pool; /* the runtime's pool, or NULL: the shared one */
+    int session_max;           /* 0: the default */
+    int fail_n, fail_rc;       /* script_fail_n */
     int sleeps[SLEEPS_MAX];
     int n_sleeps;
 };
@@ -351,17 +359,25 @@ static int record_sleep(void *arg, const struct effect *fx, int ms)
 
 static int fake_ask(struct brain *self, struct brain_ask *ask)
 {
-    int n;
+    int n, rc;
 
     (void)self;
     pthread_mutex_lock(&w.lock);
     n = w.asks++;
-    if (n < ASKS_MAX)
+    if (++w.in_flight > w.max_in_flight)
+        w.max_in_flight = w.in_flight;
+    if (n < ASKS_MAX) {
         snprintf(w.resume[n], sizeof(w.resume[n]), "%s",
                  ask->resume_message_id ? ask->resume_message_id : "");
+        w.order[n] = ask->signals_cut_at;
+    }
     pthread_cond_broadcast(&w.cond);
     pthread_mutex_unlock(&w.lock);
-    return w.script(ask, n);
+    rc = w.script(ask, n);
+    pthread_mutex_lock(&w.lock);
+    w.in_flight--;
+    pthread_mutex_unlock(&w.lock);
+    return rc;
 }
 
 /* Brain side: keep what a guarded call returned, for the test to check. */
@@ -566,6 +582,21 @@ static int script_orphan_and_other(struct brain_ask *ask, int n)
     return 0;
 }
 
+/*
+ * For the pool: wait for gate 1, then answer: complete the message this ask
+ * resumes (the runtime found it streaming), or a new one.
+ */
+static int script_queued(struct brain_ask *ask, int n)
+{
+    char id[32];
+
+    (void)n;
+    brain_wait(ask, 1);
+    message_id(ask, id, sizeof(id));
+    return note(brain_complete(ask, ask->resume_message_id ? ask->resume_message_id : id,
+                               "done"));
+}
+
 /* ---- the world's life --------------------------------------------------------- */
 
 static void setup(void)
@@ -603,6 +634,8 @@ static void world_start(const char *state)
         .backoff_ms = w.backoff_ms,
         .backoff_max_ms = w.backoff_max_ms,
         .sleep_ms = w.real_sleep ? NULL : record_sleep,
+        .pool = w.pool,
+        .session_max = w.session_max,
     };
     int err;
 
@@ -639,8 +672,10 @@ static void teardown(void)
     /* A worker's very last act is the host's unref: wait for it before the
        world goes (the runtime is not touched after runtime_wait_idle()). */
     unreffed = wait_for(pred_no_refs, NULL);
-    if (drained && unreffed)
+    if (drained && unreffed) {
         runtime_destroy(w.rt);
+        runtime_pool_destroy(w.pool); /* joins its workers */
+    }
     toolkit_destroy(w.tools);
     rx_state_release(&w.state);
     pthread_cond_destroy(&w.cond);
@@ -1184,6 +1219,192 @@ START_TEST(test_other_effects_input_cancels)
 }
 END_TEST
 
+/* ---- (e) the worker pool: caps, order, cancels of waiting effects -------------- */
+
+/* Five answers in flight (a1..a5, asks at 1, 3, 5, 7, 9): five asks wanted at once. */
+#define FIVE_ASKS                                                                        \
+    ST(10,                                                                               \
+       UM("m1", "q1", 1) "," UM("m2", "q2", 3) "," UM("m3", "q3", 5) "," UM(             \
+           "m4", "q4", 7) "," UM("m5", "q5", 9),                                         \
+       AM("a1", "", 2, 2, "streaming", 1) "," AM("a2", "", 4, 4, "streaming", 3) "," AM( \
+           "a3", "", 6, 6, "streaming", 5) "," AM("a4", "", 8, 8, "streaming",           \
+                                                  7) "," AM("a5", "", 10, 10,            \
+                                                            "streaming", 9),             \
+       "", 9, "", 0)
+#define FIVE_STARTED                                                                     \
+    "effect-started ask-brain-1, effect-started ask-brain-3, effect-started "            \
+    "ask-brain-5, effect-started ask-brain-7, effect-started ask-brain-9"
+
+static struct runtime_pool_stats pool_stats(void)
+{
+    struct runtime_pool_stats st;
+
+    runtime_pool_stats(w.pool, &st);
+    return st;
+}
+
+/* Lock held (wait_for): the pool's workers are all back, nothing queued. */
+static bool pred_pool_idle(const void *arg)
+{
+    struct runtime_pool_stats st;
+
+    (void)arg;
+    runtime_pool_stats(w.pool, &st);
+    return st.busy == 0 && st.queued == 0;
+}
+
+static int waiting(void)
+{
+    int n;
+
+    pthread_mutex_lock(&w.lock);
+    n = runtime_waiting(w.rt);
+    pthread_mutex_unlock(&w.lock);
+    return n;
+}
+
+/* One worker, or one place for the session: the asks run one at a time, in the
+   order they started, each on the same reused thread. */
+static const struct {
+    int workers, session_max;
+} serial_rows[] = {{1, 8}, {8, 1}};
+
+START_TEST(test_pool_fifo)
+{
+    struct runtime_pool_stats st;
+
+    w.pool = runtime_pool_create(serial_rows[_i].workers);
+    ck_assert_ptr_nonnull(w.pool);
+    w.session_max = serial_rows[_i].session_max;
+    w.script = script_queued;
+    world_start(FIVE_ASKS);
+    ck_assert_log(0, false, FIVE_STARTED);
+    WAIT_ASKS(1);
+    st = pool_stats();
+    ck_assert_int_eq(st.busy, 1);
+    /* The four others wait: in the pool's queue, or in the session's list. */
+    ck_assert_int_eq(st.queued + waiting(), 4);
+    ck_assert_int_eq(waiting(), serial_rows[_i].session_max == 1 ? 4 : 0);
+    ck_assert_int_eq(running(), 5);
+    open_gate(1);
+    WAIT_RUNNING(0);
+    ck_assert_int_eq(counter(&w.asks), 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(w.order[i], 2 * i + 1);
+    for (int i = 0; i < 5; i++) /* each resumed its own streaming message */
+        ck_assert_int_eq(w.resume[i][1], '1' + i);
+    ck_assert_int_eq(counter(&w.max_in_flight), 1);
+    /* A worker is counted busy until just after its effect ended. */
+    ck_assert(wait_for(pred_pool_idle, NULL));
+    ck_assert_int_le(pool_stats().workers, serial_rows[_i].workers);
+    ck_assert_str_eq(world_keys(), "");
+}
+END_TEST
+
+/* Two workers for five asks: two run, three wait in the queue; no more threads. */
+START_TEST(test_pool_cap)
+{
+    struct runtime_pool_stats st;
+
+    w.pool = runtime_pool_create(2);
+    ck_assert_ptr_nonnull(w.pool);
+    w.script = script_queued;
+    world_start(FIVE_ASKS);
+    WAIT_ASKS(2);
+    st = pool_stats();
+    ck_assert_int_eq(st.max, 2);
+    ck_assert_int_eq(st.workers, 2);
+    ck_assert_int_eq(st.busy, 2);
+    ck_assert_int_eq(st.queued, 3);
+    ck_assert_int_eq(counter(&w.asks), 2);
+    open_gate(1);
+    WAIT_RUNNING(0);
+    ck_assert_int_eq(counter(&w.asks), 5);
+    ck_assert_int_eq(counter(&w.max_in_flight), 2);
+    ck_assert_int_eq(pool_stats().workers, 2);
+}
+END_TEST
+
+/* Eight workers, two places for the session: two run, three wait in the
+   session's list (not in the pool's queue). */
+START_TEST(test_session_cap)
+{
+    struct runtime_pool_stats st;
+
+    w.pool = runtime_pool_create(8);
+    ck_assert_ptr_nonnull(w.pool);
+    w.session_max = 2;
+    w.script = script_queued;
+    world_start(FIVE_ASKS);
+    WAIT_ASKS(2);
+    st = pool_stats();
+    ck_assert_int_eq(st.busy, 2);
+    ck_assert_int_eq(st.queued, 0);
+    ck_assert_int_eq(waiting(), 3);
+    ck_assert_int_eq(counter(&w.asks), 2);
+    open_gate(1);
+    WAIT_RUNNING(0);
+    ck_assert_int_eq(counter(&w.asks), 5);
+    ck_assert_int_eq(counter(&w.max_in_flight), 2);
+    ck_assert_int_eq(waiting(), 0);
+}
+END_TEST
+
+/* An ask waiting for a worker (or for its session's place) is cancelled by a
+   newer message: it goes at once, never runs, and the newer ask takes its
+   turn after the running one. */
+START_TEST(test_cancel_while_waiting)
+{
+    struct runtime_pool_stats st;
+    int mark;
+
+    w.pool = runtime_pool_create(serial_rows[_i].workers);
+    ck_assert_ptr_nonnull(w.pool);
+    w.session_max = serial_rows[_i].session_max;
+    w.script = script_queued;
+    world_start(TWO_ASKS);
+    ck_assert_log(0, false, "effect-started ask-brain-1, effect-started ask-brain-3");
+    WAIT_ASKS(1);
+    mark = log_len();
+    send_input("{'type':'user-send-message','messageId':'m3','content':'newer'}",
+               RX_ACCEPTED);
+    ck_assert_log(mark, false,
+                  "effect-canceled ask-brain-3, effect-started ask-brain-101");
+    /* Gone, not draining: the running ask and the new one are all that is left. */
+    ck_assert_int_eq(running(), 2);
+    st = pool_stats();
+    ck_assert_int_eq(st.queued + waiting(), 1);
+    open_gate(1);
+    WAIT_RUNNING(0);
+    ck_assert_int_eq(counter(&w.asks), 2);
+    ck_assert_int_eq(w.order[0], 1);
+    ck_assert_int_eq(w.order[1], 101);
+    ck_assert(effect_logged_once("effect-canceled ask-brain-3"));
+    ck_assert_int_eq(log_index("effect-completed ask-brain-3"), -1);
+    assert_message("a1", RX_STATUS_COMPLETE, "done");
+    assert_message("a-101", RX_STATUS_COMPLETE, "done");
+}
+END_TEST
+
+/* A tool gets its own record (its id, name and arguments), not the session. */
+START_TEST(test_tool_gets_its_record)
+{
+    const struct rx_tool_call *c;
+    bool ok;
+
+    world_start(
+        ST(2, UM("m1", "what is 6*7?", 1), "",
+           TC("c1", "calculator", "{\\\"expression\\\":\\\"6*7\\\"}", 2, "null", false),
+           1, "", 0));
+    WAIT_LOGGED("effect-completed request-toolkit-c1");
+    pthread_mutex_lock(&w.lock);
+    c = rx_state_find_tool(&w.state, "c1");
+    ok = c && c->result.present && c->result.is_success && !strcmp(c->result.text, "42");
+    pthread_mutex_unlock(&w.lock);
+    ck_assert_msg(ok, "the calculator did not answer 42");
+}
+END_TEST
+
 Suite *runtime_suite(void);
 Suite *runtime_suite(void)
 {
@@ -1192,7 +1413,8 @@ Suite *runtime_suite(void)
     TCase *guard = tcase_create("guarded-dispatch");
     TCase *restart = tcase_create("restart");
     TCase *rec = tcase_create("reconcile");
-    TCase *all[] = {own, guard, restart, rec};
+    TCase *pool = tcase_create("pool");
+    TCase *all[] = {own, guard, restart, rec, pool};
 
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         tcase_add_checked_fixture(all[i], setup, teardown);
@@ -1216,5 +1438,12 @@ Suite *runtime_suite(void)
                         sizeof(reconcile_rows) / sizeof(reconcile_rows[0]));
     tcase_add_test(rec, test_effect_inputs_start_new_keys);
     tcase_add_test(rec, test_other_effects_input_cancels);
+    tcase_add_loop_test(pool, test_pool_fifo, 0,
+                        sizeof(serial_rows) / sizeof(serial_rows[0]));
+    tcase_add_test(pool, test_pool_cap);
+    tcase_add_test(pool, test_session_cap);
+    tcase_add_loop_test(pool, test_cancel_while_waiting, 0,
+                        sizeof(serial_rows) / sizeof(serial_rows[0]));
+    tcase_add_test(pool, test_tool_gets_its_record);
     return s;
 }

@@ -1,8 +1,9 @@
 /*
  * check_sse - the SSE fan-out (server/sse, SPEC 4) through its public API:
  * frames and their references, a client's first frames then live ones (how a
- * reconnect resyncs), frames shared by every client, a bounded queue that drops
- * only the client that overflows it, and the ends of a stream.
+ * reconnect resyncs), frames shared by every client, a queue bounded in frames
+ * and in bytes that drops only the client that overflows it, and the ends of a
+ * stream.
  *
  * Each test runs a real MHD daemon on 127.0.0.1 (port 0) whose one route
  * subscribes to a test channel, and speaks HTTP/1.1 to it over plain sockets,
@@ -297,6 +298,16 @@ static bool peer_wait_text(struct peer *p, const char *text)
     return strstr(p->body, text) != NULL;
 }
 
+/* Read until the decoded body holds `len` bytes; false on end of stream or HANG_MS. */
+static bool peer_wait_len(struct peer *p, size_t len)
+{
+    long limit = mono_ms() + HANG_MS;
+
+    while (p->body_len < len && !p->eof && !p->ended && mono_ms() < limit)
+        peer_pump(p, 50);
+    return p->body_len >= len;
+}
+
 /* Read until the server closes the connection. */
 static bool peer_wait_eof(struct peer *p)
 {
@@ -559,8 +570,8 @@ END_TEST
 
 /*
  * ---- a bounded queue: the laggard is dropped, the others go on ------------------
- * The bound is queue_max frames, as sse.h says. (SPEC 4 also asks for a bound in
- * bytes, limits.sse_queue_bytes; sse.c has none, so none is tested here.)
+ * Two bounds, as sse.h says: queue_max frames, and queue_bytes bytes
+ * (limits.sse_queue_bytes, SPEC 4).
  */
 
 #define DROP_QUEUE      4
@@ -618,6 +629,104 @@ START_TEST(test_overflow_drops_only_the_laggard)
     ck_assert_int_eq(sse_clients_dropped(), dropped + 1);
     peer_close(&stuck);
     peer_close(&live);
+}
+END_TEST
+
+/* Frames a reference count of `f` (atomic: MHD's threads drop theirs). */
+static int refs_of(struct sse_frame *f)
+{
+    return __atomic_load_n(&f->refs, __ATOMIC_ACQUIRE);
+}
+
+#define BYTES_FRAMES 8 /* the byte bound, in DROP_FRAME frames */
+
+/*
+ * The byte bound alone drops the laggard: the frame bound is far away
+ * (DROP_MAX_FRAMES of them would not reach it), nothing waits on a clock, and
+ * the stuck client is dropped as soon as one more frame would pass its bytes.
+ * The same frame is published again and again, so its reference count is what
+ * the queues hold: the stuck one never holds more than the bound, and once
+ * dropped it holds nothing.
+ */
+START_TEST(test_byte_bound_drops_the_laggard)
+{
+    static char json[DROP_FRAME + 64];
+    struct peer stuck, live;
+    struct sse_frame *f;
+    long dropped = sse_clients_dropped();
+    int len, most = 0;
+    int64_t i;
+
+    srv_start(1 << 20, FIRST_NONE, false);
+    sse_channel_set_queue_bytes(&srv.ch, BYTES_FRAMES * DROP_FRAME);
+    len = snprintf(json, sizeof(json), "{\"pad\":\"");
+    memset(json + len, 'x', DROP_FRAME - 32);
+    strcpy(json + len + DROP_FRAME - 32, "\"}");
+    f = sse_frame_event(1, json, strlen(json));
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_le(f->len, DROP_FRAME);
+    peer_open(&stuck, NULL, 4096); /* never reads until the end */
+    peer_open(&live, NULL, 0);
+    wait_subscribed(2);
+    for (i = 1; i <= DROP_MAX_FRAMES && sse_clients_dropped() == dropped; i++) {
+        sse_channel_publish(&srv.ch, f);
+        /* Ours, at most one in the live client's queue, and the stuck one's. */
+        if (refs_of(f) > most)
+            most = refs_of(f);
+        ck_assert_int_le(refs_of(f), 2 + BYTES_FRAMES * DROP_FRAME / (int)f->len);
+        ck_assert_msg(peer_wait_len(&live, (size_t)i * f->len),
+                      "live client stalled at %" PRId64, i);
+    }
+    ck_assert_msg(sse_clients_dropped() == dropped + 1,
+                  "dropped %ld after %" PRId64 " frames", sse_clients_dropped() - dropped,
+                  i - 1);
+    ck_assert_int_gt(most, 2); /* the stuck queue did fill before the drop */
+    /* Dropped: its frames were let go at once; the live one has written its own. */
+    ck_assert_int_eq(refs_of(f), 1);
+    sse_channel_publish(&srv.ch, f);
+    ck_assert(peer_wait_len(&live, (size_t)i * f->len));
+    ck_assert(!live.eof && !live.ended);
+    ck_assert(sse_channel_has_clients(&srv.ch));
+    /* The stuck one ends with an error (no clean end), so it reconnects. */
+    ck_assert(peer_wait_eof(&stuck));
+    ck_assert(!stuck.ended);
+    ck_assert_uint_lt(stuck.body_len, (size_t)i * f->len);
+    sse_frame_unref(f);
+    peer_close(&stuck);
+    peer_close(&live);
+}
+END_TEST
+
+/* An event larger than the byte bound still reaches a client that keeps up: a
+   batch published to an empty queue is always taken. */
+START_TEST(test_byte_bound_passes_a_large_event_to_an_empty_queue)
+{
+    static char json[DROP_FRAME + 64];
+    long dropped = sse_clients_dropped();
+    size_t total = 0;
+    struct peer p;
+
+    srv_start(16, FIRST_NONE, false);
+    sse_channel_set_queue_bytes(&srv.ch, 1024);
+    peer_open(&p, NULL, 0);
+    wait_subscribed(1);
+    for (int64_t i = 1; i <= 3; i++) {
+        int len = snprintf(json, sizeof(json), "{\"i\":%" PRId64 ",\"pad\":\"", i);
+        struct sse_frame *f;
+
+        memset(json + len, 'y', DROP_FRAME);
+        strcpy(json + len + DROP_FRAME, "\"}");
+        f = sse_frame_event(i, json, strlen(json));
+        ck_assert_ptr_nonnull(f);
+        sse_channel_publish(&srv.ch, f);
+        total += f->len;
+        ck_assert(peer_wait_len(&p, total));
+        ck_assert_str_eq(p.body + total - f->len, f->data);
+        sse_frame_unref(f);
+    }
+    ck_assert_int_eq(sse_clients_dropped(), dropped);
+    ck_assert(sse_channel_has_clients(&srv.ch));
+    peer_close(&p);
 }
 END_TEST
 
@@ -698,6 +807,8 @@ Suite *sse_suite(void)
     tcase_add_checked_fixture(queue, NULL, teardown);
     tcase_set_timeout(queue, 2 * HANG_MS / 1000);
     tcase_add_test(queue, test_overflow_drops_only_the_laggard);
+    tcase_add_test(queue, test_byte_bound_drops_the_laggard);
+    tcase_add_test(queue, test_byte_bound_passes_a_large_event_to_an_empty_queue);
     suite_add_tcase(s, queue);
 
     tcase_add_checked_fixture(end, NULL, teardown);

@@ -1,7 +1,8 @@
 /*
  * check_state - the state's JSON wire shape (SPEC 3.1): exact bytes and key
  * order, encode -> decode -> encode round trips, copies, and decode errors that
- * name the offending field.
+ * name the offending field; the time-order aid (`time_sorted`) and the tail
+ * copies brains get (rx_state_copy_tail).
  */
 #include "tests/unit/helper_sm.h"
 
@@ -243,6 +244,98 @@ START_TEST(test_status_names)
 }
 END_TEST
 
+/* ---- time order and tail copies ---------------------------------------------- */
+
+static const struct {
+    const char *state;
+    bool user, assistant, tools; /* time_sorted after decode */
+} order_rows[] = {
+    {S0, true, true, true},
+    {ST(9, UM("m1", "a", 1) "," UM("m2", "b", 5),
+        AM("a1", "x", 2, 3, "complete", 1) "," AM("a2", "y", 6, 7, "stopped", 5),
+        TC("c1", "c", "{}", 3, OKR("5", 4), false) "," TC("c2", "c", "{}", 3, "null",
+                                                          false),
+        3, "", 0),
+     true, true, true},
+    {ST(9, UM("m1", "a", 5) "," UM("m2", "b", 1), AM("a1", "x", 6, 7, "complete", 1),
+        TC("c1", "c", "{}", 8, OKR("5", 9), false) "," TC("c2", "c", "{}", 3, "null",
+                                                          false),
+        3, "", 0),
+     false, true, false},
+    {ST(9, UM("m1", "a", 1),
+        AM("a1", "x", 6, 7, "complete", 1) "," AM("a2", "y", 2, 7, "complete", 1), "", 1,
+        "", 0),
+     true, false, true},
+};
+
+/* The aid agrees with the records, survives a copy, and the machine keeps it. */
+START_TEST(test_time_sorted)
+{
+    struct rx_state s, c;
+
+    state_from(&s, order_rows[_i].state);
+    ck_assert_int_eq(s.user.time_sorted, order_rows[_i].user);
+    ck_assert_int_eq(s.assistant.time_sorted, order_rows[_i].assistant);
+    ck_assert_int_eq(s.tools.time_sorted, order_rows[_i].tools);
+    ck_assert_int_eq(rx_state_copy(&s, &c), 0);
+    ck_assert_int_eq(c.user.time_sorted, s.user.time_sorted);
+    ck_assert_int_eq(c.tools.time_sorted, s.tools.time_sorted);
+    /* Appends come at or after updatedAt: a list in order stays in order. */
+    apply_text(
+        &c, "{'type':'user-send-message','timestamp':20,'messageId':'m9','content':'z'}",
+        RX_ACCEPTED);
+    ck_assert_int_eq(c.user.time_sorted, order_rows[_i].user);
+    ck_assert(rx_state_check_invariants(&c));
+    /* A wrong aid is a broken invariant. */
+    if (c.user.len > 1 && c.user.time_sorted) {
+        c.user.items[0].received_at = c.user.items[1].received_at + 1;
+        ck_assert(!rx_state_check_invariants(&c));
+        c.user.items[0].received_at = 1;
+    }
+    rx_state_release(&c);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* A tail: the scalars, the summary and the records from each `from` on, with
+   their own indexes; nothing before them. */
+START_TEST(test_copy_tail)
+{
+    struct rx_state s, t;
+
+    state_from(
+        &s, ST(9, UM("m1", "a", 1) "," UM("m2", "b", 5),
+               AM("a1", "x", 2, 3, "complete", 1) "," AM("a2", "", 6, 7, "streaming", 5),
+               TC("c1", "c", "{}", 3, OKR("5", 4), true) "," TC("c2", "d", "{\\'k\\':1}",
+                                                                8, "null", false),
+               5, "sum", 4));
+    ck_assert_int_eq(rx_state_copy_tail(&s, 1, 1, 1, &t), 0);
+    ck_assert(rx_state_check_invariants(&t));
+    ck_assert_int_eq(t.updated_at, 9);
+    ck_assert_int_eq(t.called_brain_at, 5);
+    ck_assert_int_eq(t.summary_cut_at, 4);
+    ck_assert_str_eq(t.context_summary, "sum");
+    ck_assert_uint_eq(t.user.len, 1);
+    ck_assert_uint_eq(t.assistant.len, 1);
+    ck_assert_uint_eq(t.tools.len, 1);
+    ck_assert_ptr_nonnull(rx_state_find_user(&t, "m2"));
+    ck_assert_ptr_null(rx_state_find_user(&t, "m1"));
+    ck_assert_ptr_null(rx_state_find_tool(&t, "c1"));
+    ck_assert_str_eq(rx_state_find_tool(&t, "c2")->parameters, "{\"k\":1}");
+    ck_assert_uint_eq(t.assistant.settled, 0); /* a2 still streams */
+    ck_assert_int_eq(t.latest_result_at, 0);   /* c1's result is not in the tail */
+    ck_assert_uint_eq(rx_state_pending_tools(&t), 1);
+    rx_state_release(&t);
+    /* From past the end: empty lists, same scalars. */
+    ck_assert_int_eq(rx_state_copy_tail(&s, 7, 7, 7, &t), 0);
+    ck_assert(rx_state_check_invariants(&t));
+    ck_assert_uint_eq(t.user.len + t.assistant.len + t.tools.len, 0);
+    ck_assert_str_eq(t.context_summary, "sum");
+    rx_state_release(&t);
+    rx_state_release(&s);
+}
+END_TEST
+
 Suite *state_suite(void);
 
 Suite *state_suite(void)
@@ -259,6 +352,9 @@ Suite *state_suite(void)
     tcase_add_loop_test(tc, test_decode_errors, 0,
                         sizeof(bad_rows) / sizeof(bad_rows[0]));
     tcase_add_test(tc, test_status_names);
+    tcase_add_loop_test(tc, test_time_sorted, 0,
+                        sizeof(order_rows) / sizeof(order_rows[0]));
+    tcase_add_test(tc, test_copy_tail);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,11 @@
  * state-at-seq and fork agree with the fold; a newer schema, a foreign or
  * corrupt file, an unusable directory and a file in use fail with one line
  * naming the file; retention removes only what is older than the limit.
+ * Group commit: writes queued together share one transaction and are
+ * answered in order; one refused on its own or too big for the room left
+ * fails alone; and over it the session pipeline (server/session.c) answers
+ * each session's inputs in order, and puts a session whose batch failed back
+ * as its log has it.
  *
  * Every test works in its own temporary directory under /tmp (checked
  * fixture), removed afterwards. The inputs come from gen_input(): a scripted
@@ -20,6 +25,9 @@
 
 #include <sqlite3.h>
 
+#include "server/config.h"
+#include "server/session.h"
+#include "server/session_table.h"
 #include "server/store.h"
 
 #define BASE_MS 1700000000000LL
@@ -315,6 +323,8 @@ START_TEST(test_round_trip)
     free(want2);
     /* WAL mode, and the close checkpointed the log into the file. */
     ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM inputs"), 52);
+    /* ... and moved every recent input into `inputs`. */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM inputs_recent"), 0);
 }
 END_TEST
 
@@ -558,10 +568,48 @@ END_TEST
 START_TEST(test_newer_schema)
 {
     store_close(open_ok(dbpath));
-    raw_sql(dbpath, "PRAGMA user_version=2");
-    open_fails(dbpath, "schema version 2 is newer than this reflexor supports (1)");
+    raw_sql(dbpath, "PRAGMA user_version=3");
+    open_fails(dbpath, "schema version 3 is newer than this reflexor supports (2)");
     raw_sql(dbpath, "PRAGMA user_version=0");
     open_fails(dbpath, "unknown schema version 0");
+}
+END_TEST
+
+/* A file of schema 1 (no inputs_recent) is upgraded in place and goes on. */
+START_TEST(test_schema_1_upgrades)
+{
+    struct store *st = open_ok(dbpath);
+    struct loaded l = {0};
+    char *want = fold_bytes(9);
+
+    fill_session(st, "s", 6, 0, NULL);
+    store_close(st);
+    raw_sql(dbpath, "DROP TABLE inputs_recent; PRAGMA user_version=1");
+    st = open_ok(dbpath);
+    {
+        struct rx_state s;
+        int64_t seq;
+
+        ck_store_ok(st, store_session_load(st, "s", &s, &seq));
+        ck_assert_int_eq(seq, 6);
+        for (int i = 6; i < 9; i++) {
+            struct rx_input in;
+            struct rx_outcome out;
+
+            gen_parse(i, &in);
+            ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
+            ck_store_ok(st, store_append(st, "s", i + 1, &in, &s, 0));
+            rx_input_release(&in);
+        }
+        rx_state_release(&s);
+    }
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.seq[0], 9);
+    ck_assert_str_eq(l.state[0], want);
+    loaded_release(&l);
+    store_close(st);
+    free(want);
+    ck_assert_int_eq(raw_count(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
 }
 END_TEST
 
@@ -932,7 +980,9 @@ START_TEST(test_file_replaced)
     ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
     expect_health(st, STORE_UNAVAILABLE, "removed");
     store_close(st);
-    ck_assert_int_eq(raw_count(other, "SELECT count(*) FROM inputs"), 2);
+    ck_assert_int_eq(raw_count(other, "SELECT (SELECT count(*) FROM inputs)"
+                                      " + (SELECT count(*) FROM inputs_recent)"),
+                     2);
     ck_assert_int_eq(access(wal, F_OK), -1);
 
     st = open_ok(dbpath);
@@ -941,6 +991,511 @@ START_TEST(test_file_replaced)
     ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
     expect_health(st, STORE_UNAVAILABLE, "write-ahead log was removed");
     store_close(st);
+}
+END_TEST
+
+/* ---- group commit --------------------------------------------------------------- */
+
+/*
+ * Holding the writer: another connection takes the database's write lock, a
+ * first write is queued and taken (its commit waits for the lock), then what
+ * is queued meanwhile is the next batch, all of it (STORE_BATCH_MAX is far
+ * above what the tests queue). Released within the writer's busy timeout.
+ */
+struct held {
+    sqlite3 *db;
+    int64_t commits; /* before the first write */
+};
+
+/* A write queued straight to the store that notes when it is answered. */
+struct rec {
+    struct store_write w; /* first */
+    struct rx_buf text;
+    int order; /* among the answers, from 0 */
+    int err;
+};
+
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rec_cond = PTHREAD_COND_INITIALIZER;
+static int rec_n;
+
+static void rec_done(struct store_write *w, int err)
+{
+    struct rec *r = (struct rec *)w;
+
+    pthread_mutex_lock(&rec_lock);
+    r->err = err;
+    r->order = rec_n++;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_lock);
+}
+
+static void recs_wait(int n)
+{
+    pthread_mutex_lock(&rec_lock);
+    while (rec_n < n)
+        pthread_cond_wait(&rec_cond, &rec_lock);
+    pthread_mutex_unlock(&rec_lock);
+}
+
+/* Fill `w` with scripted input i as number `seq` of `sid`, encoded into `text`. */
+static void write_fill(struct store_write *w, struct rx_buf *text, const char *sid,
+                       int64_t seq, int i)
+{
+    struct rx_input in;
+
+    gen_parse(i, &in);
+    rx_buf_init(text, RX_BUF_SMALL_MAX);
+    ck_assert_int_eq(rx_input_encode(&in, text), 0);
+    w->sid = sid;
+    w->seq = seq;
+    w->updated_at = in.timestamp;
+    w->input = text->data;
+    w->input_len = text->len;
+    rx_input_release(&in);
+}
+
+/* Take the write lock from the side, queue `first` and wait until it is taken. */
+static void hold_writer(struct store *st, struct held *h, struct store_write *first)
+{
+    int64_t c;
+
+    ck_assert_int_eq(sqlite3_open(dbpath, &h->db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h->db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    store_commit_counts(st, &h->commits, NULL);
+    store_write_queue(st, first);
+    do {
+        usleep(1000);
+        store_commit_counts(st, &c, NULL);
+    } while (c == h->commits);
+}
+
+static void release_writer(struct held *h)
+{
+    ck_assert_int_eq(sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h->db);
+}
+
+/* Several sessions' inputs queued together: one commit, answered in order. */
+START_TEST(test_group_one_commit)
+{
+    static const struct {
+        const char *sid;
+        int seq;
+    } q[] = {{"a", 2}, {"b", 1}, {"c", 1}, {"b", 2}, {"a", 3}, {"c", 2}, {"b", 3}};
+    enum { N = sizeof(q) / sizeof(q[0]) };
+    struct store *st = open_ok(dbpath);
+    struct rec r[N + 1];
+    struct held h;
+    struct loaded l = {0};
+    int64_t commits, writes;
+    char *want2 = fold_bytes(2), *want3 = fold_bytes(3);
+
+    rec_n = 0;
+    for (int i = 0; i < 3; i++)
+        ck_store_ok(st, store_create_session(st, (const char *[]){"a", "b", "c"}[i],
+                                             BASE_MS + i));
+    memset(r, 0, sizeof(r));
+    write_fill(&r[N].w, &r[N].text, "a", 1, 0);
+    r[N].w.done = rec_done;
+    hold_writer(st, &h, &r[N].w);
+    for (int i = 0; i < N; i++) {
+        write_fill(&r[i].w, &r[i].text, q[i].sid, q[i].seq, q[i].seq - 1);
+        r[i].w.done = rec_done;
+        store_write_queue(st, &r[i].w);
+    }
+    release_writer(&h);
+    recs_wait(N + 1);
+    /* All of them in the second transaction, answered in the order queued. */
+    store_commit_counts(st, &commits, &writes);
+    ck_assert_int_eq(commits, 2);
+    ck_assert_int_eq(writes, 1 + N);
+    ck_assert_int_eq(r[N].err, 0);
+    ck_assert_int_eq(r[N].order, 0);
+    rx_buf_release(&r[N].text);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(r[i].err, 0);
+        ck_assert_int_eq(r[i].order, i + 1);
+        rx_buf_release(&r[i].text);
+    }
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.n, 3);
+    ck_assert_int_eq(l.seq[0], 3);
+    ck_assert_str_eq(l.state[0], want3);
+    ck_assert_int_eq(l.seq[1], 3);
+    ck_assert_str_eq(l.state[1], want3);
+    ck_assert_int_eq(l.seq[2], 2);
+    ck_assert_str_eq(l.state[2], want2);
+    loaded_release(&l);
+    store_close(st);
+    free(want2);
+    free(want3);
+}
+END_TEST
+
+/* A write refused on its own (no session, a seq that does not follow) does
+   not fail the others of its transaction. */
+START_TEST(test_group_refused_alone)
+{
+    static const struct {
+        const char *sid;
+        int seq, err;
+    } q[] = {{"ghost", 1, -ENOENT}, {"a", 1, -EEXIST}, {"a", 3, -EINVAL},
+             {"b", 1, 0},           {"a", 2, 0},       {"b", 2, 0}};
+    enum { N = sizeof(q) / sizeof(q[0]) };
+    struct store *st = open_ok(dbpath);
+    struct rec r[N + 1];
+    struct held h;
+    int64_t commits;
+
+    rec_n = 0;
+    ck_store_ok(st, store_create_session(st, "a", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "b", BASE_MS));
+    memset(r, 0, sizeof(r));
+    write_fill(&r[N].w, &r[N].text, "a", 1, 0);
+    r[N].w.done = rec_done;
+    hold_writer(st, &h, &r[N].w);
+    for (int i = 0; i < N; i++) {
+        write_fill(&r[i].w, &r[i].text, q[i].sid, q[i].seq, q[i].seq - 1);
+        r[i].w.done = rec_done;
+        store_write_queue(st, &r[i].w);
+    }
+    release_writer(&h);
+    recs_wait(N + 1);
+    store_commit_counts(st, &commits, NULL);
+    ck_assert_int_eq(commits, 2);
+    ck_assert_int_eq(r[N].err, 0);
+    rx_buf_release(&r[N].text);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(r[i].err == q[i].err, "write %d: %d, not %d", i, r[i].err,
+                      q[i].err);
+        rx_buf_release(&r[i].text);
+    }
+    expect_history(st, "a", 2);
+    expect_history(st, "b", 2);
+    expect_health(st, STORE_OK, NULL);
+    store_close(st);
+}
+END_TEST
+
+/* Past the quota: the batch is tried again write by write, so only the input
+   too big is refused (and the one after it in its session, which no longer
+   follows); the small ones beside it are stored. */
+START_TEST(test_group_full_alone)
+{
+    struct store *st = open_ok(dbpath);
+    struct rec r[5];
+    struct rx_input big;
+    struct held h;
+    int64_t bytes;
+
+    rec_n = 0;
+    ck_store_ok(st, store_create_session(st, "s", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "t", BASE_MS));
+    ck_store_ok(st, store_stats(st, NULL, &bytes));
+    ck_store_ok(st, store_set_max_bytes(st, bytes + 64 * 1024));
+    memset(r, 0, sizeof(r));
+    write_fill(&r[4].w, &r[4].text, "t", 1, 0);
+    r[4].w.done = rec_done;
+    hold_writer(st, &h, &r[4].w);
+    /* s 1: 400 KB, past the quota; s 2 after it; t 2 and t 3: small. */
+    big_input(0, 400 * 1024, &big);
+    rx_buf_init(&r[0].text, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(rx_input_encode(&big, &r[0].text), 0);
+    r[0].w = (struct store_write){.sid = "s",
+                                  .seq = 1,
+                                  .updated_at = big.timestamp,
+                                  .input = r[0].text.data,
+                                  .input_len = r[0].text.len};
+    rx_input_release(&big);
+    write_fill(&r[1].w, &r[1].text, "s", 2, 1);
+    write_fill(&r[2].w, &r[2].text, "t", 2, 1);
+    write_fill(&r[3].w, &r[3].text, "t", 3, 2);
+    for (int i = 0; i < 4; i++) {
+        r[i].w.done = rec_done;
+        store_write_queue(st, &r[i].w);
+    }
+    release_writer(&h);
+    recs_wait(5);
+    ck_assert_int_eq(r[4].err, 0);
+    rx_buf_release(&r[4].text);
+    ck_assert_int_eq(r[0].err, -ENOSPC);
+    ck_assert_int_eq(r[1].err, -EINVAL);
+    ck_assert_int_eq(r[2].err, 0);
+    ck_assert_int_eq(r[3].err, 0);
+    for (int i = 0; i < 4; i++)
+        rx_buf_release(&r[i].text);
+    expect_history(st, "s", 0);
+    expect_history(st, "t", 3);
+    store_close(st);
+}
+END_TEST
+
+/*
+ * Inputs are committed to inputs_recent and moved into `inputs` in bulk:
+ * reads see one log across both, at every moment; what a process left in
+ * inputs_recent is moved at the next open, and the log goes on from there.
+ */
+START_TEST(test_recent_merge)
+{
+    enum { N = 8192 + 300 };
+    struct store *st = open_ok(dbpath);
+    char *want = fold_bytes(N), *got;
+    struct loaded l = {0};
+    struct rx_state s;
+    struct rx_input in;
+    struct rx_outcome out;
+    int64_t seq, n;
+    json_t *h = NULL;
+
+    ck_store_ok(st, store_set_durable(st, false));
+    fill_session(st, "a", N, 1000, NULL);
+    /* Moved once on the way: the first STORE_RECENT_MERGE are in `inputs`. */
+    ck_assert_int_ge(raw_count(dbpath, "SELECT count(*) FROM inputs"), 8192);
+    ck_assert_int_gt(raw_count(dbpath, "SELECT count(*) FROM inputs_recent"), 0);
+    /* One history across both, in order. */
+    ck_store_ok(st, store_history(st, "a", 8100, 200, &h));
+    ck_assert_int_eq(json_array_size(h), 200);
+    for (size_t i = 0; i < 200; i++)
+        ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(h, i), "seq")),
+                         8101 + (int)i);
+    json_decref(h);
+    ck_store_ok(st, store_stats(st, &n, NULL));
+    ck_assert_int_eq(n, N);
+    ck_store_ok(st, store_state_at(st, "a", N, &s));
+    got = state_bytes(&s);
+    ck_assert_str_eq(got, want);
+    free(got);
+    rx_state_release(&s);
+    store_close(st);
+
+    /* As a process killed mid-way leaves it: the newest inputs still recent. */
+    raw_sql(dbpath, "INSERT INTO inputs_recent SELECT session_id, seq, input FROM inputs"
+                    " WHERE seq>8400; DELETE FROM inputs WHERE seq>8400");
+    st = open_ok(dbpath);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM inputs_recent"), 0);
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.seq[0], N);
+    ck_assert_str_eq(l.state[0], want);
+    loaded_release(&l);
+    /* The log goes on where it was: N + 1 follows, N again does not. */
+    ck_store_ok(st, store_session_load(st, "a", &s, &seq));
+    gen_parse(N, &in);
+    ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
+    ck_assert_int_eq(store_append(st, "a", N, &in, &s, 0), -EEXIST);
+    ck_store_ok(st, store_append(st, "a", N + 1, &in, &s, 0));
+    rx_input_release(&in);
+    rx_state_release(&s);
+    /* Deleted with both tables' rows. */
+    ck_store_ok(st, store_delete_session(st, "a"));
+    store_close(st);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT (SELECT count(*) FROM inputs)"
+                                       " + (SELECT count(*) FROM inputs_recent)"),
+                     0);
+    free(want);
+}
+END_TEST
+
+/* ---- the session pipeline over the store ------------------------------------------ */
+
+/* What a session_done_fn got, and in which order. */
+struct answer {
+    bool answered;
+    int err;
+    int order;
+    struct submit_result res;
+};
+
+static void answer_done(void *arg, int err, const struct submit_result *res)
+{
+    struct answer *a = arg;
+
+    pthread_mutex_lock(&rec_lock);
+    a->answered = true;
+    a->err = err;
+    a->res = *res;
+    a->order = rec_n++;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_lock);
+}
+
+/* A client's user message with id `mid` (NEW input). */
+static void user_message(const char *mid, struct rx_input *in)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s}", "type", "user-send-message", "messageId",
+                          mid, "content", "hello");
+    const char *field = NULL;
+    struct rx_error err = {""};
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(rx_input_parse(j, in, &field, &err), 0);
+    json_decref(j);
+}
+
+/* submit_start a user message; it must be on its way (SESSION_PENDING). */
+static void submit_pending(struct session *s, const char *mid, struct answer *a)
+{
+    struct submit_result res;
+    struct rx_input in;
+
+    user_message(mid, &in);
+    ck_assert_int_eq(session_submit_start(s, &in, NULL, &res, answer_done, a),
+                     SESSION_PENDING);
+    rx_input_release(&in);
+}
+
+/* The session's state in memory is the log's, byte for byte, at `seq`. */
+static void expect_state_is_log(struct store *st, struct session *s, int64_t seq)
+{
+    struct rx_state logged;
+    struct rx_buf mem;
+    int64_t n = -1;
+    char *want;
+
+    ck_store_ok(st, store_session_load(st, session_id(s), &logged, &n));
+    ck_assert_int_eq(n, seq);
+    want = state_bytes(&logged);
+    rx_state_release(&logged);
+    rx_buf_init(&mem, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(session_state_encode(s, &mem), 0);
+    ck_assert_int_eq(rx_buf_putc(&mem, '\0'), 0);
+    ck_assert_str_eq(mem.data, want);
+    rx_buf_release(&mem);
+    free(want);
+}
+
+struct pipeline_fixture {
+    struct config cfg;
+    struct store *st;
+    struct session_table *t;
+    struct session *x, *y;
+};
+
+static void pipeline_open(struct pipeline_fixture *f, int snapshot_every)
+{
+    struct submit_result res;
+    struct rx_input in;
+
+    rec_n = 0;
+    ck_assert_int_eq(config_init(&f->cfg), 0);
+    f->cfg.effects = false;
+    f->cfg.snapshot_every = snapshot_every;
+    f->st = open_ok(dbpath);
+    f->t = session_table_create(&(struct session_env){&f->cfg, NULL, NULL, f->st});
+    ck_assert_ptr_nonnull(f->t);
+    ck_assert_int_eq(session_table_create_session(f->t, "x", &f->x), 0);
+    ck_assert_int_eq(session_table_create_session(f->t, "y", &f->y), 0);
+    /* One input each, the synchronous way: nothing else on its way. */
+    user_message("x0", &in);
+    ck_assert_int_eq(session_submit(f->x, &in, NULL, &res), 0);
+    ck_assert_int_eq(res.seq, 1);
+    rx_input_release(&in);
+    user_message("y0", &in);
+    ck_assert_int_eq(session_submit(f->y, &in, NULL, &res), 0);
+    rx_input_release(&in);
+    ck_store_ok(f->st, store_create_session(f->st, "h", BASE_MS));
+}
+
+static void pipeline_close(struct pipeline_fixture *f)
+{
+    session_unref(f->x);
+    session_unref(f->y);
+    session_table_destroy(f->t);
+    store_close(f->st);
+    config_release(&f->cfg);
+}
+
+/* Inputs of two sessions on their way together: one commit, each answered in
+   its session's order with its seq, snapshots where due, memory = the log. */
+START_TEST(test_pipeline_batches)
+{
+    static const char *const mids[] = {"x1", "y1", "x2", "x3", "y2"};
+    enum { N = sizeof(mids) / sizeof(mids[0]) };
+    struct pipeline_fixture f;
+    struct answer a[N + 1];
+    int64_t c0, c1;
+    struct held h;
+    struct rec r;
+
+    pipeline_open(&f, 3);
+    memset(a, 0, sizeof(a));
+    memset(&r, 0, sizeof(r));
+    write_fill(&r.w, &r.text, "h", 1, 0);
+    r.w.done = rec_done;
+    hold_writer(f.st, &h, &r.w);
+    store_commit_counts(f.st, &c0, NULL);
+    for (int i = 0; i < N; i++)
+        submit_pending(mids[i][0] == 'x' ? f.x : f.y, mids[i], &a[i]);
+    /* The same message again while the first is on its way: "unchanged",
+       answered after it. */
+    submit_pending(f.x, "x3", &a[N]);
+    release_writer(&h);
+    recs_wait(N + 2);
+    store_commit_counts(f.st, &c1, NULL);
+    ck_assert_int_eq(c1 - c0, 1);
+    ck_assert_int_eq(r.err, 0);
+    ck_assert_int_eq(r.order, 0);
+    rx_buf_release(&r.text);
+    for (int i = 0; i <= N; i++) {
+        ck_assert_int_eq(a[i].err, 0);
+        /* In the log's order; the repeat right after the x3 it waited for. */
+        ck_assert_int_eq(a[i].order, 1 + (i == N ? 4 : i == 4 ? 5 : i));
+    }
+    ck_assert_int_eq(a[0].res.seq, 2); /* x1 */
+    ck_assert_int_eq(a[1].res.seq, 2); /* y1 */
+    ck_assert_int_eq(a[3].res.seq, 4); /* x3 */
+    ck_assert_int_eq(a[N].res.verdict, RX_UNCHANGED);
+    ck_assert_int_eq(a[N].res.seq, 4);
+    expect_state_is_log(f.st, f.x, 4);
+    expect_state_is_log(f.st, f.y, 3);
+    pipeline_close(&f);
+    /* Every third input of a session left a snapshot: x at 3, y at 3. */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM snapshots"), 2);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT min(seq) FROM snapshots"), 3);
+}
+END_TEST
+
+/* A batch that fails: every input of it, and every one applied after them,
+   answers the store's error; each session is put back as its log has it;
+   nothing of them was published as stored. */
+START_TEST(test_pipeline_failed_batch_restores)
+{
+    static const char *const mids[] = {"x1", "y1", "x2", "x3", "y2"};
+    enum { N = sizeof(mids) / sizeof(mids[0]) };
+    struct pipeline_fixture f;
+    struct answer a[N + 1];
+    struct submit_result res;
+    struct rx_input in;
+    struct held h;
+    struct rec r;
+
+    pipeline_open(&f, 0);
+    memset(a, 0, sizeof(a));
+    memset(&r, 0, sizeof(r));
+    write_fill(&r.w, &r.text, "h", 1, 0);
+    r.w.done = rec_done;
+    hold_writer(f.st, &h, &r.w);
+    for (int i = 0; i < N; i++)
+        submit_pending(mids[i][0] == 'x' ? f.x : f.y, mids[i], &a[i]);
+    submit_pending(f.x, "x3", &a[N]); /* judged on x3, which will not be stored */
+    /* The file goes away: the next transaction fails, sticky. */
+    ck_assert_int_eq(unlink(dbpath), 0);
+    release_writer(&h);
+    recs_wait(N + 2);
+    ck_assert_int_eq(r.err, -EIO); /* committed, but the file was gone */
+    rx_buf_release(&r.text);
+    for (int i = 0; i <= N; i++) {
+        ck_assert_msg(a[i].err == -EIO, "answer %d: %d", i, a[i].err);
+        ck_assert_int_eq(a[i].order, 1 + (i == N ? 4 : i == 4 ? 5 : i));
+    }
+    expect_state_is_log(f.st, f.x, 1);
+    expect_state_is_log(f.st, f.y, 1);
+    /* The next input finds the store unusable: refused, and undone again. */
+    user_message("x9", &in);
+    ck_assert_int_eq(session_submit(f.x, &in, NULL, &res), -EIO);
+    rx_input_release(&in);
+    expect_state_is_log(f.st, f.x, 1);
+    pipeline_close(&f);
 }
 END_TEST
 
@@ -953,6 +1508,7 @@ Suite *store_suite(void)
     TCase *files = tcase_create("files");
     TCase *more = tcase_create("retention");
     TCase *health = tcase_create("health");
+    TCase *group = tcase_create("group");
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_checked_fixture(files, setup, teardown);
@@ -970,6 +1526,7 @@ Suite *store_suite(void)
     tcase_add_test(tc, test_state_at);
     tcase_add_test(tc, test_fork);
     tcase_add_test(files, test_newer_schema);
+    tcase_add_test(files, test_schema_1_upgrades);
     tcase_add_test(files, test_foreign_database);
     tcase_add_test(files, test_garbage_file);
     tcase_add_test(files, test_corrupt_pages);
@@ -985,5 +1542,14 @@ Suite *store_suite(void)
     tcase_add_test(health, test_file_replaced);
     suite_add_tcase(s, more);
     suite_add_tcase(s, health);
+    tcase_add_checked_fixture(group, setup, teardown);
+    tcase_set_timeout(group, 60);
+    tcase_add_test(group, test_group_one_commit);
+    tcase_add_test(group, test_group_refused_alone);
+    tcase_add_test(group, test_group_full_alone);
+    tcase_add_test(group, test_recent_merge);
+    tcase_add_test(group, test_pipeline_batches);
+    tcase_add_test(group, test_pipeline_failed_batch_restores);
+    suite_add_tcase(s, group);
     return s;
 }
