@@ -43,82 +43,13 @@ done
 command -v curl >/dev/null || { echo "durable: curl is needed" >&2; exit 1; }
 
 rm -rf "$OUT"
-mkdir -p "$LOGS"
-: >"$RAW"
-PIDS=()
+. "$(dirname "$0")/lib.sh"
 
-stop_all() {
-    local p
-    for p in "${PIDS[@]}"; do
-        kill "$p" 2>/dev/null
-    done
-    for p in "${PIDS[@]}"; do
-        wait "$p" 2>/dev/null
-    done
-    PIDS=()
-}
-trap 'stop_all' EXIT
-trap 'exit 130' INT TERM
 
-# start NAME CMD... : sets SRV_PID and SRV_PORT, or returns 1.
-start() {
-    local name=$1 i
-    shift
-    (exec "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err") &
-    SRV_PID=$!
-    PIDS+=("$SRV_PID")
-    SRV_PORT=
-    for i in $(seq 600); do
-        SRV_PORT=$(grep -o '127\.0\.0\.1:[0-9]*' "$LOGS/$name.out" 2>/dev/null |
-            head -1 | cut -d: -f2)
-        [ -n "$SRV_PORT" ] && return 0
-        kill -0 "$SRV_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "durable: $name did not start; see $LOGS/$name.err" >&2
-    return 1
-}
 
-stop() {
-    kill "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-    local keep=() p
-    for p in "${PIDS[@]}"; do
-        [ "$p" != "$1" ] && keep+=("$p")
-    done
-    PIDS=("${keep[@]}")
-}
 
-# run LABEL ARGS... : one generator run, its line kept under LABEL.
-run() {
-    local label=$1 line
-    shift
-    if line=$("$LG" "$@" 2>>"$LOGS/loadgen.err"); then
-        echo "$label $line" >>"$RAW"
-    else
-        echo "durable: loadgen $* failed (see $LOGS/loadgen.err)" >&2
-    fi
-}
 
-# med LABEL KEY : median of KEY over the lines labelled LABEL ("" if none).
-med() {
-    awk -v l="$1" -v k="$2" '$1 == l {
-            for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v[n++] = kv[2] + 0 }
-        }
-        END {
-            if (!n) exit
-            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-            print v[int(n / 2)]
-        }' "$RAW"
-}
 
-calc() { awk "BEGIN { print $1 }" 2>/dev/null; }
-
-conf() { # conf NAME JSON-FRAGMENT : a config file with the common limits
-    printf '{"web_root":"/nonexistent","limits":{"max_connections":4096,"max_sessions":100000,"session_queue_max":1024}%s}\n' \
-        "$2" >"$OUT/$1.json"
-    echo "$OUT/$1.json"
-}
 RX_FLAGS=(--no-effects --listen 127.0.0.1:0 --log-level warn)
 C_PLAIN=$(conf plain '')
 
@@ -214,9 +145,6 @@ rm -f "$DB" "$DB"-*
 f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
 f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
 f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }
-verdict() { # verdict AWK-CONDITION
-    case $(calc "($1) ? 1 : 0") in 1) echo met ;; 0) echo MISSED ;; *) echo "n/a" ;; esac
-}
 ms() { [ -n "$1" ] && calc "$1 / 1000"; }
 
 R100=$(calc "$(med dur_100 rps) / $(med mem_100 rps)")

@@ -33,41 +33,8 @@ else
 fi
 CONNS="10 100"
 
-mkdir -p "$LOGS"
-: >"$RAW"
-PIDS=()
+. "$(dirname "$0")/lib.sh"
 
-stop_all() {
-    local p
-    for p in "${PIDS[@]}"; do
-        kill "$p" 2>/dev/null
-    done
-    for p in "${PIDS[@]}"; do
-        wait "$p" 2>/dev/null
-    done
-    PIDS=()
-}
-trap 'stop_all' EXIT
-trap 'exit 130' INT TERM
-
-# start NAME CMD... : sets SRV_PID and SRV_PORT, or returns 1.
-start() {
-    local name=$1 i
-    shift
-    (exec "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err") &
-    SRV_PID=$!
-    PIDS+=("$SRV_PID")
-    SRV_PORT=
-    for i in $(seq 100); do
-        SRV_PORT=$(head -1 "$LOGS/$name.out" 2>/dev/null |
-            grep -o '127\.0\.0\.1:[0-9]*' | cut -d: -f2)
-        [ -n "$SRV_PORT" ] && return 0
-        kill -0 "$SRV_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "bench: $name did not start; see $LOGS/$name.err" >&2
-    return 1
-}
 
 # lg LABEL ARGS... : one generator run, its line kept under LABEL (and echoed).
 lg() {
@@ -87,21 +54,7 @@ new_session() {
     "$LG" session "$1" 2>>"$LOGS/loop-loadgen.err" | sed -n 's/^session id=//p'
 }
 
-# med LABEL KEY : median of KEY over the lines labelled LABEL ("" if none).
-med() {
-    awk -v l="$1" -v k="$2" '$1 == l {
-            for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v[n++] = kv[2] + 0 }
-        }
-        END {
-            if (!n) exit
-            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-            print v[int(n / 2)]
-        }' "$RAW"
-}
 
-calc() {
-    awk "BEGIN { print $1 }" 2>/dev/null
-}
 
 # The default pacing, taken from the shipped config: brain.builtin's members.
 BUILTIN=$(awk '/"builtin"[ \t]*:[ \t]*\{/ { f = 1; sub(/.*"builtin"[ \t]*:[ \t]*\{/, "") }
@@ -150,9 +103,6 @@ stop_all
 f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
 f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
 f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }
-verdict() { # verdict VALUE GOAL
-    case $(calc "($1 >= $2) ? 1 : 0") in 1) echo met ;; 0) echo MISSED ;; *) echo "n/a" ;; esac
-}
 
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 echo
@@ -171,9 +121,9 @@ for c in $CONNS; do
         "$(f1 "$(rate "fresh_count_$c")") / $(f1 "$(rate "full_count_$c" "filled_count_$c")")" "" ""
     printf '  %-48s %12s %10s %8s\n' "$c conns: p99 us fresh / $(f0 "$MSGS") in" \
         "$(f0 "$(med "fresh_$c" p99_us)") / $(f0 "$(med "full_$c" p99_us)")" "" ""
-    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop $(f0 "$MSGS") in / fresh" "$(f2 "$R1")x" ">= 0.8x" "$(verdict "$R1" 0.8)"
-    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop fresh / --no-effects" "$(f2 "$R2")x" ">= 0.3x" "$(verdict "$R2" 0.3)"
-    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop $(f0 "$MSGS") in / --no-effects" "$(f2 "$R3")x" ">= 0.3x" "$(verdict "$R3" 0.3)"
+    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop $(f0 "$MSGS") in / fresh" "$(f2 "$R1")x" ">= 0.8x" "$(verdict "$R1 >= 0.8")"
+    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop fresh / --no-effects" "$(f2 "$R2")x" ">= 0.3x" "$(verdict "$R2 >= 0.3")"
+    printf '  %-48s %12s %10s %8s\n' "$c conns: full loop $(f0 "$MSGS") in / --no-effects" "$(f2 "$R3")x" ">= 0.3x" "$(verdict "$R3 >= 0.3")"
 done
 echo "  (answers/s: assistant messages a figure's run added, per second: a message that arrives"
 echo "   before the ask for the previous one has started its answer replaces that ask, SPEC 3.3;"
