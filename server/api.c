@@ -184,9 +184,9 @@ enum MHD_Result api_pending_answer(struct http_server *srv, struct MHD_Connectio
     return ret;
 }
 
-static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
-                                    struct session *s, const struct rx_buf *body,
-                                    struct api_pending **slot)
+static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connection *conn,
+                                     struct session *s, const struct rx_buf *body,
+                                     struct api_pending **slot, bool *suspended)
 {
     struct submit_result res;
     struct api_pending *p;
@@ -250,10 +250,30 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
     /* Under p->lock: on_durable resumes only a connection suspended. */
     MHD_suspend_connection(conn);
     p->suspended = true;
-    parked_add(1);
+    *suspended = true; /* the count taken by submit_input stays until it resumes */
     pthread_mutex_unlock(&p->lock);
     *slot = p;
     return MHD_YES;
+}
+
+/*
+ * POST of one input. The request is counted as parked before the stopping
+ * check, so a shutdown that passes api_pending_drain can never meet a POST
+ * that slipped in and is about to suspend (MHD_stop_daemon with a suspended
+ * connection aborts). A request answered at once gives its count back here.
+ */
+static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
+                                    struct session *s, const struct rx_buf *body,
+                                    struct api_pending **slot)
+{
+    bool suspended = false;
+    enum MHD_Result ret;
+
+    parked_add(1);
+    ret = submit_parked(srv, conn, s, body, slot, &suspended);
+    if (!suspended)
+        parked_add(-1);
+    return ret;
 }
 
 /*

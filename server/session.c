@@ -374,14 +374,24 @@ static void undo_unstored(struct session *s, int err)
 {
     struct store *st = s->table->env.store;
     struct rx_error why;
+    struct rx_state fresh;
     int64_t seq = 0;
 
     store_last_error(st, &why);
     log_error("session %s: input %lld not stored (%s); %lld input(s) undone", s->id,
               (long long)s->seq + 1, why.text, (long long)(s->applied - s->seq));
-    rx_state_release(&s->state);
-    if (store_session_load(st, s->id, &s->state, &seq) && rx_state_init(&s->state))
-        memset(&s->state, 0, sizeof(s->state)); /* out of memory twice: stay empty */
+    if (store_session_load(st, s->id, &fresh, &seq)) {
+        /* Neither the state that ran ahead nor an empty one is the truth: the
+           session takes no more input until a restart rebuilds it. */
+        log_error("session %s: cannot reload it from the log; it refuses inputs until "
+                  "a restart",
+                  s->id);
+        s->broken = true;
+        seq = s->seq;
+    } else {
+        rx_state_release(&s->state);
+        s->state = fresh;
+    }
     s->seq = s->applied = seq;
     s->gen++;
     s->fail_err = err;
@@ -533,7 +543,12 @@ static void wait_turn(struct session *s, const struct effect *cause)
     s->fx_waiting++;
     while (s->pending || s->readers || s->exclusive)
         pthread_cond_wait(&s->moved, &s->lock);
-    s->fx_waiting--;
+    /* Clients wait while an effect's input waits: the last one to leave must
+       wake them, also when its input then goes nowhere (cancelled, rejected,
+       the session deleted), or a client's POST would sleep until some other
+       input came. */
+    if (--s->fx_waiting == 0)
+        pthread_cond_broadcast(&s->moved);
 }
 
 /*
@@ -683,6 +698,10 @@ int session_submit_start(struct session *s, struct rx_input *in,
     wait_turn(s, cause);
     if (s->deleted) {
         err = -ENOENT;
+        goto out_unlock;
+    }
+    if (s->broken) {
+        err = -EIO;
         goto out_unlock;
     }
     if (cause && effect_is_cancelled(cause)) {

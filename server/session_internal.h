@@ -35,6 +35,7 @@ struct session {
     pthread_mutex_t lock; /* guards everything below */
     int waiting;          /* clients' inputs, arrival to answer (atomic) */
     bool deleted;
+    bool broken;           /* its log could not be read back after a failed write */
     struct rx_state state; /* every input applied, durable or on its way */
     int64_t last_stamp;
     int64_t seq; /* accepted inputs that are durable and published */
