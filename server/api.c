@@ -343,11 +343,7 @@ static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
  */
 static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
 {
-    struct MHD_Response *r;
-    enum MHD_Result ret;
     struct rx_buf b;
-    size_t len;
-    char *data;
     int err;
 
     rx_buf_init(&b, RX_BUF_STATE_MAX);
@@ -357,17 +353,7 @@ static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
                            err == -E2BIG ? "the state is larger than an answer may be"
                                          : "out of memory");
     }
-    data = rx_buf_take(&b, &len);
-    r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    ret = MHD_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_buf(conn, 200, &b);
 }
 
 /* GET .../sessions/<sid>?at=<seq>: the state as of that input (time travel). */
@@ -400,11 +386,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
     const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
     long long after = a ? parse_seq(a) : 0, limit = l ? parse_seq(l) : 0;
-    struct MHD_Response *r;
-    enum MHD_Result ret;
     struct rx_buf b;
-    size_t len;
-    char *data;
     int err;
 
     if (after < 0 || limit < 0)
@@ -419,17 +401,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
         rx_buf_release(&b);
         return store_error_answer(conn, err);
     }
-    data = rx_buf_take(&b, &len);
-    r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    ret = MHD_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_buf(conn, 200, &b);
 }
 
 /* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */

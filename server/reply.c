@@ -95,3 +95,24 @@ enum MHD_Result reply_method_not_allowed(struct MHD_Connection *conn, const char
     MHD_destroy_response(r);
     return ret;
 }
+
+enum MHD_Result reply_buf(struct MHD_Connection *conn, unsigned status, struct rx_buf *b)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    size_t len;
+    char *data = rx_buf_take(b, &len);
+
+    r = MHD_create_response_from_buffer(len, data ? data : (char *)"",
+                                        data ? MHD_RESPMEM_MUST_FREE
+                                             : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}

@@ -15,6 +15,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "state_machine/rx_buf.h"
+
 enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,
                            const char *text, size_t len);
 enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t *j);
@@ -22,6 +24,9 @@ enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t 
 enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
                             const char *code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* JSON bytes already encoded in `b`: the buffer is taken (MHD frees it), `b` is
+   left empty. */
+enum MHD_Result reply_buf(struct MHD_Connection *conn, unsigned status, struct rx_buf *b);
 /* 200 with a streaming response (SSE); the response is destroyed here. */
 enum MHD_Result reply_stream(struct MHD_Connection *conn, struct MHD_Response *r);
 /* 405 with an Allow header listing `allow`. */
