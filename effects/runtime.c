@@ -1,16 +1,7 @@
 /*
- * runtime - the keyed effect runtime and its worker pool. See runtime.h.
- *
- * An effect lives in one place at a time:
- *   FX_WAITING  in its runtime's `waiting` list: the session has `session_max`
- *               effects on workers already (host lock);
- *   FX_QUEUED   in the pool's queue, counted in the runtime's `active`;
- *   FX_ACTIVE   taken by a worker (until it ends), counted in `active`.
- * Independently it is in rt->running (started, not cancelled; at most one per
- * key) or rt->draining (cancelled, still on a worker). A cancel of a waiting
- * or queued effect frees it on the spot. FX_QUEUED -> FX_ACTIVE happens under
- * the pool's lock only, so a cancel (host lock, then pool lock) knows whether
- * a worker has it.
+ * runtime - the keyed effect runtime. See runtime.h. Its effects run on the
+ * workers of a runtime_pool (runtime_pool.c); struct effect, its places and
+ * the queues both use are in runtime_internal.h.
  */
 #include "effects/runtime.h"
 
@@ -23,49 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "effects/runtime_internal.h"
+#include "effects/runtime_pool.h"
 #include "effects/toolkit.h"
 #include "state_machine/rx_context.h"
-
-enum fx_place { FX_WAITING, FX_QUEUED, FX_ACTIVE };
-
-struct effect {
-    struct runtime *rt;
-    struct effect *next;          /* in rt->running or rt->draining */
-    struct effect *qprev, *qnext; /* in rt->waiting or the pool's queue */
-    enum fx_place place;
-    struct rx_effect spec;
-    /* What it gets, made under the host's lock when a worker takes it up. */
-    struct rx_state view; /* an ask's (rx_context_view) */
-    bool has_view;
-    char *resume_id;       /* an ask's own streaming message, or NULL */
-    char *tool_name;       /* a tool's record: name and parameters (the id is */
-    char *tool_parameters; /* spec.tool_call_id) */
-    int cancel_fd;         /* eventfd, readable once cancelled; -1 until taken up */
-    bool cancelled;
-    /* Its own input removed its key, which is still gone: only a client's input
-       cancels it now (see runtime_reconcile). Lock held. */
-    bool orphan;
-    int attempt; /* 0 for a start by reconcile, n for the nth restart since */
-    struct timespec started;
-};
-
-/* An intrusive FIFO of effects (qprev/qnext). */
-struct fx_queue {
-    struct effect *head, *tail;
-    int len;
-};
-
-struct runtime_pool {
-    pthread_mutex_t lock; /* a leaf: guards everything below */
-    pthread_cond_t work;  /* an effect was queued, or stop */
-    struct fx_queue queue;
-    int max;      /* workers at most */
-    int sleeping; /* workers waiting on `work` */
-    int busy;     /* workers running an effect */
-    bool stop;
-    pthread_t *threads; /* the workers made so far */
-    int n_threads, cap_threads;
-};
 
 struct runtime {
     struct runtime_config cfg;
@@ -103,198 +55,6 @@ double effect_elapsed_ms(const struct effect *fx)
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)(now.tv_sec - fx->started.tv_sec) * 1e3 +
            (double)(now.tv_nsec - fx->started.tv_nsec) / 1e6;
-}
-
-/* ---- queues ------------------------------------------------------------------ */
-
-static void queue_push(struct fx_queue *q, struct effect *fx)
-{
-    fx->qnext = NULL;
-    fx->qprev = q->tail;
-    if (q->tail)
-        q->tail->qnext = fx;
-    else
-        q->head = fx;
-    q->tail = fx;
-    q->len++;
-}
-
-static void queue_unlink(struct fx_queue *q, struct effect *fx)
-{
-    if (fx->qprev)
-        fx->qprev->qnext = fx->qnext;
-    else
-        q->head = fx->qnext;
-    if (fx->qnext)
-        fx->qnext->qprev = fx->qprev;
-    else
-        q->tail = fx->qprev;
-    fx->qprev = fx->qnext = NULL;
-    q->len--;
-}
-
-static struct effect *queue_pop(struct fx_queue *q)
-{
-    struct effect *fx = q->head;
-
-    if (fx)
-        queue_unlink(q, fx);
-    return fx;
-}
-
-/* ---- the pool ------------------------------------------------------------------- */
-
-static void effect_run(struct effect *fx);
-
-static void *worker_main(void *arg)
-{
-    struct runtime_pool *p = arg;
-    struct effect *fx;
-
-    pthread_mutex_lock(&p->lock);
-    for (;;) {
-        while (!p->queue.head && !p->stop) {
-            p->sleeping++;
-            pthread_cond_wait(&p->work, &p->lock);
-            p->sleeping--;
-        }
-        if (!(fx = queue_pop(&p->queue)))
-            break; /* stopping, and nothing left */
-        fx->place = FX_ACTIVE;
-        p->busy++;
-        pthread_mutex_unlock(&p->lock);
-        effect_run(fx); /* frees fx; touches neither it nor its runtime after */
-        pthread_mutex_lock(&p->lock);
-        p->busy--;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
-}
-
-/* Pool lock held. One more worker, if the maximum allows. 0 or -errno. */
-static int pool_grow(struct runtime_pool *p)
-{
-    pthread_attr_t attr;
-    int err;
-
-    if (p->n_threads >= p->max)
-        return -EAGAIN;
-    if (p->n_threads == p->cap_threads) {
-        int cap = p->cap_threads ? p->cap_threads * 2 : 8;
-        pthread_t *t = realloc(p->threads, (size_t)cap * sizeof(*t));
-
-        if (!t)
-            return -ENOMEM;
-        p->threads = t;
-        p->cap_threads = cap;
-    }
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, RUNTIME_WORKER_STACK);
-    err = -pthread_create(&p->threads[p->n_threads], &attr, worker_main, p);
-    pthread_attr_destroy(&attr);
-    if (!err)
-        p->n_threads++;
-    return err;
-}
-
-/*
- * Queue fx for a worker: a sleeping one is woken, or one more is made while
- * the queue holds more effects than there are sleepers to take them. 0, or
- * -EAGAIN / -ENOMEM when there is no worker at all (fx is then not queued).
- */
-static int pool_push(struct runtime_pool *p, struct effect *fx)
-{
-    int err = 0;
-
-    pthread_mutex_lock(&p->lock);
-    fx->place = FX_QUEUED;
-    queue_push(&p->queue, fx);
-    if (p->queue.len > p->sleeping && p->n_threads < p->max && (err = pool_grow(p)) &&
-        p->n_threads > 0)
-        err = 0; /* the workers there are will come to it */
-    if (err) {
-        queue_unlink(&p->queue, fx);
-        fx->place = FX_WAITING;
-    } else {
-        pthread_cond_signal(&p->work);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return err;
-}
-
-/*
- * Where fx is, read under the pool's lock (a worker moves it from QUEUED to
- * ACTIVE under that lock alone); a QUEUED one is taken out of the queue.
- */
-static enum fx_place pool_take_back(struct runtime_pool *p, struct effect *fx)
-{
-    enum fx_place place;
-
-    pthread_mutex_lock(&p->lock);
-    place = fx->place;
-    if (place == FX_QUEUED)
-        queue_unlink(&p->queue, fx);
-    pthread_mutex_unlock(&p->lock);
-    return place;
-}
-
-struct runtime_pool *runtime_pool_create(int max_workers)
-{
-    struct runtime_pool *p = calloc(1, sizeof(*p));
-
-    if (!p)
-        return NULL;
-    p->max = max_workers > 0 ? max_workers : RUNTIME_POOL_MAX_DEFAULT;
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->work, NULL);
-    return p;
-}
-
-void runtime_pool_destroy(struct runtime_pool *p)
-{
-    if (!p)
-        return;
-    pthread_mutex_lock(&p->lock);
-    p->stop = true;
-    pthread_cond_broadcast(&p->work);
-    pthread_mutex_unlock(&p->lock);
-    for (int i = 0; i < p->n_threads; i++)
-        pthread_join(p->threads[i], NULL);
-    free(p->threads);
-    pthread_cond_destroy(&p->work);
-    pthread_mutex_destroy(&p->lock);
-    free(p);
-}
-
-static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct runtime_pool *g_shared;
-
-struct runtime_pool *runtime_pool_shared(int max_workers)
-{
-    struct runtime_pool *p;
-
-    pthread_mutex_lock(&g_shared_lock);
-    if (!g_shared) {
-        g_shared = runtime_pool_create(max_workers);
-    } else if (max_workers > 0) {
-        pthread_mutex_lock(&g_shared->lock);
-        if (max_workers > g_shared->max)
-            g_shared->max = max_workers;
-        pthread_mutex_unlock(&g_shared->lock);
-    }
-    p = g_shared;
-    pthread_mutex_unlock(&g_shared_lock);
-    return p;
-}
-
-void runtime_pool_stats(struct runtime_pool *p, struct runtime_pool_stats *out)
-{
-    pthread_mutex_lock(&p->lock);
-    out->max = p->max;
-    out->workers = p->n_threads;
-    out->busy = p->busy;
-    out->queued = p->queue.len;
-    pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- the runtime -------------------------------------------------------------- */
@@ -370,11 +130,11 @@ static void list_remove(struct effect **head, struct effect *fx)
 static void admit_waiting(struct runtime *rt)
 {
     while (rt->waiting.head && rt->active < rt->cfg.session_max) {
-        struct effect *fx = queue_pop(&rt->waiting);
+        struct effect *fx = fx_queue_pop(&rt->waiting);
 
-        if (pool_push(rt->pool, fx)) {
+        if (runtime_pool_push(rt->pool, fx)) {
             /* No worker at all: it waits for the next place to free up. */
-            queue_push(&rt->waiting, fx);
+            fx_queue_push(&rt->waiting, fx);
             return;
         }
         rt->active++;
@@ -392,9 +152,9 @@ static void effect_cancel(struct runtime *rt, struct effect *fx)
     }
     list_remove(&rt->running, fx);
     rt->host.event(rt->host.ctx, "effect-canceled", fx);
-    switch (pool_take_back(rt->pool, fx)) {
+    switch (runtime_pool_take_back(rt->pool, fx)) {
     case FX_WAITING:
-        queue_unlink(&rt->waiting, fx);
+        fx_queue_unlink(&rt->waiting, fx);
         effect_drop(rt, fx);
         break;
     case FX_QUEUED:
@@ -614,7 +374,7 @@ static void effect_end(struct runtime *rt, struct effect *fx, int err)
  * On a worker: make what the effect gets (under the lock), wait before a
  * restart, run it (no lock), end it (under the lock), free it.
  */
-static void effect_run(struct effect *fx)
+void effect_run(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
     /* Read now: once `live` drops, rt may be freed under us. */
@@ -673,13 +433,13 @@ static int effect_start(struct runtime *rt, const struct rx_effect *spec, int at
     }
     fx->place = FX_WAITING;
     if (rt->active < rt->cfg.session_max) {
-        if ((err = pool_push(rt->pool, fx))) {
+        if ((err = runtime_pool_push(rt->pool, fx))) {
             effect_free(fx);
             return err;
         }
         rt->active++;
     } else {
-        queue_push(&rt->waiting, fx);
+        fx_queue_push(&rt->waiting, fx);
     }
     live_add(rt, 1);
     rt->host.ref(rt->host.ctx);

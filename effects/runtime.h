@@ -12,14 +12,15 @@
  * another effect's input leaves it running.
  *
  * No thread per effect: a started effect waits for a worker of its pool
- * (runtime_pool, at most `max_workers` threads for the whole process, made
- * as needed and then reused) and for a free place among its session's
- * `session_max`. What is over either limit waits in start order (FIFO: first
- * in the session's own list, then in the pool's queue). A cancel of an effect
- * still waiting removes it at once: it never runs. An effect occupies its
- * worker until it returns, blocking included (an LLM stream, a brain's pauses,
- * a command tool, the wait before a restart), so max_workers bounds the
- * effects *running* at once, not those started; see docs/ARCHITECTURE.md.
+ * (runtime_pool.h, included here: at most `max_workers` threads for the
+ * whole process, made as needed and then reused) and for a free place among
+ * its session's `session_max`. What is over either limit waits in start
+ * order (FIFO: first in the session's own list, then in the pool's queue). A
+ * cancel of an effect still waiting removes it at once: it never runs. An
+ * effect occupies its worker until it returns, blocking included (an LLM
+ * stream, a brain's pauses, a command tool, the wait before a restart), so
+ * max_workers bounds the effects *running* at once, not those started; see
+ * docs/ARCHITECTURE.md.
  *
  * What an effect gets (SPEC 3.4: never a copy of the session): when a worker
  * takes it up, under the host's lock and at a cost that does not grow with
@@ -50,7 +51,8 @@
  * workers take that lock (host->lock) before touching the runtime. The pool's
  * lock and the runtime's idle lock are leaves: taken alone or under the
  * host's lock, never the other way round.
- * Depends on state_machine/ and the brain/toolkit interfaces; not on server/.
+ * Depends on state_machine/, the brain/toolkit interfaces and runtime_pool;
+ * not on server/.
  * Ownership: the host, brain, toolkit and pool are borrowed and must outlive
  * the runtime. Each effect holds a host reference from its start (host->ref)
  * to its end; a worker's host->unref after an effect ran is the last thing it
@@ -66,6 +68,7 @@
 #include <stdint.h>
 
 #include "effects/brain.h"
+#include "effects/runtime_pool.h"
 #include "state_machine/rx_effects.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
@@ -73,13 +76,9 @@
 
 struct toolkit;
 struct effect;
-struct runtime_pool;
 
-/* Workers of the process-wide pool, and effects of one session on them, by default. */
-#define RUNTIME_POOL_MAX_DEFAULT    64
+/* Effects of one session on the pool's workers at once, by default. */
 #define RUNTIME_SESSION_MAX_DEFAULT 8
-/* A worker's stack: brains, tools and libcurl run on it. */
-#define RUNTIME_WORKER_STACK (256 * 1024)
 
 /* What the session (the host) provides. Called from worker threads. */
 struct runtime_host {
@@ -128,33 +127,6 @@ struct runtime_config {
     int (*sleep_ms)(void *arg, const struct effect *fx, int ms);
     void *sleep_arg;
 };
-
-/*
- * A pool of at most `max_workers` threads (< 1: RUNTIME_POOL_MAX_DEFAULT),
- * none started yet: each is made when an effect is queued and no worker is
- * free, then kept. NULL on ENOMEM.
- */
-struct runtime_pool *runtime_pool_create(int max_workers) RX_WUR;
-/*
- * Stop the workers (each ends the effect it runs first) and free the pool.
- * Every runtime using it must be idle (runtime_wait_idle). NULL is fine.
- */
-void runtime_pool_destroy(struct runtime_pool *p);
-/*
- * The process-wide pool, made by the first call with `max_workers` (as for
- * runtime_pool_create); a later call with a larger value raises its maximum,
- * never lowers it. Never destroyed. NULL on ENOMEM.
- */
-struct runtime_pool *runtime_pool_shared(int max_workers);
-
-struct runtime_pool_stats {
-    int max;     /* workers at most */
-    int workers; /* threads made so far */
-    int busy;    /* workers running an effect */
-    int queued;  /* effects waiting for a worker */
-};
-/* A consistent reading of the pool's counts (takes the pool's lock). */
-void runtime_pool_stats(struct runtime_pool *p, struct runtime_pool_stats *out);
 
 /* NULL on ENOMEM. The config and host are copied. */
 struct runtime *runtime_create(const struct runtime_config *cfg,

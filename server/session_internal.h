@@ -1,6 +1,6 @@
 /*
- * session_internal - what server/session.c and server/session_table.c share.
- * Private to those two files.
+ * session_internal - what server/session.c, server/session_pipeline.c and
+ * server/session_table.c share. Private to those three files.
  *
  * Lock order (docs/ARCHITECTURE.md): table -> session -> store. A session's
  * lock is taken under the table's lock only to read or cancel; inputs are
@@ -40,7 +40,7 @@ struct session {
     int64_t last_stamp;
     int64_t seq; /* accepted inputs that are durable and published */
     /*
-     * Group commit (session.c, "the pipeline"): inputs applied but not yet
+     * Group commit (session_pipeline.c, "the pipeline"): inputs applied but not yet
      * durable wait in `pending`, oldest first, and are published in that
      * order once the store answers. seq <= applied; both equal when nothing
      * is on its way ("settled"), which is when effects are reconciled.
@@ -57,7 +57,8 @@ struct session {
     bool settle_due;                 /* effects need a settle: no new input until then */
     bool rebuilt;                    /* rebuilt since the last settle */
     const struct effect *last_cause; /* of the last input published */
-    size_t snapshot_bytes;        /* the last snapshot's size (session.c snapshot_due) */
+    size_t
+        snapshot_bytes; /* the last snapshot's size (session_pipeline.c snapshot_due) */
     size_t logged_since_snapshot; /* bytes of inputs logged since */
     int64_t created_at;
     char *title;
@@ -92,5 +93,20 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
 void session_stop(struct session *s);
 /* Start the effects its state wants now, without waiting for an input. */
 void session_reconcile(struct session *s);
+
+/* session.c, for session_pipeline.c. Lock held for each. */
+
+/* Send each frame made (NULL: could not be encoded, logged) to `ch`, at once. */
+void session_publish_frames(struct session *s, struct sse_channel *ch,
+                            struct sse_frame *const *f, size_t n);
+/* Set the title from the first user message, once. */
+void session_set_title(struct session *s);
+/* A buffer for a streaming answer's text, owned by s->streams. NULL on ENOMEM. */
+struct msgstream *session_stream_open(struct session *s, const char *id);
+
+/* session_pipeline.c, for session.c. */
+
+/* Wait, lock held, until nothing is on its way (the state shown is durable). */
+void session_settle_wait(struct session *s);
 
 #endif

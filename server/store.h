@@ -58,10 +58,12 @@
  * store_health() reports ok, full (the last write found no room, until one
  * succeeds) or unavailable, with the reason.
  *
- * Size: store.c is one job, the SQLite log (schema, group commit, load,
- * history, state-at, fork, retention), over 600 lines because its prepared
- * statements and transaction helpers are private to it; splitting it would
- * spread them.
+ * Files: store.c (open, schema, settings, health, the shared statement and
+ * transaction helpers), store_writer.c (group commit: the writer, notifier
+ * and checkpointer threads), store_read.c (load, history, state-at, fork,
+ * gc, through the read-only connection); store_internal.h is what they share.
+ * store.c stays over 600 lines because the statement table and the helpers
+ * every write and read use are one piece.
  */
 #ifndef STORE_H
 #define STORE_H

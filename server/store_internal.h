@@ -1,0 +1,277 @@
+/*
+ * store_internal - what server/store.c, server/store_writer.c and
+ * server/store_read.c share: struct store, its statements, and the helpers
+ * for errors, statements, transactions, reads and the writer's threads.
+ * Private to server/store*.c; everyone else uses store.h.
+ *
+ * Depends on SQLite and state_machine/ only (through store.h), like the store.
+ * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
+ * `qlock`, `dlock` and `cklock` alone (see struct store). Each helper says
+ * which lock it needs held.
+ * Ownership: struct store is the heap object of store_open/store_close and
+ * owns its connections, statements, queue links and last-seq map; text bound
+ * with store__bind_text is borrowed until the statement is reset.
+ */
+#ifndef STORE_INTERNAL_H
+#define STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sqlite3.h>
+
+#include "server/store.h"
+
+/* How long open waits for a lock held by another process before saying so,
+   and a connection for one SQLite holds briefly (WAL recovery). */
+#define STORE_BUSY_MS 2000
+/* The most writes one commit takes: bounds one commit's time, not the queue. */
+#define STORE_BATCH_MAX 1024
+/* Rows of inputs_recent past which the writer moves them into `inputs`. */
+#define STORE_RECENT_MERGE 8192
+/*
+ * A session's updated_at is rewritten only when it moves by more than this:
+ * retention counts in days, and rewriting the session's row (and its index
+ * entry) at every input would add their pages to every commit.
+ */
+#define STORE_TOUCH_SLACK_MS "1000"
+
+/* Every statement, prepared once per connection at open and kept. */
+#define STORE_STATEMENTS(X)                                                              \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                          \
+    X(BEGIN_READ, "BEGIN")                                                               \
+    X(COMMIT, "COMMIT")                                                                  \
+    X(ROLLBACK, "ROLLBACK")                                                              \
+    X(SESSION_INSERT,                                                                    \
+      "INSERT INTO sessions(id, created_at, updated_at) VALUES(?1,?2,?2)")               \
+    X(SESSION_GET, "SELECT created_at FROM sessions WHERE id=?1")                        \
+    X(SESSION_TOUCH, "UPDATE sessions SET updated_at=?2 WHERE id=?1"                     \
+                     " AND updated_at<?2-" STORE_TOUCH_SLACK_MS)                         \
+    X(SESSION_DELETE, "DELETE FROM sessions WHERE id=?1")                                \
+    X(SESSION_LIST, "SELECT id, created_at FROM sessions ORDER BY created_at, id")       \
+    X(INPUTS_DELETE, "DELETE FROM inputs WHERE session_id=?1")                           \
+    X(RECENT_DELETE, "DELETE FROM inputs_recent WHERE session_id=?1")                    \
+    X(SNAPSHOTS_DELETE, "DELETE FROM snapshots WHERE session_id=?1")                     \
+    X(RECENT_INSERT, "INSERT INTO inputs_recent(session_id, seq, input)"                 \
+                     " VALUES(?1,?2,?3)")                                                \
+    X(APPEND_CHECK, "SELECT EXISTS(SELECT 1 FROM sessions WHERE id=?1),"                 \
+                    " (SELECT coalesce(max(seq), 0) FROM inputs WHERE session_id=?1)")   \
+    X(LAST_SEQ, "SELECT max((SELECT coalesce(max(seq), 0) FROM inputs"                   \
+                " WHERE session_id=?1), (SELECT coalesce(max(seq), 0)"                   \
+                " FROM inputs_recent WHERE session_id=?1))")                             \
+    X(INPUTS_RANGE, "SELECT seq, input FROM inputs WHERE session_id=?1 AND seq>?2"       \
+                    " AND seq<=?3 UNION ALL SELECT seq, input FROM inputs_recent"        \
+                    " WHERE session_id=?1 AND seq>?2 AND seq<=?3 ORDER BY 1")            \
+    X(HISTORY, "SELECT seq, input FROM inputs WHERE session_id=?1 AND seq>?2"            \
+               " UNION ALL SELECT seq, input FROM inputs_recent WHERE session_id=?1"     \
+               " AND seq>?2 ORDER BY 1 LIMIT ?3")                                        \
+    X(RECENT_MERGE, "INSERT INTO inputs(session_id, seq, input) SELECT session_id,"      \
+                    " seq, input FROM inputs_recent ORDER BY session_id, seq")           \
+    X(RECENT_CLEAR, "DELETE FROM inputs_recent")                                         \
+    X(RECENT_COUNT, "SELECT count(*) FROM inputs_recent")                                \
+    X(RECENT_LAST, "SELECT session_id, max(seq) FROM inputs_recent GROUP BY session_id") \
+    X(SNAPSHOT_INSERT, "INSERT OR REPLACE INTO snapshots(session_id, seq, state)"        \
+                       " VALUES(?1,?2,?3)")                                              \
+    X(SNAPSHOT_PRUNE, "DELETE FROM snapshots WHERE session_id=?1 AND seq<?2")            \
+    X(SNAPSHOT_AT, "SELECT seq, state FROM snapshots WHERE session_id=?1 AND seq<=?2"    \
+                   " ORDER BY seq DESC LIMIT 1")                                         \
+    X(FORK_INPUTS, "INSERT INTO inputs(session_id, seq, input) SELECT ?1, seq, input"    \
+                   " FROM inputs WHERE session_id=?2 AND seq<=?3 UNION ALL SELECT ?1,"   \
+                   " seq, input FROM inputs_recent WHERE session_id=?2 AND seq<=?3")     \
+    X(FORK_SNAPSHOT, "INSERT INTO snapshots(session_id, seq, state) SELECT ?1, seq,"     \
+                     " state FROM snapshots WHERE session_id=?2 AND seq<=?3"             \
+                     " ORDER BY seq DESC LIMIT 1")                                       \
+    X(EXPIRED, "SELECT id, (SELECT count(*) FROM inputs WHERE session_id=id)"            \
+               " + (SELECT count(*) FROM inputs_recent WHERE session_id=id)"             \
+               " FROM sessions WHERE updated_at<?1 ORDER BY created_at, id")             \
+    X(GC_INPUTS, "DELETE FROM inputs WHERE session_id IN"                                \
+                 " (SELECT id FROM sessions WHERE updated_at<?1)")                       \
+    X(GC_RECENT, "DELETE FROM inputs_recent WHERE session_id IN"                         \
+                 " (SELECT id FROM sessions WHERE updated_at<?1)")                       \
+    X(GC_SNAPSHOTS, "DELETE FROM snapshots WHERE session_id IN"                          \
+                    " (SELECT id FROM sessions WHERE updated_at<?1)")                    \
+    X(GC_SESSIONS, "DELETE FROM sessions WHERE updated_at<?1")                           \
+    X(COUNT_INPUTS, "SELECT (SELECT count(*) FROM inputs)"                               \
+                    " + (SELECT count(*) FROM inputs_recent)")                           \
+    X(PAGE_COUNT, "PRAGMA page_count")                                                   \
+    X(PAGE_SIZE, "PRAGMA page_size")                                                     \
+    X(FREELIST, "PRAGMA freelist_count")
+
+enum {
+#define STORE_X(e, sql) Q_##e,
+    STORE_STATEMENTS(STORE_X)
+#undef STORE_X
+        Q__COUNT
+};
+
+/* One file the store writes, as it was when opened: what its path must still name. */
+struct store_file {
+    char *path; /* NULL: none (":memory:") */
+    dev_t dev;
+    ino_t ino;
+    bool known; /* dev and ino were read */
+};
+
+/*
+ * The last seq the log holds of a session: one for every session that has
+ * rows in inputs_recent (and for others written since open), so the writer
+ * checks that an input follows without scanning inputs_recent. A session
+ * without one has all its rows in `inputs`. The writer's: under `lock`.
+ */
+struct last_seq {
+    struct last_seq *next; /* in its bucket */
+    int64_t seq;
+    char sid[];
+};
+
+struct last_map {
+    struct last_seq **buckets;
+    size_t n_buckets, count;
+};
+
+/* What a transaction changed in the map, to put back if it fails. */
+struct last_undo {
+    struct last_seq *e;
+    int64_t old;
+    bool created;
+};
+
+/* One SQLite connection and its statements; used by one thread at a time. */
+struct store_conn {
+    sqlite3 *db;
+    sqlite3_stmt *q[Q__COUNT];
+};
+
+/*
+ * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
+ * `qlock`, `dlock` and `cklock` alone. No callback is called with any of them
+ * held. Threads: the writer (commits), the notifier (answers) and the
+ * checkpointer (copies the WAL into the file), none for ":memory:" but the
+ * first two.
+ */
+struct store {
+    struct store_conn w;       /* every write (the writer thread, create, delete...) */
+    struct store_conn r;       /* read-only, beside it: reads never wait for a commit */
+    struct store_conn *reader; /* &r, or &w for ":memory:" (a second one is another db) */
+    pthread_mutex_t lock;      /* guards w down to `undo` */
+    pthread_mutex_t rlock;     /* guards r */
+    int64_t max_bytes;         /* the quota (store_set_max_bytes), 0 for none */
+    int64_t default_pages;     /* SQLite's own max_page_count, restored for no quota */
+    struct last_map last;      /* sessions' last seqs (struct last_seq) */
+    int64_t recent_rows;       /* rows in inputs_recent (as far as this process knows) */
+    int64_t merge_at;          /* recent_rows at which the writer merges them */
+    struct last_undo undo[STORE_BATCH_MAX];
+
+    pthread_mutex_t hlock; /* a leaf: guards everything down to `why` */
+    char err[RX_ERR_LEN];
+    struct store_file file, wal;
+    bool full;            /* the last write found no room; the next may */
+    bool unusable;        /* writes are refused until restart; sticky */
+    char why[RX_ERR_LEN]; /* why full or unusable, for store_health */
+
+    pthread_mutex_t qlock; /* guards the queue down to `durable` */
+    pthread_cond_t queued_cond;
+    struct store_write *head, **tail;
+    size_t queued; /* writes in the queue */
+    bool stopping;
+    bool durable; /* commits fsync (store_set_durable) */
+    pthread_t writer, notifier;
+    bool writer_started, notifier_started;
+
+    pthread_mutex_t dlock; /* guards the committed writes down to `writer_done` */
+    pthread_cond_t dcond;
+    struct store_write *dhead, **dtail;
+    bool writer_done;
+
+    sqlite3 *ck;            /* the checkpointer's connection; NULL: none */
+    pthread_mutex_t cklock; /* guards ck_due, ck_stop */
+    pthread_cond_t ckcond;
+    bool ck_due, ck_stop;
+    pthread_t checkpointer;
+    bool ck_started;
+    int64_t commits, writes; /* the writer's transactions and their writes (atomic) */
+
+    int lock_fd; /* holds flock(LOCK_EX) on the file: one server per file; -1: none */
+    dev_t lock_dev;
+    ino_t lock_ino;
+    struct store *next_open; /* in open_stores */
+};
+
+/* ---- store.c: errors ---- */
+
+/* The error store_last_error gives: "<fmt>", under hlock. */
+void store__set_error(struct store *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Record "<what>: <SQLite's sentence>" for rc on connection c and give the
+ * errno (-ENOSPC, -EIO with the store marked unusable, -EEXIST, -ENOMEM,
+ * -EIO). The connection's lock held.
+ */
+int store__sql_fail(struct store *st, struct store_conn *c, int rc, const char *what);
+
+/* ---- store.c: statements ---- */
+
+/* Statement `id` of c, reset and unbound; owned by c. */
+sqlite3_stmt *store__stmt(struct store_conn *c, int id);
+/* Bind s[0..n) as parameter i, SQLITE_STATIC: s is borrowed until the reset. */
+void store__bind_text(sqlite3_stmt *q, int i, const char *s, size_t n);
+/* Reset q and clear its bindings. */
+void store__done(sqlite3_stmt *q);
+/* Run a statement that returns no row: 0 or the SQLite code. */
+int store__run(sqlite3_stmt *q);
+/* Insert (sid, seq, text) with statement `id`: 0 or the SQLite code. */
+int store__put_row(struct store_conn *c, int id, const char *sid, int64_t seq,
+                   const char *text, size_t len);
+/* One integer from a one-row query (one text parameter, or none): 0 or an errno. */
+int store__query_i64(struct store *st, struct store_conn *c, int id, const char *sid,
+                     int64_t *out);
+/* 0 with the session's creation time (created_at may be NULL), -ENOENT or -EIO. */
+int store__session_get(struct store *st, struct store_conn *c, const char *sid,
+                       int64_t *created_at);
+
+/* ---- store.c: transactions on the writer's connection (lock held) ---- */
+
+/* BEGIN IMMEDIATE, refused with -EIO when the store is unusable. 0 or an errno. */
+int store__tx_begin(struct store *st);
+/* COMMIT, then check the files again. 0 or an errno (the commit not acknowledged). */
+int store__tx_commit(struct store *st);
+/* ROLLBACK if a transaction is open. */
+void store__tx_rollback(struct store *st);
+
+/* ---- store.c: reads ---- */
+
+/* The connection reads go through, locked (rlock, or lock for ":memory:"). */
+struct store_conn *store__reader_lock(struct store *st);
+void store__reader_unlock(struct store *st);
+/* A read transaction on c (one snapshot of the log): 0 or -EIO. */
+int store__read_begin(struct store *st, struct store_conn *c);
+void store__read_end(struct store_conn *c);
+
+/* ---- store_writer.c: the sessions' last seqs (lock held) ---- */
+
+struct last_seq *store__last_find(const struct last_map *m, const char *sid);
+/* A new entry for sid (not in the map), owned by m. NULL on ENOMEM, m unchanged. */
+struct last_seq *store__last_add(struct last_map *m, const char *sid, int64_t seq);
+void store__last_drop(struct last_map *m, const char *sid);
+/* Free every entry; m is empty afterwards. */
+void store__last_release(struct last_map *m);
+
+/* ---- store_writer.c: the writer's side of open and close ---- */
+
+/* SQLite's WAL hook on the writer's connection (arg: the store): wakes the checkpointer.
+ */
+int store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames);
+/* Move inputs_recent into `inputs`. 0 or an errno. lock held. */
+int store__recent_merge(struct store *st);
+/* At open: merge or note what inputs_recent holds. 0 or an errno. */
+int store__recent_open(struct store *st);
+/* The threads' bodies; arg is the struct store. */
+void *store__writer_main(void *arg);
+void *store__notifier_main(void *arg);
+void *store__checkpointer_main(void *arg);
+
+#endif
