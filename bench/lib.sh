@@ -105,3 +105,8 @@ conf() {
         "$2" >"$OUT/$1.json"
     echo "$OUT/$1.json"
 }
+
+# f0/f1/f2 X : X with 0, 1 or 2 decimals, "n/a" when missing.
+f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
+f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
+f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }

@@ -100,9 +100,6 @@ rate() { # rate LABEL_AFTER [LABEL_BEFORE]
 THREADS=$(awk '/^Threads:/ { print $2 }' "/proc/$PID_FULL/status" 2>/dev/null)
 stop_all
 
-f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
-f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
-f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }
 
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 echo

@@ -164,9 +164,6 @@ fi
 stop_all
 
 # ---- the table --------------------------------------------------------------
-f0() { [ -n "$1" ] && printf '%.0f' "$1" || printf 'n/a'; }
-f1() { [ -n "$1" ] && printf '%.1f' "$1" || printf 'n/a'; }
-f2() { [ -n "$1" ] && printf '%.2f' "$1" || printf 'n/a'; }
 
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 echo

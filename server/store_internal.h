@@ -253,9 +253,6 @@ void store__read_end(struct store_conn *c);
 
 /* ---- store_writer.c: the sessions' last seqs (lock held) ---- */
 
-struct last_seq *store__last_find(const struct last_map *m, const char *sid);
-/* A new entry for sid (not in the map), owned by m. NULL on ENOMEM, m unchanged. */
-struct last_seq *store__last_add(struct last_map *m, const char *sid, int64_t seq);
 void store__last_drop(struct last_map *m, const char *sid);
 /* Free every entry; m is empty afterwards. */
 void store__last_release(struct last_map *m);

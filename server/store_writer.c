@@ -41,7 +41,7 @@ static size_t sid_hash(const char *sid)
     return (size_t)h;
 }
 
-struct last_seq *store__last_find(const struct last_map *m, const char *sid)
+static struct last_seq *last_find(const struct last_map *m, const char *sid)
 {
     if (!m->n_buckets)
         return NULL;
@@ -52,7 +52,7 @@ struct last_seq *store__last_find(const struct last_map *m, const char *sid)
 }
 
 /* A new entry (sid not in the map). NULL on ENOMEM, the map unchanged. */
-struct last_seq *store__last_add(struct last_map *m, const char *sid, int64_t seq)
+static struct last_seq *last_add(struct last_map *m, const char *sid, int64_t seq)
 {
     size_t len = strlen(sid), h;
     struct last_seq *e;
@@ -195,7 +195,7 @@ static int append_rows(struct store *st, struct store_write *w, struct last_undo
                        size_t *undo_n)
 {
     struct store_conn *c = &st->w;
-    struct last_seq *e = store__last_find(&st->last, w->sid);
+    struct last_seq *e = last_find(&st->last, w->sid);
     sqlite3_stmt *q;
     int64_t last = e ? e->seq : 0;
     int rc;
@@ -247,7 +247,7 @@ static int append_rows(struct store *st, struct store_write *w, struct last_undo
     }
     u->created = !e;
     u->old = last;
-    if (!e && !(e = store__last_add(&st->last, w->sid, w->seq))) {
+    if (!e && !(e = last_add(&st->last, w->sid, w->seq))) {
         store__set_error(st, "out of memory storing an input");
         return -ENOMEM;
     }
@@ -337,8 +337,8 @@ int store__recent_open(struct store *st)
         return err;
     q = store__stmt(&st->w, Q_RECENT_LAST);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (!store__last_add(&st->last, (const char *)sqlite3_column_text(q, 0),
-                             sqlite3_column_int64(q, 1))) {
+        if (!last_add(&st->last, (const char *)sqlite3_column_text(q, 0),
+                      sqlite3_column_int64(q, 1))) {
             store__done(q);
             return -ENOMEM;
         }
