@@ -12,6 +12,8 @@
 #include "state_machine/rx_alloc.h"
 #include "state_machine/rx_json.h"
 
+static int on_event(void *ctx, const struct sse_parse_event *ev);
+
 void openai_stream_init(struct openai_stream *st, openai_stream_content_fn on_content,
                         void *ctx)
 {
@@ -19,8 +21,7 @@ void openai_stream_init(struct openai_stream *st, openai_stream_content_fn on_co
     st->on_content = on_content;
     st->ctx = ctx;
     rx_buf_init(&st->content, OPENAI_STREAM_CONTENT_MAX);
-    rx_buf_init(&st->line, OPENAI_STREAM_EVENT_MAX);
-    rx_buf_init(&st->data, OPENAI_STREAM_EVENT_MAX);
+    sse_parse_init(&st->sse, OPENAI_STREAM_EVENT_MAX, on_event, st);
     rx_buf_init(&st->whole, OPENAI_STREAM_EVENT_MAX);
 }
 
@@ -34,8 +35,7 @@ void openai_stream_release(struct openai_stream *st)
     rx_free(st->calls);
     json_decref(st->usage);
     rx_buf_release(&st->content);
-    rx_buf_release(&st->line);
-    rx_buf_release(&st->data);
+    sse_parse_release(&st->sse);
     rx_buf_release(&st->whole);
     memset(st, 0, sizeof(*st));
 }
@@ -233,49 +233,37 @@ static int take_json(struct openai_stream *st, const char *p, size_t n, const ch
     return rc;
 }
 
-/* The blank line after an event: act on its data. */
-static int end_event(struct openai_stream *st)
+/*
+ * One SSE event: [DONE] ends the reply, anything else is a chunk. A positive
+ * return stops the SSE parser without an error: bytes after [DONE] are
+ * ignored, whatever they are.
+ */
+static int on_event(void *ctx, const struct sse_parse_event *ev)
 {
-    int rc = 0;
+    struct openai_stream *st = ctx;
 
-    if (st->have_data && !st->done) {
-        st->events++;
-        if (!strcmp(st->data.data ? st->data.data : "", "[DONE]"))
-            st->done = true;
-        else
-            rc = take_json(st, st->data.data ? st->data.data : "", st->data.len, "delta");
+    if (!strcmp(ev->data, "[DONE]")) {
+        st->done = true;
+        return 1;
     }
-    st->have_data = false;
-    rx_buf_reset(&st->data);
-    return rc;
+    return take_json(st, ev->data, ev->data_len, "delta");
 }
 
-/* One complete line (without its terminator). */
-static int end_line(struct openai_stream *st)
+/*
+ * What sse_parse_feed/finish returned. An error of ours (from on_event) is
+ * already recorded; one of the framing gets its message here.
+ */
+static int after_sse(struct openai_stream *st, int rc)
 {
-    const char *l = st->line.data ? st->line.data : "";
-    size_t n = st->line.len;
-    const char *colon = memchr(l, ':', n);
-    size_t flen = colon ? (size_t)(colon - l) : n;
-    const char *v = colon ? colon + 1 : l + n;
-    int rc = 0;
-
-    if (!n) {
-        rc = end_event(st);
-    } else if (flen == 4 && !memcmp(l, "data", 4)) {
-        /* The SSE rule: one space after the colon is not part of the value. */
-        if (*v == ' ')
-            v++;
-        if (st->have_data)
-            rc = rx_buf_putc(&st->data, '\n');
-        rc = rc ? rc : rx_buf_append(&st->data, v, (size_t)(l + n - v));
-        st->have_data = true;
-        if (rc)
-            rc = fail_buf(st, rc, "an event of the reply stream");
-    }
-    /* Comments (":...") and other fields (event, id, retry) carry nothing here. */
-    rx_buf_reset(&st->line);
-    return rc;
+    if (st->error_code)
+        return st->error_code;
+    if (!rc || st->done)
+        return 0;
+    if (rc == -E2BIG && st->sse.bound == SSE_PARSE_BOUND_EVENT)
+        return fail(st, rc, "an event of the reply stream is too long");
+    if (rc == -E2BIG)
+        return fail(st, rc, "a line of the reply stream is too long");
+    return fail_buf(st, rc, "the reply stream");
 }
 
 int openai_stream_feed(struct openai_stream *st, const char *p, size_t n)
@@ -285,6 +273,8 @@ int openai_stream_feed(struct openai_stream *st, const char *p, size_t n)
 
     if (st->error_code)
         return st->error_code;
+    if (st->done)
+        return 0;
     while (p < end && !st->started) {
         if (*p == '{' || *p == '[') {
             st->json_body = true;
@@ -299,29 +289,7 @@ int openai_stream_feed(struct openai_stream *st, const char *p, size_t n)
         rc = rx_buf_append(&st->whole, p, (size_t)(end - p));
         return rc ? fail_buf(st, rc, "the reply") : 0;
     }
-    while (p < end && !st->done) {
-        const char *q = p;
-
-        if (st->after_cr && *p == '\n') {
-            st->after_cr = false;
-            p++;
-            continue;
-        }
-        st->after_cr = false;
-        while (q < end && *q != '\n' && *q != '\r')
-            q++;
-        rc = rx_buf_append(&st->line, p, (size_t)(q - p));
-        if (rc)
-            return fail_buf(st, rc, "a line of the reply stream");
-        if (q == end)
-            break;
-        st->after_cr = *q == '\r';
-        p = q + 1;
-        rc = end_line(st);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return after_sse(st, sse_parse_feed(&st->sse, p, (size_t)(end - p)));
 }
 
 int openai_stream_finish(struct openai_stream *st)
@@ -338,9 +306,7 @@ int openai_stream_finish(struct openai_stream *st)
         return 0;
     }
     /* Be lenient about a missing final blank line: the data is all there. */
-    if (!st->done && st->line.len && (rc = end_line(st)))
-        return rc;
-    if (!st->done && (rc = end_event(st)))
+    if (!st->done && (rc = after_sse(st, sse_parse_finish(&st->sse, true))))
         return rc;
     if (!st->done)
         return fail(st, -EPROTO,

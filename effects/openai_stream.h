@@ -2,12 +2,14 @@
  * openai_stream - an incremental parser for the body of a streamed OpenAI
  * Chat Completions reply (Server-Sent Events of `chat.completion.chunk`).
  *
- * Pure: no I/O, clock, threads or globals, nothing from curl or server/. It is
- * fed the body in whatever pieces the socket delivers (any split, even one
- * byte at a time, gives the same result) and:
- *  - splits lines at LF, CRLF or a lone CR; skips `:` comments (keep-alives)
- *    and fields other than `data`; joins the `data` lines of one event with
- *    "\n" and handles the event at the blank line that ends it;
+ * Pure: no I/O, clock, threads or globals, nothing from curl or server/; the
+ * SSE framing is effects/sse_parse's. It is fed the body in whatever pieces
+ * the socket delivers (any split, even one byte at a time, gives the same
+ * result) and:
+ *  - reads it as SSE (effects/sse_parse.h: lines end at LF, CRLF or a lone
+ *    CR; `:` comments (keep-alives) skipped; the `data` lines of one event
+ *    joined with "\n"); fields other than `data`, the event name included,
+ *    carry nothing here; a last event that lacked its blank line still counts;
  *  - on `data: [DONE]` marks the reply complete; bytes after it are ignored;
  *  - parses every other event as JSON: choices[0].delta.content goes to the
  *    content callback and into `content`; delta.tool_calls are assembled by
@@ -35,6 +37,7 @@
 
 #include <jansson.h>
 
+#include "effects/sse_parse.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
 
@@ -72,14 +75,10 @@ struct openai_stream {
     struct rx_error error;  /* why, one line, once error_code is set */
 
     /* Parser state. */
-    struct rx_buf line;  /* the line being read */
-    struct rx_buf data;  /* `data` of the event being read */
-    struct rx_buf whole; /* the body, while it may be one JSON document */
-    bool have_data;      /* a data field was seen in this event */
-    bool after_cr;       /* the last byte was CR: a following LF is part of it */
-    bool started;        /* a non-blank byte was seen */
-    bool json_body;      /* the body began with '{': not SSE */
-    size_t events;
+    struct sse_parse sse; /* the SSE framing of the body */
+    struct rx_buf whole;  /* the body, while it may be one JSON document */
+    bool started;         /* a non-blank byte was seen */
+    bool json_body;       /* the body began with '{' or '[': not SSE */
 };
 
 /* Set up an empty parser. `on_content` may be NULL. */
