@@ -11,11 +11,9 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "effects/http_loop.h"
 #include "effects/now.h"
 #include "state_machine/rx_json.h"
-
-/* Longest wait in one poll: the loop re-checks stalls at least this often. */
-#define POLL_SLICE_MS 1000
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
@@ -79,6 +77,16 @@ static void error_message(const struct openai_http *x, struct rx_error *out)
     json_decref(root);
 }
 
+/* The stall clock: give up after stall_timeout_ms without a byte (before the
+   first response byte, the connect time counts too). */
+static int64_t stall_deadline(void *ud)
+{
+    struct openai_http *x = ud;
+
+    return x->last_ms + x->cfg->stall_timeout_ms +
+           (x->got_headers ? 0 : x->cfg->connect_timeout_ms);
+}
+
 /*
  * Run one POST to its end. 0 when a complete reply was parsed into x->stream;
  * -ECANCELED; -ENOMEM; or -EIO with `why` set and *retry telling whether
@@ -91,15 +99,14 @@ static int xfer_run(struct openai_http *x, const struct openai_http_config *cfg,
 {
     struct curl_slist *hdrs = NULL, *h;
     char curl_err[CURL_ERROR_SIZE] = "";
-    CURLM *multi = curl_multi_init();
+    enum http_loop_end end = HTTP_LOOP_DONE;
     CURLcode cres = CURLE_OK;
-    CURLMcode mc = CURLM_OK;
-    bool done = false, stalled = false, cancelled = false;
-    int running = 1, rc = -ENOMEM;
+    int rc = -ENOMEM;
 
     *retry = false;
+    x->cfg = cfg;
     x->easy = curl_easy_init();
-    if (!multi || !x->easy)
+    if (!x->easy)
         goto out_cleanup;
     h = curl_slist_append(hdrs, "Content-Type: application/json");
     h = h ? curl_slist_append(hdrs = h, "Accept: text/event-stream") : NULL;
@@ -120,60 +127,21 @@ static int xfer_run(struct openai_http *x, const struct openai_http_config *cfg,
         curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header) ||
         curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x) ||
         curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_write) ||
-        curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x) ||
-        curl_multi_add_handle(multi, x->easy))
+        curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x))
         goto out_cleanup;
     x->last_ms = now_mono_ms();
-
-    /*
-     * curl_multi_poll waits on the transfer and on cancel_fd at once, so a
-     * cancel wakes us at once instead of at the next progress callback; the
-     * slice bounds the wait so the stall clock is checked.
-     */
-    while (!done) {
-        struct curl_waitfd wfd = {.fd = ask->cancel_fd, .events = CURL_WAIT_POLLIN};
-        int64_t gap, limit;
-        CURLMsg *msg;
-        int left;
-
-        if (ask->is_cancelled && ask->is_cancelled(ask)) {
-            cancelled = true;
-            break;
-        }
-        if ((mc = curl_multi_perform(multi, &running)))
-            goto out_multi_failed;
-        while ((msg = curl_multi_info_read(multi, &left))) {
-            if (msg->msg == CURLMSG_DONE) {
-                cres = msg->data.result;
-                done = true;
-            }
-        }
-        if (done || !running)
-            break;
-        /* Before the first response byte the connect time counts too. */
-        gap = now_mono_ms() - x->last_ms;
-        limit = cfg->stall_timeout_ms + (x->got_headers ? 0 : cfg->connect_timeout_ms);
-        if (gap >= limit) {
-            stalled = true;
-            break;
-        }
-        if (curl_multi_poll(
-                multi, wfd.fd >= 0 ? &wfd : NULL, wfd.fd >= 0 ? 1 : 0,
-                (int)(limit - gap < POLL_SLICE_MS ? limit - gap : POLL_SLICE_MS), NULL))
-            goto out_multi_failed;
-        if (wfd.fd >= 0 && (wfd.revents & CURL_WAIT_POLLIN)) {
-            cancelled = true;
-            break;
-        }
-    }
+    if ((rc =
+             http_loop_run(x->easy, ask->cancel_fd, stall_deadline, x, &end, &cres, why)))
+        goto out_cleanup;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
 
     rc = -EIO;
-    if (cancelled || x->cb_rc == -ECANCELED) {
+    if (end == HTTP_LOOP_CANCELLED || x->cb_rc == -ECANCELED ||
+        (ask->is_cancelled && ask->is_cancelled(ask))) {
         rc = -ECANCELED;
     } else if (x->cb_rc == -ENOMEM) {
         rc = -ENOMEM;
-    } else if (stalled) {
+    } else if (end == HTTP_LOOP_TIMEOUT) {
         rx_error_set(why, -EIO, "the model sent nothing for %ld ms",
                      cfg->stall_timeout_ms);
         *retry = !x->got_headers;
@@ -194,17 +162,10 @@ static int xfer_run(struct openai_http *x, const struct openai_http_config *cfg,
         rx_error_set(why, -EIO, "%s", x->stream.error.text);
         rc = rc == -ENOMEM ? -ENOMEM : -EIO;
     }
-    goto out_remove;
 
-out_multi_failed:
-    rx_error_set(why, -EIO, "curl: %s", curl_multi_strerror(mc));
-    rc = mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
-out_remove:
-    curl_multi_remove_handle(multi, x->easy);
 out_cleanup:
     curl_easy_cleanup(x->easy);
     x->easy = NULL;
-    curl_multi_cleanup(multi);
     curl_slist_free_all(hdrs);
     return rc;
 }

@@ -15,6 +15,7 @@
  *
  * Depends on libcurl (curl_global_init must have been called once, before any
  * thread starts), effects/brain.h (the ask's cancel and sleep), effects/now,
+ * effects/http_loop (the wait on the transfer, the cancel and the stall clock),
  * effects/openai_stream and state_machine/ (rx_buf, rx_common); nothing from
  * server/.
  * Threads: one struct openai_http per transfer; any number may run at once.
@@ -50,13 +51,14 @@ struct openai_http {
     long status;                 /* the HTTP status of the last attempt, 0: none */
 
     /* The transfer's own. */
-    void *easy;            /* CURL *, NULL between transfers */
-    struct rx_buf errbody; /* the start of a non-2xx body */
-    size_t body_bytes;     /* reply bytes of this attempt */
-    bool got_headers;      /* the stall clock no longer counts connecting */
-    int64_t last_ms;       /* now_mono_ms() of the last byte */
-    int cb_rc;             /* why the write callback stopped the transfer */
-    long retry_after_ms;   /* a 429's Retry-After, 0: none */
+    void *easy;                           /* CURL *, NULL between transfers */
+    const struct openai_http_config *cfg; /* of the transfer under way */
+    struct rx_buf errbody;                /* the start of a non-2xx body */
+    size_t body_bytes;                    /* reply bytes of this attempt */
+    bool got_headers;    /* the stall clock no longer counts connecting */
+    int64_t last_ms;     /* now_mono_ms() of the last byte */
+    int cb_rc;           /* why the write callback stopped the transfer */
+    long retry_after_ms; /* a 429's Retry-After, 0: none */
     openai_stream_content_fn on_content;
     void *ctx;
 };
