@@ -100,7 +100,7 @@ $(BUILD)/tests/isuites.inc: $(INTEG_SRC) Makefile
 $(BUILD)/tests/integration/check_main.o: $(BUILD)/tests/isuites.inc
 $(BUILD)/tests/integration/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 
-$(INTEG): $(INTEG_OBJ) $(BUILD)/tests/integration/itest.o
+$(INTEG): $(INTEG_OBJ) $(BUILD)/tests/integration/itest.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/%.o: %.c $(BUILD)/FLAGS
@@ -119,7 +119,7 @@ run: deps $(BUILD)/reflexor $(if $(wildcard mk/web.mk),web-assets)
 check: $(BUILD)/tests/check_unit
 	./$(BUILD)/tests/check_unit
 
-integration: $(BUILD)/reflexor $(INTEG)
+integration: $(BUILD)/reflexor $(INTEG) node_modules/.package-lock.json
 	@scripts/deps.sh prometheus
 	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai ./$(INTEG)
 
@@ -148,7 +148,7 @@ VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 
 # The unit tests in-process, then the integration tests against a server that
 # runs under valgrind: its exit status (99 on an error or a leak) fails them.
-valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG)
+valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG) node_modules/.package-lock.json
 	@scripts/deps.sh valgrind
 	CK_FORK=no RX_TEST_QUICK=1 $(VALGRIND) ./$(BUILD)/tests/check_unit
 	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai RX_SERVER_WRAPPER="$(subst exitcode=1,exitcode=99,$(VALGRIND))" \
@@ -191,5 +191,6 @@ include $(sort $(wildcard mk/*.mk))
 
 # Benchmarks measure; tests never assert timings. Each fragment adds its runs.
 bench: all $(BENCH_RUN)
+bench: node_modules/.package-lock.json ; BENCH_BUILD=$(BUILD) bench/mcp.sh
 
 -include $(shell find build -name '*.d' 2>/dev/null)

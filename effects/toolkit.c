@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "effects/calculator.h"
+#include "effects/mcp_config.h"
+#include "effects/mcp_hub.h"
 #include "effects/toolkit_clock.h"
 #include "effects/toolkit_command.h"
 #include "effects/toolkit_result.h"
@@ -26,12 +28,15 @@ struct tool {
     char *name;
     char *description;
     json_t *parameters;         /* owned; read-only once added, so calls may share it */
+    const char *policy;         /* "auto" | "ask" | "deny" (static) */
     struct toolkit_command cmd; /* TOOL_COMMAND */
 };
 
 struct toolkit {
     struct tool *items;
     size_t len, cap;
+    size_t result_max;   /* every result is cut there */
+    struct mcp_hub *mcp; /* NULL until toolkit_add_mcp */
 };
 
 /* -------------------------------------------------------------- helpers */
@@ -62,13 +67,18 @@ static void tool_release(struct tool *t)
 
 struct toolkit *toolkit_create(void)
 {
-    return calloc(1, sizeof(struct toolkit));
+    struct toolkit *tk = calloc(1, sizeof(struct toolkit));
+
+    if (tk)
+        tk->result_max = TOOLKIT_RESULT_MAX_DEFAULT;
+    return tk;
 }
 
 void toolkit_destroy(struct toolkit *tk)
 {
     if (!tk)
         return;
+    mcp_hub_destroy(tk->mcp);
     for (size_t i = 0; i < tk->len; i++)
         tool_release(&tk->items[i]);
     free(tk->items);
@@ -90,7 +100,7 @@ size_t toolkit_count(const struct toolkit *tk)
 
 bool toolkit_has(const struct toolkit *tk, const char *name)
 {
-    return name && find_tool(tk, name);
+    return name && (find_tool(tk, name) || (tk->mcp && mcp_hub_has(tk->mcp, name)));
 }
 
 /* Make room for n more tools: 0 or -ENOMEM, nothing changed on failure. */
@@ -114,7 +124,7 @@ static int reserve(struct toolkit *tk, size_t n)
 static int add_builtin(struct toolkit *tk, enum tool_kind kind, const char *name,
                        const char *description, const char *schema)
 {
-    struct tool t = {.kind = kind};
+    struct tool t = {.kind = kind, .policy = "auto"};
 
     t.name = strdup(name);
     t.description = strdup(description);
@@ -253,9 +263,35 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
     json_int_t timeout, output;
     int rc;
 
+    static const char *const keys[] = {"name",     "description", "parameters",
+                                       "command",  "timeout_ms",  "max_output_bytes",
+                                       "approval", NULL};
+    json_t *approval = json_object_get(o, "approval");
+    const char *key;
+    json_t *v;
+
     t->kind = TOOL_COMMAND;
+    t->policy = "auto";
     if (!json_is_object(o))
         return rx_error_set(err, -EINVAL, "tools[%zu]: must be an object", i);
+    json_object_foreach(o, key, v)
+    {
+        const char *const *k = keys;
+
+        while (*k && strcmp(*k, key))
+            k++;
+        if (!*k)
+            return rx_error_set(err, -EINVAL, "tools[%zu].%s: unknown key", i, key);
+    }
+    if (approval) {
+        enum mcp_policy p = mcp_config_policy_parse(json_string_value(approval));
+
+        if (p == MCP_POLICY_DEFAULT)
+            return rx_error_set(
+                err, -EINVAL,
+                "tools[%zu].approval: must be \"auto\", \"ask\" or \"deny\"", i);
+        t->policy = mcp_config_policy_name(p);
+    }
     if (!is_plain_string(name) || !name_is_valid(json_string_value(name)))
         return rx_error_set(
             err, -EINVAL, "tools[%zu].name: must be 1 to %d letters, digits, '_' or '-'",
@@ -350,7 +386,66 @@ json_t *toolkit_schemas(const struct toolkit *tk)
             return NULL;
         }
     }
+    if (tk->mcp && mcp_hub_schemas(tk->mcp, arr)) {
+        json_decref(arr);
+        return NULL;
+    }
     return arr;
+}
+
+/* --------------------------------------------------------------------- MCP */
+
+static bool toolkit_name_taken(void *ctx, const char *name)
+{
+    return find_tool(ctx, name) != NULL;
+}
+
+int toolkit_add_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err)
+{
+    if (tk->mcp)
+        return rx_error_set(err, -EEXIST, "mcpServers: already added");
+    return mcp_hub_create(servers, toolkit_name_taken, tk, &tk->mcp, err);
+}
+
+int toolkit_reload_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err)
+{
+    if (!tk->mcp)
+        return toolkit_add_mcp(tk, servers, err);
+    return mcp_hub_reload(tk->mcp, servers, err);
+}
+
+void toolkit_set_result_max(struct toolkit *tk, size_t max)
+{
+    tk->result_max = max;
+}
+
+json_t *toolkit_describe(const struct toolkit *tk)
+{
+    json_t *tools = json_array(), *servers = json_array(), *out;
+    int rc = !tools || !servers;
+
+    for (size_t i = 0; i < tk->len && !rc; i++) {
+        const struct tool *t = &tk->items[i];
+
+        rc = json_array_append_new(
+            tools, json_pack("{s:s, s:s, s:O, s:s, s:s, s:{}}", "name", t->name,
+                             "description", t->description, "parameters", t->parameters,
+                             "source", t->kind == TOOL_COMMAND ? "command" : "builtin",
+                             "policy", t->policy, "annotations"));
+    }
+    if (!rc && tk->mcp)
+        rc = mcp_hub_describe(tk->mcp, tools, servers);
+    out = rc ? NULL : json_pack("{s:o, s:o}", "tools", tools, "servers", servers);
+    if (rc) {
+        json_decref(tools);
+        json_decref(servers);
+    }
+    return out;
+}
+
+int toolkit_metrics(const struct toolkit *tk, struct rx_buf *b)
+{
+    return tk->mcp ? mcp_hub_metrics(tk->mcp, b) : 0;
 }
 
 /* ------------------------------------------------------------- parameters */
@@ -476,8 +571,55 @@ static int run_command(const struct tool *t, json_t *args, int cancel_fd, char *
 
 /* ------------------------------------------------------------------ calls */
 
-int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
-                 int cancel_fd, char **result, bool *is_error)
+/*
+ * Past result_max, cut the text on a character boundary and say how much
+ * was left out, so the model knows it did not see everything.
+ */
+static int cap_result(const struct toolkit *tk, char **result)
+{
+    size_t len = strlen(*result), keep = tk->result_max;
+    char note[96], *cut;
+
+    if (len <= keep)
+        return 0;
+    while (keep && ((unsigned char)(*result)[keep] & 0xC0) == 0x80)
+        keep--; /* never split a UTF-8 sequence */
+    snprintf(note, sizeof(note), "\n[... cut: %zu of %zu bytes left out]", len - keep,
+             len);
+    cut = realloc(*result, keep + strlen(note) + 1);
+    if (!cut)
+        return -ENOMEM;
+    memcpy(cut + keep, note, strlen(note) + 1);
+    *result = cut;
+    return 0;
+}
+
+/* An MCP tool: the arguments need only be a JSON object here; the server
+   checks them against its own schema. */
+static int run_mcp(const struct toolkit *tk, const char *name, const char *params,
+                   int cancel_fd, char **result, bool *is_error)
+{
+    static const struct tool any = {.name = (char *)"an MCP tool"};
+    char *text = NULL;
+    json_t *args;
+    bool err = false;
+    int rc;
+
+    rc = parse_params(&any, params, &args, result, is_error);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    rc = mcp_hub_call(tk->mcp, name, args, cancel_fd, &text, &err);
+    if (rc == -ENOENT) /* its server dropped it since */
+        return toolkit_result_errorf(result, is_error, "the tool '%.64s' is gone", name);
+    if (rc)
+        return rc;
+    rc = toolkit_result_set(result, is_error, err, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+static int call_tool(const struct toolkit *tk, const char *name, const char *params_json,
+                     int cancel_fd, char **result, bool *is_error)
 {
     const struct tool *t;
     json_t *args = NULL;
@@ -486,6 +628,8 @@ int toolkit_call(const struct toolkit *tk, const char *name, const char *params_
     if (fd_is_readable(cancel_fd))
         return -ECANCELED;
     t = name ? find_tool(tk, name) : NULL;
+    if (!t && name && tk->mcp && mcp_hub_has(tk->mcp, name))
+        return run_mcp(tk, name, params_json, cancel_fd, result, is_error);
     if (!t) {
         struct rx_buf names;
 
@@ -516,5 +660,18 @@ int toolkit_call(const struct toolkit *tk, const char *name, const char *params_
         break;
     }
     json_decref(args);
+    return rc;
+}
+
+int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
+                 int cancel_fd, char **result, bool *is_error)
+{
+    int rc = call_tool(tk, name, params_json, cancel_fd, result, is_error);
+
+    if (!rc && cap_result(tk, result)) {
+        free(*result);
+        *result = NULL;
+        return -ENOMEM;
+    }
     return rc;
 }

@@ -5,6 +5,8 @@
  * each kind of tool:
  *  - built-in: `calculator` {"expression": string} (effects/calculator, no
  *    shell, no eval) and `clock` (effects/toolkit_clock);
+ *  - MCP tools (effects/mcp_hub): those of the configured MCP servers, named
+ *    `<server>__<tool>`, present while their server lists them;
  *  - command tools from the config (effects/toolkit_command): the program in
  *    `command` with the arguments JSON on its stdin, its stdout the result;
  *    when it ends, times out or is cancelled, the program and every process
@@ -14,10 +16,15 @@
  * Results and errors are valid UTF-8 (invalid bytes become U+FFFD), so they
  * can go into inputs and JSON as they are (effects/toolkit_result).
  *
+ * Every result, of any tool, is cut at `result_max` bytes (default
+ * TOOLKIT_RESULT_MAX_DEFAULT) with a note saying how much was left out.
+ *
  * Depends on effects/calculator, toolkit_clock, toolkit_command,
- * toolkit_result and jansson; nothing from server/.
- * Threads: set the toolkit up (toolkit_add_*) before sharing it; after that
- * it is read-only, and any number of toolkit_call()s may run concurrently.
+ * toolkit_result, mcp_hub and jansson; nothing from server/.
+ * Threads: set the toolkit up (toolkit_add_*, toolkit_set_result_max)
+ * before sharing it; after that its own tools are read-only, the MCP part
+ * has its own lock, and any number of toolkit_call()s may run concurrently
+ * with one toolkit_reload_mcp.
  * Ownership: struct toolkit is a heap object (toolkit_create/_destroy). It
  * keeps its own copies of everything it is given: the json_t passed to
  * toolkit_add_from_config is borrowed. toolkit_schemas returns a NEW
@@ -30,6 +37,7 @@
 #include <stddef.h>
 
 #include <jansson.h>
+#include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
 
 /* Defaults and bounds of a command tool's `timeout_ms`. */
@@ -42,6 +50,8 @@
 #define TOOLKIT_PARAMS_MAX (1u << 20)
 /* Longest tool name (the OpenAI limit: [A-Za-z0-9_-]{1,64}). */
 #define TOOLKIT_NAME_MAX 64
+/* Where a result is cut by default (limits.tool_result_max). */
+#define TOOLKIT_RESULT_MAX_DEFAULT (64u << 10)
 
 struct toolkit;
 
@@ -57,9 +67,10 @@ int toolkit_add_builtins(struct toolkit *tk) RX_WUR;
  * Add the command tools of a config `tools` array (borrowed), each
  *   {"name": "weather", "description": "...", "parameters": {JSON Schema},
  *    "command": ["/usr/bin/prog", "arg"], "timeout_ms": 5000,
- *    "max_output_bytes": 65536}
- * where description, parameters, timeout_ms and max_output_bytes are optional
- * and unknown fields are ignored; NULL adds nothing. All or nothing: 0, or
+ *    "max_output_bytes": 65536, "approval": "auto"}
+ * where description, parameters, timeout_ms, max_output_bytes and approval
+ * ("auto", "ask" or "deny") are optional and any other key is an error;
+ * NULL adds nothing. All or nothing: 0, or
  * -EINVAL / -EEXIST / -ENOMEM with the toolkit unchanged and `err` (may be
  * NULL) a one-line message naming the field, e.g.
  *   "tools[1].command: must be a non-empty array of strings".
@@ -68,6 +79,29 @@ int toolkit_add_builtins(struct toolkit *tk) RX_WUR;
  */
 int toolkit_add_from_config(struct toolkit *tk, json_t *tools,
                             struct rx_error *err) RX_WUR;
+
+/*
+ * Connect to the MCP servers of a config `mcpServers` object (borrowed;
+ * effects/mcp_config has its shape), in the background: this returns at
+ * once, and their tools join as each server comes up. 0, or -EINVAL /
+ * -ENOMEM with `err` naming the server and field; -EEXIST when called twice.
+ */
+int toolkit_add_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err) RX_WUR;
+/* Apply a changed `mcpServers` (SIGHUP): as mcp_hub_reload. */
+int toolkit_reload_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err) RX_WUR;
+
+/* Cut every result past `max` bytes (> 0). */
+void toolkit_set_result_max(struct toolkit *tk, size_t max);
+
+/*
+ * GET /tools: {"tools": [{"name", "description", "parameters", "source",
+ * "policy", "annotations"}], "servers": [{"name", "transport", "status",
+ * "error", "tools"}]}. NEW reference or NULL (out of memory).
+ */
+json_t *toolkit_describe(const struct toolkit *tk) RX_WUR;
+
+/* The MCP servers' metric families, appended to b. 0 or -ENOMEM. */
+int toolkit_metrics(const struct toolkit *tk, struct rx_buf *b) RX_WUR;
 
 /* Number of tools, and whether `name` is one of them. */
 size_t toolkit_count(const struct toolkit *tk);

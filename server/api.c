@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "effects/log.h"
+#include "effects/toolkit.h"
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "server/session.h"
@@ -535,6 +536,20 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
     }
 }
 
+/* GET /tools: every tool the agent may use, and the MCP servers' state. */
+static enum MHD_Result tools_list(struct http_server *srv, struct MHD_Connection *conn,
+                                  const char *method)
+{
+    json_t *all;
+
+    if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+        return reply_method_not_allowed(conn, "GET, HEAD");
+    all = toolkit_describe(session_table_tools(srv->sessions));
+    if (!all)
+        return reply_error(conn, 500, "internal", NULL, "out of memory");
+    return reply_json(conn, 200, all);
+}
+
 enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
                           const char *method, const char *path, const struct rx_buf *body,
                           struct api_pending **pending)
@@ -547,6 +562,8 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
 
     if (!strcmp(path, "/sessions"))
         return sessions_root(srv, conn, method);
+    if (!strcmp(path, "/tools"))
+        return tools_list(srv, conn, method);
     if (!strncmp(path, "/sessions/", 10)) {
         n = strcspn(path + 10, "/");
         if (!n || n > SESSION_ID_MAX)

@@ -35,6 +35,7 @@ int config_init(struct config *c)
     c->session_queue_max = 64;
     c->max_running_effects = 64;    /* RUNTIME_POOL_MAX_DEFAULT */
     c->session_running_effects = 8; /* RUNTIME_SESSION_MAX_DEFAULT */
+    c->tool_result_max = 64 << 10;  /* TOOLKIT_RESULT_MAX_DEFAULT */
     c->idle_timeout_ms = 30000;
     c->sse_retry_ms = 2000;
     c->sse_ping_ms = 15000;
@@ -120,20 +121,20 @@ static int get_int(json_t *root, const char *file, const char *path, long lo, lo
 
 /*
  * Every key the file may hold, by section ("" is the top level): a typo is an
- * error that names it, never silently ignored. Tool entries are checked by the
- * toolkit, which owns their shape.
+ * error that names it, never silently ignored. Tool entries and mcpServers are
+ * checked by the toolkit, which owns their shape.
  */
 static const struct {
     const char *section;
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools"},
+         "retention brain tools mcpServers"},
     {"auth", "token"},
     {"api", "allow_agent_inputs"},
     {"limits", "body_max message_max max_sessions max_connections http_threads "
                "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
-               "max_running_effects session_running_effects"},
+               "max_running_effects session_running_effects tool_result_max"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -251,6 +252,7 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("limits.idle_timeout_ms", c->idle_timeout_ms, 1000, 86400000);
     INT_FIELD("limits.max_running_effects", c->max_running_effects, 1, 4096);
     INT_FIELD("limits.session_running_effects", c->session_running_effects, 1, 4096);
+    INT_FIELD("limits.tool_result_max", c->tool_result_max, 256, 64L << 20);
     INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);
     INT_FIELD("sse.ping_ms", c->sse_ping_ms, 100, 3600000);
     INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);

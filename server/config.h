@@ -39,6 +39,7 @@ struct config {
     int idle_timeout_ms;         /* an idle connection is closed (SSE streams exempt) */
     int max_running_effects;     /* effects on workers at once, whole process */
     int session_running_effects; /* effects on workers at once, one session */
+    size_t tool_result_max;      /* bytes of a tool result kept; the rest is cut */
     int sse_retry_ms;
     int sse_ping_ms;
     int backoff_ms;

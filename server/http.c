@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "effects/now.h"
+#include "effects/toolkit.h"
 #include "server/api.h"
 #include "effects/log.h"
 #include "server/metrics.h"
@@ -62,26 +63,47 @@ bool http_server_is_stopping(const struct http_server *srv)
  * status and reason when its disk is full or it is unusable (SPEC 6). Still
  * a 200: the process is alive and serves reads.
  */
+/* Each MCP server's state, by name: {"fs": {"status": "up", "error": null}}.
+   A server that is down never makes the process unhealthy: it is only shown. */
+static json_t *mcp_status(struct http_server *srv)
+{
+    json_t *all = toolkit_describe(session_table_tools(srv->sessions));
+    json_t *out = json_object(), *v;
+    size_t i;
+
+    json_array_foreach(json_object_get(all, "servers"), i, v)
+    {
+        json_object_set_new(
+            out, json_string_value(json_object_get(v, "name")),
+            json_pack("{s:O, s:O}", "status", json_object_get(v, "status"), "error",
+                      json_object_get(v, "error") ? json_object_get(v, "error")
+                                                  : json_null()));
+    }
+    json_decref(all);
+    return out;
+}
+
 static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *conn)
 {
     struct store *st = session_table_store(srv->sessions);
     struct rx_error why = {""};
     enum store_health h = st ? store_health(st, &why) : STORE_OK;
+    json_t *mcp = mcp_status(srv);
     json_t *store =
         h == STORE_OK
             ? json_pack("{s:s, s:b}", "status", "ok", "persistent", st != NULL)
             : json_pack("{s:s, s:s}", "status", store_health_name(h), "error", why.text);
 
-    /* "o" steals `store`, even when the pack fails. */
+    /* "o" steals `store` and `mcp`, even when the pack fails. */
     return reply_json(conn, 200,
-                      json_pack("{s:s, s:I, s:I, s:s, s:o}", "status",
+                      json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "status",
                                 http_server_is_stopping(srv) ? "stopping"
                                 : h != STORE_OK              ? "degraded"
                                                              : "ok",
                                 "sessions",
                                 (json_int_t)session_table_count(srv->sessions),
                                 "uptimeMs", (json_int_t)(now_wall_ms() - srv->started_ms),
-                                "brain", srv->brain_name, "store", store));
+                                "brain", srv->brain_name, "store", store, "mcp", mcp));
 }
 
 static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *conn)
@@ -92,7 +114,8 @@ static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *c
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
     if (metrics_render(&b, session_table_count(srv->sessions), sse_clients_open(),
                        sse_clients_dropped(),
-                       session_table_effects_running(srv->sessions))) {
+                       session_table_effects_running(srv->sessions)) ||
+        toolkit_metrics(session_table_tools(srv->sessions), &b)) {
         rx_buf_release(&b);
         return reply_error(conn, 500, "internal", NULL, "out of memory");
     }

@@ -46,8 +46,11 @@ static const char usage[] =
     "Environment: OPENAI_API_KEY or REFLEXOR_LLM_BASE_URL select the openai brain\n"
     "(REFLEXOR_LLM_MODEL picks the model); REFLEXOR_LISTEN, REFLEXOR_DB,\n"
     "REFLEXOR_AUTH_TOKEN and REFLEXOR_BRAIN override the config file.\n"
+    "MCP servers (tools the agent may use) come from the config's mcpServers\n"
+    "block, in the shape Claude Desktop uses; GET <prefix>/tools lists them.\n"
     "SIGINT or SIGTERM stop the server gracefully; SIGHUP re-reads the config\n"
-    "(the auth token and limits apply to new work; a bad file keeps the old one).\n";
+    "(the auth token, limits and mcpServers apply to new work; a bad file keeps\n"
+    "the old one).\n";
 
 struct options {
     const char *config;
@@ -168,6 +171,12 @@ static struct toolkit *make_tools(const struct config *cfg)
         goto out_destroy;
     if (tools && toolkit_add_from_config(tk, tools, &err)) {
         fprintf(stderr, "reflexor: config 'tools': %s\n", err.text);
+        goto out_destroy;
+    }
+    toolkit_set_result_max(tk, cfg->tool_result_max);
+    /* Last: the MCP servers connect in the background from here on. */
+    if (toolkit_add_mcp(tk, json_object_get(cfg->json, "mcpServers"), &err)) {
+        fprintf(stderr, "reflexor: config: %s\n", err.text);
         goto out_destroy;
     }
     return tk;
@@ -379,19 +388,24 @@ static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM
  * bad file is reported and the running config kept; a good one applies the
  * auth token and the limits to new work (config_apply_reload says which).
  */
-static void reload(struct config *cfg, const struct options *opts)
+static void reload(struct config *cfg, const struct options *opts, struct toolkit *tools)
 {
+    struct rx_error err = {""};
     struct config fresh;
 
     if (load_config(&fresh, opts)) {
         log_error("SIGHUP: the config was not reloaded; the running config stays");
         return;
     }
-    if (config_apply_reload(cfg, &fresh))
+    /* The MCP servers first: a bad entry keeps the whole running config. */
+    if (toolkit_reload_mcp(tools, json_object_get(fresh.json, "mcpServers"), &err))
+        log_error("SIGHUP: config: %s; the running config stays", err.text);
+    else if (config_apply_reload(cfg, &fresh))
         log_error("SIGHUP: out of memory; the running config stays");
     else
-        log_info("SIGHUP: config reloaded (auth token and limits; listen, db, brain and "
-                 "tools take effect at restart)");
+        log_info(
+            "SIGHUP: config reloaded (auth token, limits and mcpServers; listen, db, "
+            "brain and tools take effect at restart)");
     config_release(&fresh);
 }
 
@@ -469,7 +483,7 @@ int main(int argc, char **argv)
 
     while (!sigwait(&sigs, &sig) && sig != SIGINT && sig != SIGTERM) {
         if (sig == SIGHUP)
-            reload(&cfg, &opts);
+            reload(&cfg, &opts, tools);
         else
             log_info("%s: ignored (SIGINT or SIGTERM stop the server, SIGHUP reloads)",
                      strsignal(sig));

@@ -217,6 +217,11 @@ struct store *session_table_store(struct session_table *t)
     return t->env.store;
 }
 
+const struct toolkit *session_table_tools(struct session_table *t)
+{
+    return t->env.tools;
+}
+
 json_t *session_table_list(struct session_table *t)
 {
     json_t *arr = json_array();

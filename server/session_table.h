@@ -56,6 +56,8 @@ json_t *session_table_list(struct session_table *t);
 size_t session_table_count(struct session_table *t);
 /* The store the sessions are logged in (borrowed), or NULL (--db :memory:). */
 struct store *session_table_store(struct session_table *t);
+/* The toolkit every session's effects use (borrowed). */
+const struct toolkit *session_table_tools(struct session_table *t);
 /*
  * Rebuild every session the store holds (snapshot + tail), then reconcile
  * each at once, so pending tools run again, unanswered messages are answered

@@ -20,6 +20,8 @@
  *   text-tools      "Let me check." then a calculator call
  *   tool-then-text  a calculator call; once the last message is a tool
  *                   result: "2+3 = <result>"
+ *   mcp-echo        an everything__echo call (an MCP tool); once the last
+ *                   message is a tool result: "LLM saw: <result>"
  *   load            load_tool_call {"toolCallId":"c-old"}; once the
  *                   messages carry c-old's result: "It was 42."
  *   load-bad        load_tool_call of an unknown id; once told so: "Sorry."
@@ -328,6 +330,20 @@ static enum MHD_Result play(struct MHD_Connection *c, json_t *body)
             add_role(s, model);
             add_call(s, model, 0, "call_1", "calculator", "{\"expression\":");
             add_call(s, model, 0, NULL, NULL, "\"2+3\"}");
+            add_finish(s, model, "tool_calls");
+        }
+    } else if (!strcmp(model, "mcp-echo")) {
+        if (!strcmp(role, "tool")) {
+            char *t;
+
+            if (asprintf(&t, "LLM saw: %s", last ? last : "(nothing)") < 0)
+                die("out of memory");
+            say(s, model, t);
+            free(t);
+        } else {
+            add_role(s, model);
+            add_call(s, model, 0, "call_mcp", "everything__echo",
+                     "{\"message\":\"from the llm\"}");
             add_finish(s, model, "tool_calls");
         }
     } else if (!strcmp(model, "load")) {

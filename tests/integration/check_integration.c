@@ -1110,46 +1110,25 @@ END_TEST
 
 /* ---- the openai brain through the server, against the fake provider ---------- */
 
-static pid_t fake_pid;
-static int fake_port;
+static struct itest_fake fake;
 
 static void start_fake_and_server(void)
 {
-    int out[2], in[2];
-    char buf[64] = "", cfg[512];
-    ssize_t n;
+    char cfg[512];
 
-    ck_assert_int_eq(pipe(out), 0);
-    ck_assert_int_eq(pipe(in), 0);
-    fake_pid = fork();
-    if (fake_pid == 0) {
-        dup2(out[1], 1);
-        dup2(in[0], 0);
-        close(out[0]);
-        close(in[1]);
-        execl(getenv("FAKE_OPENAI") ? getenv("FAKE_OPENAI") : "build/tests/fake_openai",
-              "fake_openai", "--exit-on-eof", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    close(in[0]);
-    n = read(out[0], buf, sizeof(buf) - 1);
-    ck_assert_int_gt(n, 0);
-    close(out[0]);
-    ck_assert_int_eq(sscanf(buf, "port %d", &fake_port), 1);
+    ck_assert_int_eq(itest_fake_start(&fake), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"system_prompt\":\"You are terse.\",\"brain\":{\"provider\":\"openai\","
              "\"openai\":{\"base_url\":\"http://127.0.0.1:%d/v1\",\"model\":"
              "\"tool-then-text\",\"api_key\":\"\",\"retries\":0}}}",
-             fake_port);
+             fake.port);
     start_with(cfg);
 }
 
 static void stop_fake_and_server(void)
 {
     stop();
-    kill(fake_pid, SIGTERM);
-    waitpid(fake_pid, NULL, 0);
+    itest_fake_stop(&fake);
 }
 
 START_TEST(test_openai_round_trip_through_server)
@@ -1172,7 +1151,7 @@ START_TEST(test_openai_round_trip_through_server)
             json_array_get(json_object_get(st, "toolCallRecords"), 0), "name")),
         "calculator");
     /* What the provider was sent: the call, then the result, in order. */
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/__requests", fake_port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/__requests", fake.port);
     ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
     reqs = itest_resp_json(&r);
     itest_resp_release(&r);

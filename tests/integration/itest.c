@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "effects/sse_parse.h"
+
 extern char **environ;
 
 static long now_ms(void)
@@ -324,41 +326,31 @@ json_t *itest_poll_json(const char *url, bool (*pred)(json_t *, void *), void *a
 
 /* ---- SSE -------------------------------------------------------------------- */
 
-/* Parse complete events out of the raw buffer (lock held). */
-static void sse_parse(struct itest_sse *e, size_t *scanned)
-{
-    for (;;) {
-        char *start = e->raw + *scanned, *end = strstr(start, "\n\n");
-        char id[32] = "", *line, *save = NULL;
-        json_t *data = NULL;
+/* The bound of one line or event of a followed stream (a whole state snapshot). */
+#define ITEST_SSE_EVENT_MAX (64u << 20)
 
-        if (!end)
-            return;
-        *end = '\0';
-        for (line = strtok_r(start, "\n", &save); line;
-             line = strtok_r(NULL, "\n", &save)) {
-            if (!strncmp(line, "id: ", 4))
-                snprintf(id, sizeof(id), "%s", line + 4);
-            else if (!strncmp(line, "data: ", 6))
-                data = json_loads(line + 6, 0, NULL);
-        }
-        if (data) {
-            json_array_append_new(e->events,
-                                  json_pack("{s:s, s:o}", "id", id, "data", data));
-            pthread_cond_broadcast(&e->cond);
-        }
-        /* Keep the raw text readable: put back what strtok and the cut removed. */
-        for (char *p = start; p < end; p++)
-            if (!*p)
-                *p = '\n';
-        *end = '\n';
-        *scanned = (size_t)(end - e->raw) + 2;
+/*
+ * One event of a followed stream (the lock is held: sse_parse_feed runs in
+ * sse_write). Only data that is a JSON object or array is kept, with the
+ * event's id: tests look events up by their JSON.
+ */
+static int sse_on_event(void *ctx, const struct sse_parse_event *ev)
+{
+    struct itest_sse *e = ctx;
+    json_t *data = json_loadb(ev->data, ev->data_len, 0, NULL);
+
+    if (data) {
+        json_array_append_new(e->events,
+                              json_pack("{s:s, s:o}", "id", ev->id, "data", data));
+        pthread_cond_broadcast(&e->cond);
     }
+    return 0;
 }
 
 struct sse_ctx {
     struct itest_sse *e;
-    size_t scanned;
+    struct sse_parse parser; /* effects/sse_parse, the server's clients' rules */
+    bool reported;           /* a parse error was printed once */
 };
 
 static size_t sse_write(char *p, size_t size, size_t n, void *cls)
@@ -366,6 +358,7 @@ static size_t sse_write(char *p, size_t size, size_t n, void *cls)
     struct sse_ctx *ctx = cls;
     struct itest_sse *e = ctx->e;
     char *d;
+    int rc;
 
     pthread_mutex_lock(&e->lock);
     d = realloc(e->raw, e->raw_len + size * n + 1);
@@ -377,7 +370,13 @@ static size_t sse_write(char *p, size_t size, size_t n, void *cls)
     e->raw_len += size * n;
     d[e->raw_len] = '\0';
     e->raw = d;
-    sse_parse(e, &ctx->scanned);
+    /* The raw text is kept whole for checks on framing; events go on from here. */
+    rc = sse_parse_feed(&ctx->parser, p, size * n);
+    if (rc && !ctx->reported) {
+        fprintf(stderr, "itest: %s: the event stream cannot be parsed: %s\n", e->url,
+                strerror(-rc));
+        ctx->reported = true;
+    }
     pthread_mutex_unlock(&e->lock);
     return size * n;
 }
@@ -400,12 +399,13 @@ static int sse_progress(void *cls, curl_off_t a, curl_off_t b, curl_off_t c, cur
 static void *sse_main(void *arg)
 {
     struct itest_sse *e = arg;
-    struct sse_ctx ctx = {e, 0};
+    struct sse_ctx ctx = {.e = e};
     CURL *c = curl_easy_init();
     struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
     char hdr[64];
     char *ct = NULL;
 
+    sse_parse_init(&ctx.parser, ITEST_SSE_EVENT_MAX, sse_on_event, e);
     if (*e->last_event_id) {
         snprintf(hdr, sizeof(hdr), "Last-Event-ID: %s", e->last_event_id);
         h = curl_slist_append(h, hdr);
@@ -421,6 +421,10 @@ static void *sse_main(void *arg)
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L);
     curl_easy_perform(c);
     pthread_mutex_lock(&e->lock);
+    /* As a browser would: an event cut before its blank line is dropped. */
+    if (sse_parse_finish(&ctx.parser, false) && !ctx.reported)
+        fprintf(stderr, "itest: %s: the event stream cannot be parsed\n", e->url);
+    sse_parse_release(&ctx.parser);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &e->status);
     curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
     if (ct)
@@ -605,4 +609,45 @@ void itest_remove_db(const char *path)
     unlink(p);
     snprintf(p, sizeof(p), "%s-shm", path);
     unlink(p);
+}
+
+int itest_fake_start(struct itest_fake *f)
+{
+    const char *bin =
+        getenv("FAKE_OPENAI") ? getenv("FAKE_OPENAI") : "build/tests/fake_openai";
+    int out[2], in[2];
+    char buf[64] = "";
+    ssize_t n;
+
+    memset(f, 0, sizeof(*f));
+    if (pipe2(out, O_CLOEXEC) || pipe2(in, O_CLOEXEC))
+        return -1;
+    f->pid = fork();
+    if (f->pid == 0) {
+        dup2(out[1], 1);
+        dup2(in[0], 0);
+        execl(bin, "fake_openai", "--exit-on-eof", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    close(in[0]);
+    f->hold_fd = in[1];
+    n = f->pid > 0 ? read(out[0], buf, sizeof(buf) - 1) : -1;
+    close(out[0]);
+    if (n <= 0 || sscanf(buf, "port %d", &f->port) != 1) {
+        itest_fake_stop(f);
+        return -1;
+    }
+    return 0;
+}
+
+void itest_fake_stop(struct itest_fake *f)
+{
+    if (f->pid > 0) {
+        kill(f->pid, SIGTERM);
+        waitpid(f->pid, NULL, 0);
+    }
+    if (f->hold_fd > 0)
+        close(f->hold_fd);
+    memset(f, 0, sizeof(*f));
 }

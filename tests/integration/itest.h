@@ -113,4 +113,19 @@ void itest_remove_db(const char *path);
 long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
                       json_t **answer);
 
+/*
+ * The fake OpenAI-compatible provider (tests/fakes/fake_openai, or
+ * $FAKE_OPENAI) on a free port. It exits with its stdin, a pipe we hold, so
+ * a runner that dies cannot leave it behind.
+ */
+struct itest_fake {
+    pid_t pid;
+    int port;
+    int hold_fd; /* the write end of its stdin */
+};
+/* 0, or -1 when it did not start. */
+int itest_fake_start(struct itest_fake *f);
+/* SIGTERM it and reap it. */
+void itest_fake_stop(struct itest_fake *f);
+
 #endif

@@ -1,0 +1,891 @@
+/*
+ * mcp_server - one MCP server's connection, life cycle and calls.
+ * See mcp_server.h.
+ */
+#include "effects/mcp_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "effects/log.h"
+#include "effects/mcp_http.h"
+#include "effects/mcp_rpc.h"
+#include "effects/mcp_stdio.h"
+#include "effects/now.h"
+#include "state_machine/rx_json.h"
+
+#define BACKOFF_FIRST_MS 500
+#define BACKOFF_MAX_MS   30000
+/* A server listing more pages than this is cut off there. */
+#define TOOL_PAGES_MAX 100
+/* Grace a stopping program gets between SIGTERM and SIGKILL. */
+#define KILL_GRACE_MS 2000
+/* Warnings about one connection's bad messages before we stop logging them. */
+#define WARNINGS_MAX 20
+/* stderr lines logged per window, so a chatty server cannot flood our log. */
+#define STDERR_LINES_MAX 50
+#define STDERR_WINDOW_MS 10000
+#define CLIENT_VERSION   "0.2"
+
+/* One request waiting for its answer. */
+struct pending {
+    json_int_t id;
+    int64_t deadline; /* now_mono_ms(); moved on by progress notifications */
+    int evfd;         /* stdio: signalled when done */
+    bool done;
+    json_t *answer;                  /* the response, when one came */
+    char lost[MCP_SERVER_ERROR_MAX]; /* done without answer: why */
+    struct pending *next;
+};
+
+struct mcp_server {
+    struct mcp_server_config cfg;
+    mcp_server_changed_fn changed;
+    void *ctx;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int refs;
+    enum mcp_status status;
+    char error[MCP_SERVER_ERROR_MAX];
+    char version[16];
+    json_t *tools;
+    bool refresh, broken, stopping;
+    json_int_t next_id;
+    struct pending *pending;
+    unsigned long calls_ok, calls_failed, restarts, generation;
+    unsigned warnings, stderr_lines;
+    int64_t stderr_window;
+
+    pthread_t thread;
+    int stop_pipe[2]; /* readable once stopping: cancels the supervisor's waits */
+
+    struct mcp_stdio io;
+    pthread_t reader;
+    bool reader_running;
+    int reader_stop; /* eventfd: makes the reader return */
+
+    struct mcp_http http;
+    pthread_mutex_t init_lock; /* one initialize at a time */
+};
+
+/* ----------------------------------------------------------- small things */
+
+void mcp_server_config_release(struct mcp_server_config *cfg)
+{
+    for (size_t i = 0; cfg->argv && cfg->argv[i]; i++)
+        free(cfg->argv[i]);
+    for (size_t i = 0; cfg->env && cfg->env[i]; i++)
+        free(cfg->env[i]);
+    free(cfg->argv);
+    free(cfg->env);
+    free(cfg->name);
+    free(cfg->url);
+    json_decref(cfg->headers);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+const char *mcp_server_name(const struct mcp_server *s)
+{
+    return s->cfg.name;
+}
+
+void mcp_server_ref(struct mcp_server *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->refs++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void server_free(struct mcp_server *s)
+{
+    json_decref(s->tools);
+    if (s->cfg.transport == MCP_HTTP)
+        mcp_http_release(&s->http);
+    mcp_stdio_release(&s->io);
+    close(s->stop_pipe[0]);
+    close(s->stop_pipe[1]);
+    mcp_server_config_release(&s->cfg);
+    pthread_mutex_destroy(&s->init_lock);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+void mcp_server_unref(struct mcp_server *s)
+{
+    int left;
+
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    left = --s->refs;
+    pthread_mutex_unlock(&s->lock);
+    if (!left)
+        server_free(s);
+}
+
+void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out)
+{
+    pthread_mutex_lock(&s->lock);
+    out->transport = s->cfg.transport;
+    out->status = s->status;
+    memcpy(out->error, s->error, sizeof(out->error));
+    memcpy(out->version, s->version, sizeof(out->version));
+    out->tools = json_array_size(s->tools);
+    out->calls_ok = s->calls_ok;
+    out->calls_failed = s->calls_failed;
+    out->restarts = s->restarts;
+    pthread_mutex_unlock(&s->lock);
+}
+
+json_t *mcp_server_tools(struct mcp_server *s)
+{
+    json_t *copy;
+
+    pthread_mutex_lock(&s->lock);
+    copy = s->tools ? json_deep_copy(s->tools) : json_array();
+    pthread_mutex_unlock(&s->lock);
+    return copy;
+}
+
+/* Lock held. A warning about what the server sent, while under the cap. */
+static bool may_warn(struct mcp_server *s)
+{
+    if (s->warnings == WARNINGS_MAX)
+        log_warn("mcp %s: further bad messages are not logged", s->cfg.name);
+    return s->warnings++ < WARNINGS_MAX;
+}
+
+/* Lock held. End every request in flight with `why`. */
+static void fail_pending(struct mcp_server *s, const char *why)
+{
+    for (struct pending *p = s->pending; p; p = p->next) {
+        if (p->done)
+            continue;
+        p->done = true;
+        snprintf(p->lost, sizeof(p->lost), "%s", why);
+        if (p->evfd >= 0)
+            eventfd_write(p->evfd, 1);
+    }
+}
+
+/* Lock held. */
+static struct pending *find_pending(struct mcp_server *s, json_int_t id)
+{
+    for (struct pending *p = s->pending; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+/* -------------------------------------------------------------- messages */
+
+static int send_text(struct mcp_server *s, json_t *msg, struct rx_error *err);
+
+static void on_response(struct mcp_server *s, json_t *msg, json_int_t id)
+{
+    struct pending *p;
+
+    pthread_mutex_lock(&s->lock);
+    p = find_pending(s, id);
+    if (p && !p->done) {
+        p->answer = json_incref(msg);
+        p->done = true;
+        if (p->evfd >= 0)
+            eventfd_write(p->evfd, 1);
+    } else if (may_warn(s)) {
+        log_warn("mcp %s: an answer to request %lld, which is not waiting", s->cfg.name,
+                 (long long)id);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_notification(struct mcp_server *s, json_t *msg, const char *method)
+{
+    json_t *params = json_object_get(msg, "params");
+    struct pending *p;
+    json_int_t id;
+
+    if (!strcmp(method, "notifications/progress")) {
+        if (mcp_rpc_progress_id(json_object_get(params, "progressToken"), &id))
+            return;
+        pthread_mutex_lock(&s->lock);
+        if ((p = find_pending(s, id)))
+            p->deadline = now_mono_ms() + s->cfg.timeout_ms;
+        pthread_mutex_unlock(&s->lock);
+    } else if (!strcmp(method, "notifications/tools/list_changed")) {
+        pthread_mutex_lock(&s->lock);
+        s->refresh = true;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Every message from the server, from either transport. */
+static void handle_message(struct mcp_server *s, json_t *msg)
+{
+    const char *method = NULL;
+    json_int_t id = 0;
+    json_t *reply;
+
+    switch (mcp_rpc_classify(msg, &id, &method)) {
+    case MCP_RPC_RESPONSE:
+    case MCP_RPC_ERROR_RESPONSE:
+        on_response(s, msg, id);
+        break;
+    case MCP_RPC_NOTIFICATION:
+        on_notification(s, msg, method);
+        break;
+    case MCP_RPC_REQUEST:
+        /* Over HTTP our answer would be a POST of its own, from inside this
+           transfer: we declare no capabilities, so only a ping could come. */
+        if (s->cfg.transport == MCP_STDIO && (reply = mcp_rpc_reply(msg))) {
+            if (send_text(s, reply, NULL))
+                log_warn("mcp %s: could not answer its '%s'", s->cfg.name, method);
+            json_decref(reply);
+        }
+        break;
+    case MCP_RPC_INVALID:
+        pthread_mutex_lock(&s->lock);
+        if (may_warn(s))
+            log_warn("mcp %s: a message that is not JSON-RPC 2.0 ignored", s->cfg.name);
+        pthread_mutex_unlock(&s->lock);
+        break;
+    }
+}
+
+static void on_http_message(void *ctx, json_t *msg)
+{
+    handle_message(ctx, msg);
+}
+
+/* -------------------------------------------------------------- stdio side */
+
+static void on_line(void *ctx, const char *line, size_t n)
+{
+    struct mcp_server *s = ctx;
+    json_t *msg = NULL;
+    const char *why = "it is not JSON";
+
+    if (!line)
+        why = "it is longer than the 8 MiB bound";
+    else if (!line[strspn(line, " \t\r")])
+        return; /* blank lines are harmless */
+    else if (rx_json_depth(line, n) > RX_JSON_DEPTH_MAX)
+        why = "it is nested too deeply";
+    else
+        msg = json_loadb(line, n, 0, NULL);
+    if (!msg) {
+        pthread_mutex_lock(&s->lock);
+        if (may_warn(s))
+            log_warn("mcp %s: a line of %zu bytes dropped: %s", s->cfg.name, n, why);
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    if (json_is_array(msg)) { /* a batch, from a server of an older revision */
+        for (size_t i = 0; i < json_array_size(msg); i++)
+            handle_message(s, json_array_get(msg, i));
+    } else {
+        handle_message(s, msg);
+    }
+    json_decref(msg);
+}
+
+static void on_stderr(void *ctx, const char *line, size_t n)
+{
+    struct mcp_server *s = ctx;
+    int64_t now = now_mono_ms();
+    bool show;
+
+    pthread_mutex_lock(&s->lock);
+    if (now - s->stderr_window > STDERR_WINDOW_MS) {
+        if (s->stderr_lines > STDERR_LINES_MAX)
+            log_info("mcp %s: %u stderr lines not logged", s->cfg.name,
+                     s->stderr_lines - STDERR_LINES_MAX);
+        s->stderr_window = now;
+        s->stderr_lines = 0;
+    }
+    show = s->stderr_lines++ < STDERR_LINES_MAX;
+    pthread_mutex_unlock(&s->lock);
+    if (show)
+        log_info("mcp %s: %.*s", s->cfg.name, (int)n, line);
+}
+
+static void *reader_main(void *arg)
+{
+    struct mcp_server *s = arg;
+    struct mcp_stdio_reader rd = {.on_line = on_line, .on_stderr = on_stderr, .ctx = s};
+    int rc = mcp_stdio_read(&s->io, &rd, s->reader_stop);
+
+    pthread_mutex_lock(&s->lock);
+    if (!s->broken && !s->stopping)
+        snprintf(s->error, sizeof(s->error), "%s",
+                 rc == -ENOMEM ? "out of memory" : "the server closed its output");
+    s->broken = true;
+    fail_pending(s, rc == -EINTR ? "the server is stopping" : "the server exited");
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* What an HTTP transfer asks for its deadline: a request's (which progress
+   moves on), or a fixed one. */
+struct waiter {
+    struct mcp_server *s;
+    struct pending *p; /* NULL: `fixed` */
+    int64_t fixed;
+};
+
+static int64_t waiter_deadline(void *ctx)
+{
+    struct waiter *w = ctx;
+    int64_t d;
+
+    if (!w->p)
+        return w->fixed;
+    pthread_mutex_lock(&w->s->lock);
+    d = w->p->deadline;
+    pthread_mutex_unlock(&w->s->lock);
+    return d;
+}
+
+/* Send one message that wants no answer (a notification, our reply). */
+static int send_text(struct mcp_server *s, json_t *msg, struct rx_error *err)
+{
+    struct waiter w = {.s = s, .fixed = now_mono_ms() + s->cfg.timeout_ms};
+    char *text = json_dumps(msg, JSON_COMPACT);
+    struct mcp_http_result res;
+    int rc;
+
+    if (!text)
+        return rx_error_set(err, -ENOMEM, "out of memory");
+    if (s->cfg.transport == MCP_STDIO) {
+        rc = mcp_stdio_send(&s->io, text, strlen(text), s->cfg.timeout_ms);
+        if (rc)
+            rx_error_set(err, rc, "cannot write to the server: %s", strerror(-rc));
+    } else {
+        rc = mcp_http_post(&s->http, text, s->stop_pipe[0], waiter_deadline, &w,
+                           on_http_message, s, NULL, &res, err);
+    }
+    free(text);
+    return rc;
+}
+
+static void send_notification(struct mcp_server *s, json_t *msg /* stolen */)
+{
+    struct rx_error err = {""};
+
+    if (!msg || send_text(s, msg, &err))
+        log_warn("mcp %s: a notification was not delivered: %s", s->cfg.name,
+                 msg ? err.text : "out of memory");
+    json_decref(msg);
+}
+
+static json_int_t new_id(struct mcp_server *s)
+{
+    json_int_t id;
+
+    pthread_mutex_lock(&s->lock);
+    id = ++s->next_id;
+    pthread_mutex_unlock(&s->lock);
+    return id;
+}
+
+/* Wait for p's answer on the stdio transport. 0, -ECANCELED, -ETIMEDOUT. */
+static int wait_stdio(struct mcp_server *s, struct pending *p, int cancel_fd)
+{
+    for (;;) {
+        struct pollfd fds[2] = {{.fd = p->evfd, .events = POLLIN},
+                                {.fd = cancel_fd, .events = POLLIN}};
+        eventfd_t v;
+        int64_t left;
+        bool done;
+
+        pthread_mutex_lock(&s->lock);
+        done = p->done;
+        left = p->deadline - now_mono_ms();
+        pthread_mutex_unlock(&s->lock);
+        if (done)
+            return 0;
+        if (left <= 0)
+            return -ETIMEDOUT;
+        if (poll(fds, 2, (int)(left < 1000 ? left : 1000)) < 0 && errno != EINTR)
+            return -errno;
+        if (fds[1].revents)
+            return -ECANCELED;
+        if (fds[0].revents)
+            eventfd_read(p->evfd, &v);
+    }
+}
+
+static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err);
+
+/* Send the request over HTTP and read its answer; a lost session is
+   initialized again and the request sent once more. */
+static int exchange_http(struct mcp_server *s, struct pending *p, const char *text,
+                         const char *method, int cancel_fd, struct rx_error *err)
+{
+    struct waiter w = {.s = s, .p = p};
+    struct mcp_http_result res;
+    unsigned long gen;
+    int rc;
+
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&s->lock);
+        gen = s->generation;
+        pthread_mutex_unlock(&s->lock);
+        rc = mcp_http_post(&s->http, text, cancel_fd, waiter_deadline, &w,
+                           on_http_message, s, &p->done, &res, err);
+        if (rc != -ENOENT || attempt || !strcmp(method, "initialize"))
+            break;
+        log_info("mcp %s: the server lost our session; initializing again", s->cfg.name);
+        pthread_mutex_lock(&s->init_lock);
+        pthread_mutex_lock(&s->lock);
+        rc = gen == s->generation ? 1 : 0; /* nobody did it meanwhile */
+        pthread_mutex_unlock(&s->lock);
+        rc = rc ? initialize(s, cancel_fd, err) : 0;
+        pthread_mutex_unlock(&s->init_lock);
+        if (rc)
+            break;
+    }
+    if (rc == -EIO && !res.status) { /* no HTTP answer at all: the link is down */
+        pthread_mutex_lock(&s->lock);
+        if (!s->broken)
+            snprintf(s->error, sizeof(s->error), "%s", err->text);
+        s->broken = true;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return rc;
+}
+
+/*
+ * Send request `id` and wait for its answer. 0 with *result (NEW) the
+ * response's result; -EIO with `err` (a JSON-RPC error, the link lost...);
+ * -ETIMEDOUT, -ECANCELED (both after notifications/cancelled), -ENOMEM.
+ * `need_up`: refuse at once unless the server is up.
+ */
+static int request(struct mcp_server *s, json_int_t id, const char *method,
+                   json_t *params /* stolen */, int cancel_fd, bool need_up,
+                   json_t **result, struct rx_error *err)
+{
+    struct pending p = {.id = id, .evfd = -1};
+    json_t *msg = mcp_rpc_request(id, method, params);
+    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    int rc = 0;
+
+    json_decref(msg);
+    if (!text)
+        return rx_error_set(err, -ENOMEM, "out of memory");
+    if (s->cfg.transport == MCP_STDIO &&
+        (p.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        free(text);
+        return rx_error_set(err, -EIO, "eventfd: %s", strerror(errno));
+    }
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping)
+        rc = rx_error_set(err, -EIO, "Reflexor is stopping");
+    else if (need_up && s->status != MCP_UP)
+        rc = rx_error_set(err, -EIO, "the MCP server '%s' is %s%s%s", s->cfg.name,
+                          s->status == MCP_STARTING ? "still starting" : "down",
+                          s->error[0] ? ": " : "", s->error);
+    if (!rc) {
+        p.deadline = now_mono_ms() + s->cfg.timeout_ms;
+        p.next = s->pending;
+        s->pending = &p;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc)
+        goto out_free;
+
+    if (s->cfg.transport == MCP_STDIO) {
+        rc = mcp_stdio_send(&s->io, text, strlen(text), s->cfg.timeout_ms);
+        if (rc)
+            rx_error_set(err, -EIO, "cannot write to the server: %s", strerror(-rc));
+        rc = rc ? -EIO : wait_stdio(s, &p, cancel_fd);
+    } else {
+        rc = exchange_http(s, &p, text, method, cancel_fd, err);
+    }
+
+    pthread_mutex_lock(&s->lock);
+    for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
+        if (*pp == &p) {
+            *pp = p.next;
+            break;
+        }
+    pthread_mutex_unlock(&s->lock);
+
+    if ((rc == -ECANCELED || rc == -ETIMEDOUT) && strcmp(method, "initialize"))
+        send_notification(s,
+                          mcp_rpc_cancelled(id, rc == -ECANCELED ? "cancelled by the user"
+                                                                 : "no answer in time"));
+    if (rc == -ETIMEDOUT)
+        rx_error_set(err, rc, "no answer to %s from '%s' within %d ms", method,
+                     s->cfg.name, s->cfg.timeout_ms);
+    if (!rc && !p.answer)
+        rc = rx_error_set(err, -EIO, "%s", p.lost[0] ? p.lost : "no answer came");
+    if (!rc && json_object_get(p.answer, "error"))
+        rc = mcp_rpc_error_text(p.answer, err);
+    if (!rc)
+        *result = json_incref(json_object_get(p.answer, "result"));
+    if (!rc && !*result)
+        rc = rx_error_set(err, -EIO, "an answer without a result");
+    json_decref(p.answer);
+
+out_free:
+    if (p.evfd >= 0)
+        close(p.evfd);
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------- life cycle */
+
+/* initialize, then notifications/initialized. The caller holds init_lock. */
+static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err)
+{
+    json_t *params = mcp_rpc_initialize_params(CLIENT_VERSION), *result = NULL;
+    char version[16];
+    int rc;
+
+    if (!params)
+        return rx_error_set(err, -ENOMEM, "out of memory");
+    if (s->cfg.transport == MCP_HTTP)
+        mcp_http_forget(&s->http);
+    rc = request(s, new_id(s), "initialize", params, cancel_fd, false, &result, err);
+    if (!rc)
+        rc = mcp_rpc_check_initialize(result, version, sizeof(version), NULL, err);
+    json_decref(result);
+    if (rc)
+        return rc == -ENOMEM ? rc : -EIO;
+    if (s->cfg.transport == MCP_HTTP)
+        mcp_http_set_version(&s->http, version);
+    pthread_mutex_lock(&s->lock);
+    memcpy(s->version, version, sizeof(version));
+    s->generation++;
+    pthread_mutex_unlock(&s->lock);
+    send_notification(s, mcp_rpc_notification("notifications/initialized", NULL));
+    return 0;
+}
+
+/* Read tools/list page by page and publish the list. */
+static int list_tools(struct mcp_server *s, struct rx_error *err)
+{
+    json_t *tools = json_array(), *cursor = NULL, *old;
+    size_t skipped = 0;
+    int rc = 0, page;
+
+    if (!tools)
+        return rx_error_set(err, -ENOMEM, "out of memory");
+    for (page = 0; page < TOOL_PAGES_MAX && !rc; page++) {
+        json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : NULL;
+        json_t *result = NULL;
+
+        json_decref(cursor);
+        cursor = NULL;
+        rc = request(s, new_id(s), "tools/list", params, s->stop_pipe[0], false, &result,
+                     err);
+        if (!rc)
+            rc = mcp_rpc_tools_page(result, tools, &cursor, &skipped, err);
+        json_decref(result);
+        if (!cursor)
+            break;
+    }
+    json_decref(cursor);
+    if (rc) {
+        json_decref(tools);
+        return rc;
+    }
+    if (skipped)
+        log_warn("mcp %s: %zu tools without a valid name or schema left out", s->cfg.name,
+                 skipped);
+    pthread_mutex_lock(&s->lock);
+    old = s->tools;
+    s->tools = tools;
+    pthread_mutex_unlock(&s->lock);
+    json_decref(old);
+    return 0;
+}
+
+/* Start the program (stdio) and its reader. */
+static int open_stdio(struct mcp_server *s, struct rx_error *err)
+{
+    int rc;
+
+    s->reader_stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->reader_stop < 0)
+        return rx_error_set(err, -errno, "eventfd: %s", strerror(errno));
+    rc = mcp_stdio_spawn(&s->io, s->cfg.argv, s->cfg.env, err);
+    if (rc)
+        goto out_close;
+    rc = pthread_create(&s->reader, NULL, reader_main, s);
+    if (rc) {
+        mcp_stdio_kill(&s->io, 0, NULL, 0);
+        mcp_stdio_close(&s->io);
+        rc = rx_error_set(err, -rc, "cannot start a reader thread: %s", strerror(rc));
+        goto out_close;
+    }
+    s->reader_running = true;
+    return 0;
+
+out_close:
+    close(s->reader_stop);
+    s->reader_stop = -1;
+    return rc;
+}
+
+static int connect_once(struct mcp_server *s, struct rx_error *err)
+{
+    int rc = 0;
+
+    if (s->cfg.transport == MCP_STDIO)
+        rc = open_stdio(s, err);
+    if (!rc) {
+        pthread_mutex_lock(&s->init_lock);
+        rc = initialize(s, s->stop_pipe[0], err);
+        pthread_mutex_unlock(&s->init_lock);
+    }
+    if (!rc)
+        rc = list_tools(s, err);
+    return rc;
+}
+
+/* Undo connect_once; the reason gets how a program ended. */
+static void disconnect(struct mcp_server *s, char *why, size_t size)
+{
+    char how[64] = "";
+
+    if (s->cfg.transport == MCP_HTTP) {
+        bool stopping;
+
+        pthread_mutex_lock(&s->lock);
+        stopping = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        if (stopping) /* a goodbye the server may use to free the session */
+            mcp_http_close(&s->http, KILL_GRACE_MS);
+        else
+            mcp_http_forget(&s->http);
+        return;
+    }
+    if (s->reader_running) {
+        /* The program first; then the reader, which a descendant that kept
+           the pipe open would otherwise keep waiting. */
+        mcp_stdio_kill(&s->io, KILL_GRACE_MS, how, sizeof(how));
+        eventfd_write(s->reader_stop, 1);
+        pthread_join(s->reader, NULL);
+        s->reader_running = false;
+        mcp_stdio_close(&s->io);
+        close(s->reader_stop);
+        s->reader_stop = -1;
+    }
+    if (how[0] && !strstr(why, "exited") && strlen(why) + strlen(how) + 3 < size) {
+        strcat(why, " (");
+        strcat(why, how);
+        strcat(why, ")");
+    } else if (how[0] && !strcmp(why, "the server closed its output")) {
+        snprintf(why, size, "the server %s", how);
+    }
+}
+
+static void set_status(struct mcp_server *s, enum mcp_status st, const char *why)
+{
+    pthread_mutex_lock(&s->lock);
+    s->status = st;
+    snprintf(s->error, sizeof(s->error), "%s", why ? why : "");
+    pthread_mutex_unlock(&s->lock);
+    s->changed(s->ctx);
+}
+
+/* Up: wait for a break, a stop, or a list to read again. The reason of a
+   break is left in `why`. */
+static void serve(struct mcp_server *s, char *why, size_t size)
+{
+    struct rx_error err = {""};
+
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping && !s->broken) {
+        if (!s->refresh) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        s->refresh = false;
+        pthread_mutex_unlock(&s->lock);
+        if (list_tools(s, &err)) {
+            pthread_mutex_lock(&s->lock);
+            if (!s->broken)
+                snprintf(s->error, sizeof(s->error), "tools/list: %s", err.text);
+            s->broken = true;
+            continue;
+        }
+        log_info("mcp %s: the tool list changed", s->cfg.name);
+        s->changed(s->ctx);
+        pthread_mutex_lock(&s->lock);
+    }
+    snprintf(why, size, "%s", s->error);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *supervisor_main(void *arg)
+{
+    struct mcp_server *s = arg;
+    int backoff = BACKOFF_FIRST_MS;
+
+    for (;;) {
+        char why[MCP_SERVER_ERROR_MAX] = "";
+        struct rx_error err = {""};
+        struct timespec until;
+        bool was_up = false;
+
+        if (!connect_once(s, &err)) {
+            struct mcp_server_info info;
+
+            set_status(s, MCP_UP, NULL);
+            mcp_server_info(s, &info);
+            log_info("mcp %s: up (protocol %s, %zu tools)", s->cfg.name, info.version,
+                     info.tools);
+            backoff = BACKOFF_FIRST_MS;
+            was_up = true;
+            serve(s, why, sizeof(why));
+        } else {
+            snprintf(why, sizeof(why), "%s", err.text);
+        }
+        disconnect(s, why, sizeof(why));
+        pthread_mutex_lock(&s->lock);
+        fail_pending(s, why);
+        s->broken = s->refresh = false;
+        s->restarts += was_up;
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        pthread_mutex_unlock(&s->lock);
+        set_status(s, MCP_DOWN, why);
+        log_warn("mcp %s: down: %s; trying again in %d ms", s->cfg.name, why, backoff);
+
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += backoff / 1000;
+        until.tv_nsec += (long)(backoff % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L)
+            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&s->lock);
+        while (!s->stopping && pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+            ;
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        s->status = MCP_STARTING;
+        pthread_mutex_unlock(&s->lock);
+        backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
+    }
+    return NULL;
+}
+
+struct mcp_server *mcp_server_start(struct mcp_server_config *cfg,
+                                    mcp_server_changed_fn changed, void *ctx)
+{
+    struct mcp_server *s = calloc(1, sizeof(*s));
+    struct rx_error err = {""};
+    pthread_condattr_t ca;
+
+    if (!s || pipe2(s->stop_pipe, O_CLOEXEC)) {
+        free(s);
+        mcp_server_config_release(cfg);
+        return NULL;
+    }
+    s->cfg = *cfg;
+    memset(cfg, 0, sizeof(*cfg));
+    s->changed = changed;
+    s->ctx = ctx;
+    s->refs = 1;
+    s->status = MCP_STARTING;
+    s->reader_stop = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->init_lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    mcp_stdio_init(&s->io);
+    if (s->cfg.transport == MCP_HTTP &&
+        mcp_http_init(&s->http, s->cfg.url, s->cfg.headers, s->cfg.timeout_ms, &err))
+        goto out_free;
+    if (pthread_create(&s->thread, NULL, supervisor_main, s))
+        goto out_free;
+    return s;
+
+out_free:
+    if (err.text[0])
+        log_error("mcp %s: %s", s->cfg.name, err.text);
+    server_free(s);
+    return NULL;
+}
+
+void mcp_server_stop(struct mcp_server *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    fail_pending(s, "Reflexor is stopping");
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    if (write(s->stop_pipe[1], "x", 1) < 0)
+        log_warn("mcp %s: cannot wake the supervisor", s->cfg.name);
+    pthread_join(s->thread, NULL);
+    mcp_server_unref(s);
+}
+
+/* ------------------------------------------------------------------ calls */
+
+int mcp_server_call(struct mcp_server *s, const char *tool, json_t *args, int cancel_fd,
+                    char **text, bool *is_error)
+{
+    json_int_t id = new_id(s);
+    json_t *params = mcp_rpc_call_params(id, tool, args), *result = NULL;
+    struct rx_error err = {""};
+    int rc;
+
+    if (!params)
+        return -ENOMEM;
+    rc = request(s, id, "tools/call", params, cancel_fd, true, &result, &err);
+    if (rc == -ECANCELED || rc == -ENOMEM) {
+        json_decref(result);
+        return rc;
+    }
+    if (!rc) {
+        rc = mcp_rpc_call_text(result, text, is_error, &err);
+        if (rc == -ENOMEM) {
+            json_decref(result);
+            return rc;
+        }
+        if (!rc && *is_error && !**text) { /* an error must say something */
+            free(*text);
+            rc = rx_error_set(&err, -EIO, "the tool '%s' failed without a message", tool);
+        }
+    }
+    json_decref(result);
+    if (rc) {
+        *is_error = true;
+        *text = strdup(err.text);
+        if (!*text)
+            return -ENOMEM;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (*is_error)
+        s->calls_failed++;
+    else
+        s->calls_ok++;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
