@@ -109,18 +109,16 @@ static int add_server_tools(struct naming *nm, size_t *cap, struct hub_server *h
     return rc;
 }
 
-/* Build the table anew from every server's list (after any change). */
-static void rebuild(struct mcp_hub *hub)
+/* Lock held. Build the table anew from every server's list (after any change). */
+static void rebuild_locked(struct mcp_hub *hub)
 {
     struct naming nm = {.hub = hub};
     size_t cap = 0;
     int rc = 0;
 
-    pthread_mutex_lock(&hub->lock);
     for (size_t i = 0; i < hub->n_servers && !rc; i++)
         rc = add_server_tools(&nm, &cap, &hub->servers[i]);
     if (rc) { /* keep the old table rather than a partial one */
-        pthread_mutex_unlock(&hub->lock);
         tools_free(nm.tools, nm.n);
         log_error("mcp: out of memory while naming tools");
         return;
@@ -128,12 +126,15 @@ static void rebuild(struct mcp_hub *hub)
     tools_free(hub->tools, hub->n_tools);
     hub->tools = nm.tools;
     hub->n_tools = nm.n;
-    pthread_mutex_unlock(&hub->lock);
 }
 
 static void on_changed(void *ctx)
 {
-    rebuild(ctx);
+    struct mcp_hub *hub = ctx;
+
+    pthread_mutex_lock(&hub->lock);
+    rebuild_locked(hub);
+    pthread_mutex_unlock(&hub->lock);
 }
 
 /* Lock held. How many of the server's tools the config lets the agent use. */
@@ -289,22 +290,23 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
     for (size_t i = 0; i < n; i++)
         if (next[i].srv)
             next[started++] = next[i];
-    n = started;
     pthread_mutex_lock(&hub->lock);
     old = hub->servers;
     n_old = hub->n_servers;
     hub->servers = next;
-    hub->n_servers = n;
+    hub->n_servers = started;
+    /* The names with the list, so no tool of a server on its way out is
+       offered or points at it; calls already made hold their own reference. */
+    rebuild_locked(hub);
     pthread_mutex_unlock(&hub->lock);
     for (size_t j = 0; j < n_old; j++)
         if (!keep[j])
             stop_servers(&old[j], 1);
-    log_info("mcp: reloaded: %zu servers kept, %zu started, %zu stopped", kept, n - kept,
-             n_old - kept);
+    log_info("mcp: reloaded: %zu servers kept, %zu started, %zu stopped", kept,
+             started - kept, n_old - kept);
     free(old);
     free(keep);
     mcp_config_free(entries, n);
-    rebuild(hub);
     return 0;
 }
 
@@ -438,6 +440,18 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
         rc = -ENOMEM;
     free(info);
     return rc ? -ENOMEM : 0;
+}
+
+const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
+{
+    const char *p = "auto";
+    struct hub_tool *t;
+
+    pthread_mutex_lock(&hub->lock);
+    if ((t = find(hub, name)))
+        p = t->policy;
+    pthread_mutex_unlock(&hub->lock);
+    return p;
 }
 
 int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,

@@ -63,6 +63,10 @@ int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers) RX_WUR
 /* The metric families of the servers (Prometheus text). 0 or -ENOMEM. */
 int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b) RX_WUR;
 
+/* The tool's default approval policy, a static "auto" | "ask" | "deny";
+   "auto" when no tool has that name. */
+const char *mcp_hub_policy(struct mcp_hub *hub, const char *name);
+
 /*
  * Call the tool known as `name`, with `args` (a JSON object, STOLEN). As
  * mcp_server_call; -ENOENT when no tool has that name.

@@ -322,9 +322,46 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
     return 0;
 }
 
+/* An entry that only sets the approval of a built-in tool: {"name": "calculator",
+   "approval": "ask"}. The built-in's index, or -1 when `o` is not one. */
+static long builtin_override(const struct toolkit *tk, json_t *o)
+{
+    const char *name = json_string_value(json_object_get(o, "name"));
+
+    if (!json_is_object(o) || json_object_get(o, "command") || !name)
+        return -1;
+    for (size_t i = 0; i < tk->len; i++)
+        if (tk->items[i].kind != TOOL_COMMAND && !strcmp(tk->items[i].name, name))
+            return (long)i;
+    return -1;
+}
+
+static int parse_override(json_t *o, size_t i, const char **policy, struct rx_error *err)
+{
+    enum mcp_policy p =
+        mcp_config_policy_parse(json_string_value(json_object_get(o, "approval")));
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(o, key, v)
+    {
+        if (strcmp(key, "name") && strcmp(key, "approval"))
+            return rx_error_set(err, -EINVAL,
+                                "tools[%zu].%s: a built-in tool takes only \"approval\"",
+                                i, key);
+    }
+    if (p == MCP_POLICY_DEFAULT)
+        return rx_error_set(err, -EINVAL,
+                            "tools[%zu].approval: must be \"auto\", \"ask\" or \"deny\"",
+                            i);
+    *policy = mcp_config_policy_name(p);
+    return 0;
+}
+
 int toolkit_add_from_config(struct toolkit *tk, json_t *tools, struct rx_error *err)
 {
     size_t n = json_array_size(tools), used = 0;
+    const char **policy_of = NULL; /* per entry: a built-in's new approval, or NULL */
     struct tool *fresh = NULL;
     int rc = 0;
 
@@ -335,37 +372,61 @@ int toolkit_add_from_config(struct toolkit *tk, json_t *tools, struct rx_error *
     if (!n)
         return 0;
     fresh = calloc(n, sizeof(*fresh));
-    if (!fresh || reserve(tk, n)) {
+    policy_of = calloc(n, sizeof(*policy_of));
+    if (!fresh || !policy_of || reserve(tk, n)) {
         rc = rx_error_set(err, -ENOMEM, "tools: out of memory");
         goto out_free_fresh;
     }
     for (size_t i = 0; i < n; i++) {
-        used = i + 1; /* a half-parsed tool is released too */
-        rc = parse_tool(json_array_get(tools, i), i, &fresh[i], err);
+        json_t *o = json_array_get(tools, i);
+        struct tool *t = &fresh[used];
+
+        if (builtin_override(tk, o) >= 0) {
+            if ((rc = parse_override(o, i, &policy_of[i], err)))
+                goto out_free_fresh;
+            continue;
+        }
+        used++; /* a half-parsed tool is released too */
+        rc = parse_tool(o, i, t, err);
         if (rc == -ENOMEM)
             rx_error_set(err, rc, "tools[%zu]: out of memory", i);
         if (rc)
             goto out_free_fresh;
-        for (size_t j = 0; j <= i && !rc; j++)
-            if (j < i ? !strcmp(fresh[j].name, fresh[i].name)
-                      : find_tool(tk, fresh[i].name) != NULL)
+        for (size_t j = 0; j < used && !rc; j++)
+            if (j + 1 < used ? !strcmp(fresh[j].name, t->name)
+                             : find_tool(tk, t->name) != NULL)
                 rc = -EEXIST;
         if (rc) {
-            rx_error_set(err, rc, "tools[%zu].name: duplicate tool '%s'", i,
-                         fresh[i].name);
+            rx_error_set(err, rc, "tools[%zu].name: duplicate tool '%s'", i, t->name);
             goto out_free_fresh;
         }
     }
-    /* Every tool is valid: only now does the toolkit change (all or nothing). */
-    memcpy(tk->items + tk->len, fresh, n * sizeof(*fresh));
-    tk->len += n;
+    /* Every entry is valid: only now does the toolkit change (all or nothing). */
+    for (size_t i = 0; i < n; i++)
+        if (policy_of[i])
+            tk->items[builtin_override(tk, json_array_get(tools, i))].policy =
+                policy_of[i];
+    memcpy(tk->items + tk->len, fresh, used * sizeof(*fresh));
+    tk->len += used;
     used = 0;
 
 out_free_fresh:
     for (size_t j = 0; j < used; j++)
         tool_release(&fresh[j]);
     free(fresh);
+    free(policy_of);
     return rc;
+}
+
+const char *toolkit_policy(const struct toolkit *tk, const char *name)
+{
+    const struct tool *t = name ? find_tool(tk, name) : NULL;
+
+    if (t)
+        return t->policy;
+    if (name && tk->mcp)
+        return mcp_hub_policy(tk->mcp, name);
+    return "auto"; /* an unknown tool: let it run, and fail as unknown */
 }
 
 json_t *toolkit_schemas(const struct toolkit *tk)

@@ -70,7 +70,9 @@ int toolkit_add_builtins(struct toolkit *tk) RX_WUR;
  *    "max_output_bytes": 65536, "approval": "auto"}
  * where description, parameters, timeout_ms, max_output_bytes and approval
  * ("auto", "ask" or "deny") are optional and any other key is an error;
- * NULL adds nothing. All or nothing: 0, or
+ * NULL adds nothing. An entry that names a built-in tool and has no command,
+ * {"name": "calculator", "approval": "ask"}, sets that tool's approval.
+ * All or nothing: 0, or
  * -EINVAL / -EEXIST / -ENOMEM with the toolkit unchanged and `err` (may be
  * NULL) a one-line message naming the field, e.g.
  *   "tools[1].command: must be a non-empty array of strings".
@@ -102,6 +104,14 @@ json_t *toolkit_describe(const struct toolkit *tk) RX_WUR;
 
 /* The MCP servers' metric families, appended to b. 0 or -ENOMEM. */
 int toolkit_metrics(const struct toolkit *tk, struct rx_buf *b) RX_WUR;
+
+/*
+ * The tool's approval policy from the config (SPEC 3.6): "auto", "ask" or
+ * "deny" (a static string): its `approval`, else the default (built-in and
+ * command tools auto; MCP tools auto when annotated readOnlyHint, else ask).
+ * "auto" for a name no tool has.
+ */
+const char *toolkit_policy(const struct toolkit *tk, const char *name);
 
 /* Number of tools, and whether `name` is one of them. */
 size_t toolkit_count(const struct toolkit *tk);
