@@ -10,19 +10,12 @@
 
 #define TIMEOUT_MAX_MS (3600 * 1000)
 
-static const char *const policy_names[] = {"", "auto", "ask", "deny"};
-
-enum mcp_policy mcp_config_policy_parse(const char *s)
+/* "auto" | "ask" | "deny", or UNSET for anything else (NULL included). */
+static enum rx_policy policy_of(json_t *v)
 {
-    for (int i = MCP_POLICY_AUTO; s && i <= MCP_POLICY_DENY; i++)
-        if (!strcmp(s, policy_names[i]))
-            return (enum mcp_policy)i;
-    return MCP_POLICY_DEFAULT;
-}
+    enum rx_policy p;
 
-const char *mcp_config_policy_name(enum mcp_policy p)
-{
-    return p >= MCP_POLICY_AUTO && p <= MCP_POLICY_DENY ? policy_names[p] : "auto";
+    return rx_policy_parse(json_string_value(v), &p) ? RX_POLICY_UNSET : p;
 }
 
 void mcp_config_entry_release(struct mcp_config_entry *e)
@@ -130,7 +123,7 @@ static int parse_tools(struct mcp_config_entry *e, const char *name, json_t *too
                             name);
     json_object_foreach(pol, k, v)
     {
-        if (mcp_config_policy_parse(json_string_value(v)) == MCP_POLICY_DEFAULT)
+        if (policy_of(v) == RX_POLICY_UNSET)
             return rx_error_set(err, -EINVAL,
                                 "mcpServers.%s.tools.approval.%s: must be \"auto\", "
                                 "\"ask\" or \"deny\"",
@@ -253,14 +246,13 @@ static int parse_entry(const char *name, json_t *o, struct mcp_config_entry *e,
         return rx_error_set(err, -EINVAL,
                             "mcpServers.%s.timeout_ms: must be an integer from 1 to %d",
                             name, TIMEOUT_MAX_MS);
-    if (appr && mcp_config_policy_parse(json_string_value(appr)) == MCP_POLICY_DEFAULT)
+    if (appr && policy_of(appr) == RX_POLICY_UNSET)
         return rx_error_set(
             err, -EINVAL, "mcpServers.%s.approval: must be \"auto\", \"ask\" or \"deny\"",
             name);
     if (tools && (rc = parse_tools(e, name, tools, err)))
         return rc;
-    e->policy =
-        appr ? mcp_config_policy_parse(json_string_value(appr)) : MCP_POLICY_DEFAULT;
+    e->policy = policy_of(appr);
     c->timeout_ms = to ? (int)json_integer_value(to) : MCP_SERVER_TIMEOUT_DEFAULT_MS;
     if (!(c->name = strdup(name)) || !(e->entry = json_deep_copy(o)))
         return rx_error_set(err, -ENOMEM, "out of memory");
@@ -343,13 +335,12 @@ bool mcp_config_tool_wanted(const struct mcp_config_entry *e, const char *tool)
 const char *mcp_config_policy(const struct mcp_config_entry *e, const char *tool,
                               json_t *annotations)
 {
-    enum mcp_policy p = mcp_config_policy_parse(
-        json_string_value(json_object_get(e->tool_policies, tool)));
+    enum rx_policy p = policy_of(json_object_get(e->tool_policies, tool));
 
-    if (p == MCP_POLICY_DEFAULT)
+    if (p == RX_POLICY_UNSET)
         p = e->policy;
-    if (p == MCP_POLICY_DEFAULT)
-        p = json_is_true(json_object_get(annotations, "readOnlyHint")) ? MCP_POLICY_AUTO
-                                                                       : MCP_POLICY_ASK;
-    return policy_names[p];
+    if (p == RX_POLICY_UNSET)
+        p = json_is_true(json_object_get(annotations, "readOnlyHint")) ? RX_POLICY_AUTO
+                                                                       : RX_POLICY_ASK;
+    return rx_policy_name(p);
 }

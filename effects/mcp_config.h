@@ -17,7 +17,8 @@
  * other key, a wrong type, or both or neither of command and url is an
  * error: one line naming the server and the field.
  *
- * Depends on effects/mcp_server (the connection's config) and jansson.
+ * Depends on effects/mcp_server (the connection's config), state_machine/
+ * rx_policy (the policies) and jansson.
  * Pure: no I/O.
  * Ownership: the json_t given is borrowed; everything parsed is copied into
  * the caller's structs, released with mcp_config_entry_release.
@@ -32,12 +33,11 @@
 
 #include "effects/mcp_server.h"
 #include "state_machine/rx_common.h"
+#include "state_machine/rx_policy.h"
 
 /* Longest server name. */
 #define MCP_CONFIG_NAME_MAX    64
 #define MCP_CONFIG_MAX_SERVERS 64
-
-enum mcp_policy { MCP_POLICY_DEFAULT, MCP_POLICY_AUTO, MCP_POLICY_ASK, MCP_POLICY_DENY };
 
 /* One server's entry: how to reach it, and what of it to use. */
 struct mcp_config_entry {
@@ -45,7 +45,7 @@ struct mcp_config_entry {
     json_t *entry;             /* a copy of the entry: a reload compares them */
     json_t *include, *exclude; /* arrays of tool names, or NULL */
     json_t *tool_policies;     /* {"tool": "auto"|"ask"|"deny"} or NULL */
-    enum mcp_policy policy;    /* the server's `approval` */
+    enum rx_policy policy;     /* the server's `approval`; UNSET when none */
 };
 
 /*
@@ -66,10 +66,5 @@ bool mcp_config_tool_wanted(const struct mcp_config_entry *e, const char *tool);
    the server's, else "auto" when annotated readOnlyHint, else "ask". */
 const char *mcp_config_policy(const struct mcp_config_entry *e, const char *tool,
                               json_t *annotations);
-
-/* "auto" | "ask" | "deny" -> the enum; MCP_POLICY_DEFAULT for anything else. */
-enum mcp_policy mcp_config_policy_parse(const char *s);
-/* The policy's name (a static string); "auto" for MCP_POLICY_DEFAULT. */
-const char *mcp_config_policy_name(enum mcp_policy p);
 
 #endif

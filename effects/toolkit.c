@@ -284,13 +284,13 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
             return rx_error_set(err, -EINVAL, "tools[%zu].%s: unknown key", i, key);
     }
     if (approval) {
-        enum mcp_policy p = mcp_config_policy_parse(json_string_value(approval));
+        enum rx_policy p;
 
-        if (p == MCP_POLICY_DEFAULT)
+        if (rx_policy_parse(json_string_value(approval), &p))
             return rx_error_set(
                 err, -EINVAL,
                 "tools[%zu].approval: must be \"auto\", \"ask\" or \"deny\"", i);
-        t->policy = mcp_config_policy_name(p);
+        t->policy = rx_policy_name(p);
     }
     if (!is_plain_string(name) || !name_is_valid(json_string_value(name)))
         return rx_error_set(
@@ -338,8 +338,8 @@ static long builtin_override(const struct toolkit *tk, json_t *o)
 
 static int parse_override(json_t *o, size_t i, const char **policy, struct rx_error *err)
 {
-    enum mcp_policy p =
-        mcp_config_policy_parse(json_string_value(json_object_get(o, "approval")));
+    enum rx_policy p;
+    int bad = rx_policy_parse(json_string_value(json_object_get(o, "approval")), &p);
     const char *key;
     json_t *v;
 
@@ -350,11 +350,11 @@ static int parse_override(json_t *o, size_t i, const char **policy, struct rx_er
                                 "tools[%zu].%s: a built-in tool takes only \"approval\"",
                                 i, key);
     }
-    if (p == MCP_POLICY_DEFAULT)
+    if (bad)
         return rx_error_set(err, -EINVAL,
                             "tools[%zu].approval: must be \"auto\", \"ask\" or \"deny\"",
                             i);
-    *policy = mcp_config_policy_name(p);
+    *policy = rx_policy_name(p);
     return 0;
 }
 

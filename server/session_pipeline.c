@@ -27,6 +27,7 @@
 #include "effects/idgen.h"
 #include "effects/log.h"
 #include "effects/now.h"
+#include "effects/toolkit.h"
 #include "server/config.h"
 #include "server/event.h"
 #include "server/metrics.h"
@@ -98,6 +99,25 @@ static int add_partials(struct session *s, struct rx_input *in)
             return err;
     }
     return 0;
+}
+
+/*
+ * Stamp each call of a brain-call-tools with its policy (SPEC 3.6): the
+ * session's override, else the tool's configured one. Whatever a sender put
+ * there is overwritten, and the log keeps the stamp, so a replay creates the
+ * same records after the config changed.
+ */
+static void stamp_policies(struct session *s, struct rx_input *in)
+{
+    for (size_t i = 0; i < in->n_calls; i++) {
+        struct rx_input_call *c = &in->calls[i];
+        enum rx_policy p = rx_state_tool_policy(&s->state, c->name);
+
+        if (p == RX_POLICY_UNSET &&
+            rx_policy_parse(toolkit_policy(s->table->env.tools, c->name), &p))
+            p = RX_POLICY_AUTO;
+        c->policy = p;
+    }
 }
 
 /* ---- the pipeline: durable before anyone hears of it (SPEC 6) --------------- */
@@ -474,6 +494,8 @@ int session_submit_start(struct session *s, struct rx_input *in,
     }
     if (in->type == RX_IN_USER_CANCEL && (err = add_partials(s, in)))
         goto out_unlock;
+    if (in->type == RX_IN_BRAIN_CALL_TOOLS)
+        stamp_policies(s, in);
     if (!calls_within_limits(in)) {
         res->verdict = RX_REJECTED;
         res->reason = RX_REASON_INVALID;

@@ -116,9 +116,12 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
         if (m->status == RX_STATUS_STREAMING && (err = want_ask(out, m->called_brain_at)))
             goto out_clear;
     }
-    /* Tool requests after every ask: want_ask sorts only what is before them. */
+    /* Tool requests after every ask: want_ask sorts only what is before them.
+       A call awaiting a person runs when approved; until then it is pending
+       (no ask above) without a request. */
     for (size_t i = s->tools.settled; i < s->tools.len && pending; i++)
         if (!s->tools.items[i].result.present &&
+            s->tools.items[i].approval != RX_APPROVAL_PENDING &&
             (err = want_tool(out, s->tools.items[i].id)))
             goto out_clear;
     return 0;

@@ -37,8 +37,9 @@ void rx_effect_set_release(struct rx_effect_set *set);
 
 /*
  * Replace the contents of `out` with the effects `s` wants, in a stable order:
- * asks by ascending signalsCutAt, then tool requests in record order. Keys are
- * unique. 0 or -ENOMEM (`out` then empty).
+ * asks by ascending signalsCutAt, then tool requests in record order (none
+ * for a call awaiting approval, which still counts as pending: no ask for new
+ * signals while one waits). Keys are unique. 0 or -ENOMEM (`out` then empty).
  */
 int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out) RX_WUR;
 

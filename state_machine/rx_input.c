@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "state_machine/rx_alloc.h"
+#include "state_machine/rx_json.h"
 
 static const struct {
     const char *name;
@@ -55,6 +56,8 @@ void rx_input_release(struct rx_input *in)
     rx_free(in->content);
     rx_free(in->tool_call_id);
     rx_free(in->text);
+    rx_free(in->parameters);
+    rx_free(in->tool);
     calls_release(in->calls, in->n_calls);
     memset(in, 0, sizeof(*in));
 }
@@ -142,6 +145,7 @@ static int parse_tool_calls(struct parse *p, struct rx_input *in)
     {
         json_t *name = json_object_get(v, "name");
         json_t *params = json_object_get(v, "parameters");
+        json_t *policy = json_object_get(v, "policy");
         struct rx_input_call *c = &in->calls[i];
 
         if (!*id || strlen(id) > RX_ID_MAX)
@@ -150,6 +154,10 @@ static int parse_tool_calls(struct parse *p, struct rx_input *in)
             return bad(p, "toolCalls.name", "must be a non-empty string");
         if (!json_is_string(params) && !json_is_object(params))
             return bad(p, "toolCalls.parameters", "must be a JSON text or an object");
+        /* The server's stamp (SPEC 3.6); absent or null in older logs. */
+        if (policy && !json_is_null(policy) &&
+            rx_policy_parse(json_string_value(policy), &c->policy))
+            return bad(p, "toolCalls.policy", "must be \"auto\", \"ask\" or \"deny\"");
         in->n_calls = ++i;
         c->id = rx_strdup(id);
         c->name = rx_strdup(json_string_value(name));
@@ -190,6 +198,59 @@ static int parse_partials(struct parse *p, struct rx_input *in)
     return 0;
 }
 
+/* An optional boolean: absent or null is false. */
+static int want_bool(struct parse *p, const char *key, bool *out)
+{
+    json_t *v = json_object_get(p->json, key);
+
+    if (v && !json_is_null(v) && !json_is_boolean(v))
+        return bad(p, key, "must be a boolean");
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int parse_review(struct parse *p, struct rx_input *in)
+{
+    const char *d = json_string_value(json_object_get(p->json, "decision"));
+    int rc;
+
+    if ((rc = want_id(p, "toolCallId", &in->tool_call_id, false)))
+        return rc;
+    if (!d || (strcmp(d, "approve") && strcmp(d, "reject")))
+        return bad(p, "decision", "must be \"approve\" or \"reject\"");
+    in->approve = !strcmp(d, "approve");
+    if ((rc = want_bool(p, "always", &in->always)) ||
+        (rc = want_str(p, "reason", &in->text, true)) ||
+        (rc = want_str(p, "parameters", &in->parameters, true)))
+        return rc;
+    if (in->parameters && !rx_json_is_object_text(in->parameters, strlen(in->parameters)))
+        return bad(p, "parameters", "must be the JSON text of an object");
+    /* Each belongs to one decision; the other is dropped, never applied. */
+    if (in->approve) {
+        rx_free(in->text);
+        in->text = NULL;
+    } else {
+        rx_free(in->parameters);
+        in->parameters = NULL;
+    }
+    return 0;
+}
+
+static int parse_set_policy(struct parse *p, struct rx_input *in)
+{
+    json_t *v = json_object_get(p->json, "policy");
+    int rc;
+
+    if ((rc = want_str(p, "tool", &in->tool, false)))
+        return rc;
+    if (!*in->tool)
+        return bad(p, "tool", "must not be empty");
+    /* null clears the override; absent is a mistake, not a clear. */
+    if (!v || (!json_is_null(v) && rx_policy_parse(json_string_value(v), &in->policy)))
+        return bad(p, "policy", "must be \"auto\", \"ask\", \"deny\" or null");
+    return 0;
+}
+
 static int parse_body(struct parse *p, struct rx_input *in)
 {
     int rc = 0;
@@ -207,6 +268,10 @@ static int parse_body(struct parse *p, struct rx_input *in)
         return 0;
     case RX_IN_USER_CANCEL:
         return parse_partials(p, in);
+    case RX_IN_USER_REVIEW_TOOL_CALL:
+        return parse_review(p, in);
+    case RX_IN_USER_SET_TOOL_POLICY:
+        return parse_set_policy(p, in);
     case RX_IN_BRAIN_SEND_MESSAGE_START:
         return want_id(p, "messageId", &in->message_id, false);
     case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
@@ -294,14 +359,32 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
         PUT(put_key_str(b, "content", in->content));
     if (in->tool_call_id)
         PUT(put_key_str(b, "toolCallId", in->tool_call_id));
+    if (in->type == RX_IN_USER_REVIEW_TOOL_CALL)
+        PUT(rx_buf_puts(b, in->approve ? ",\"decision\":\"approve\""
+                                       : ",\"decision\":\"reject\""));
     if (in->text) {
         static const char *const text_key[RX_IN__COUNT] = {
             [RX_IN_TOOLKIT_RESPOND] = "result",
             [RX_IN_TOOLKIT_ERROR] = "error",
             [RX_IN_BRAIN_COMPRESS_HISTORY] = "summary",
+            [RX_IN_USER_REVIEW_TOOL_CALL] = "reason",
         };
         if (text_key[in->type])
             PUT(put_key_str(b, text_key[in->type], in->text));
+    }
+    if (in->type == RX_IN_USER_REVIEW_TOOL_CALL) {
+        if (in->parameters)
+            PUT(put_key_str(b, "parameters", in->parameters));
+        if (in->always)
+            PUT(rx_buf_puts(b, ",\"always\":true"));
+    }
+    if (in->type == RX_IN_USER_SET_TOOL_POLICY) {
+        const char *policy = rx_policy_name(in->policy);
+
+        if (in->tool)
+            PUT(put_key_str(b, "tool", in->tool));
+        PUT(rx_buf_puts(b, ",\"policy\":"));
+        PUT(policy ? rx_buf_put_json_str(b, policy) : rx_buf_puts(b, "null"));
     }
     if (in->type == RX_IN_BRAIN_COMPRESS_HISTORY) {
         PUT(rx_buf_puts(b, ",\"cutAt\":"));
@@ -320,6 +403,10 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
                 PUT(rx_buf_put_json_str(b, in->calls[i].name));
                 PUT(rx_buf_puts(b, ",\"parameters\":"));
                 PUT(rx_buf_put_json_str(b, in->calls[i].parameters));
+                if (rx_policy_name(in->calls[i].policy)) {
+                    PUT(rx_buf_puts(b, ",\"policy\":"));
+                    PUT(rx_buf_put_json_str(b, rx_policy_name(in->calls[i].policy)));
+                }
                 PUT(rx_buf_putc(b, '}'));
             } else {
                 PUT(rx_buf_putc(b, ':'));
@@ -348,11 +435,12 @@ int rx_input_copy(const struct rx_input *src, struct rx_input *dst)
 {
     struct rx_input t = *src;
 
-    t.message_id = t.content = t.tool_call_id = t.text = NULL;
+    t.message_id = t.content = t.tool_call_id = t.text = t.parameters = t.tool = NULL;
     t.calls = NULL;
     t.n_calls = 0;
     if (dup_opt(&t.message_id, src->message_id) || dup_opt(&t.content, src->content) ||
-        dup_opt(&t.tool_call_id, src->tool_call_id) || dup_opt(&t.text, src->text))
+        dup_opt(&t.tool_call_id, src->tool_call_id) || dup_opt(&t.text, src->text) ||
+        dup_opt(&t.parameters, src->parameters) || dup_opt(&t.tool, src->tool))
         goto out_release;
     if (src->n_calls) {
         t.calls = rx_malloc(src->n_calls * sizeof(*t.calls));
@@ -361,6 +449,7 @@ int rx_input_copy(const struct rx_input *src, struct rx_input *dst)
         memset(t.calls, 0, src->n_calls * sizeof(*t.calls));
         for (size_t i = 0; i < src->n_calls; i++) {
             t.n_calls = i + 1;
+            t.calls[i].policy = src->calls[i].policy;
             if (dup_opt(&t.calls[i].id, src->calls[i].id) ||
                 dup_opt(&t.calls[i].name, src->calls[i].name) ||
                 dup_opt(&t.calls[i].parameters, src->calls[i].parameters))

@@ -26,6 +26,8 @@
 #define RX_INPUT_TYPES(X)                                                                \
     X(USER_SEND_MESSAGE, "user-send-message", RX_ORIGIN_USER)                            \
     X(USER_CANCEL, "user-cancel", RX_ORIGIN_USER)                                        \
+    X(USER_REVIEW_TOOL_CALL, "user-review-tool-call", RX_ORIGIN_USER)                    \
+    X(USER_SET_TOOL_POLICY, "user-set-tool-policy", RX_ORIGIN_USER)                      \
     X(BRAIN_SEND_MESSAGE_START, "brain-send-message-start", RX_ORIGIN_BRAIN)             \
     X(BRAIN_SEND_MESSAGE_COMPLETE, "brain-send-message-complete", RX_ORIGIN_BRAIN)       \
     X(BRAIN_CALL_TOOLS, "brain-call-tools", RX_ORIGIN_BRAIN)                             \
@@ -48,6 +50,10 @@ struct rx_input_call {
     char *id;
     char *name;       /* tool name; for partials unused (NULL) */
     char *parameters; /* JSON text; for partials the streamed text */
+    /* brain-call-tools: the effective policy, stamped by the server before the
+       input is applied (wire "policy", encoded unless UNSET, so the log
+       replays exactly). UNSET (logs older than approvals) behaves as AUTO. */
+    enum rx_policy policy;
 };
 
 struct rx_input {
@@ -58,14 +64,24 @@ struct rx_input {
     char *message_id;        /* user-send-message (may be NULL before the server
                                 fills it), brain-send-message-* */
     char *content;           /* user-send-message, brain-send-message-complete */
-    char *tool_call_id;      /* brain-load-tool-call, toolkit-* */
+    char *tool_call_id;      /* brain-load-tool-call, toolkit-*,
+                                user-review-tool-call */
     char *text;              /* toolkit-respond `result`, toolkit-error `error`,
-                                brain-compress-history `summary` */
+                                brain-compress-history `summary`,
+                                user-review-tool-call `reason` (reject only) */
     int64_t cut_at;          /* brain-compress-history */
     /* brain-call-tools `toolCalls` (document order); user-cancel
        `partialContents` ({messageId: text so far}) */
     struct rx_input_call *calls;
     size_t n_calls;
+    /* user-review-tool-call */
+    bool approve;     /* `decision`: "approve" (true) or "reject" (false) */
+    bool always;      /* `always`: also make it this session's policy */
+    char *parameters; /* `parameters`: edited arguments, a JSON text of an
+                         object (approve only), or NULL to keep them */
+    /* user-set-tool-policy */
+    char *tool;            /* `tool`: a non-empty tool name */
+    enum rx_policy policy; /* `policy`: auto/ask/deny, or UNSET for null (clear) */
 };
 
 const char *rx_input_type_name(enum rx_input_type t);
@@ -78,6 +94,10 @@ int rx_input_type_parse(const char *name, enum rx_input_type *out) RX_WUR;
  * offending field name (a static string; "type" for an unknown type) and `err`
  * (may be NULL) to a human sentence; -ENOMEM. Unknown fields
  * are ignored. A missing `timestamp` is allowed (the server stamps inputs).
+ * user-review-tool-call: `parameters` and `reason` are checked whatever the
+ * decision (a string or null; parameters a JSON object text), then kept only
+ * where they mean something: parameters with approve, reason with reject;
+ * the other is dropped (not applied, not encoded).
  * On failure `in` needs no release.
  */
 int rx_input_parse(json_t *json, struct rx_input *in, const char **field,

@@ -1,5 +1,6 @@
 /*
- * rx_json - JSON text checked without recursion.
+ * rx_json - JSON text checked without recursion: nesting depth, and whether
+ * a text is one JSON object.
  *
  * jansson parses and dumps recursively: a text nested a few thousand levels
  * deep overflows a small thread stack (an effect's) before jansson's own
@@ -26,5 +27,14 @@
 size_t rx_json_depth(const char *text, size_t len);
 /* True when `text` (NUL-terminated) nests no deeper than RX_JSON_DEPTH_MAX. */
 bool rx_json_depth_ok(const char *text);
+/*
+ * True when the `len` bytes of `text` are one JSON object (RFC 8259), white
+ * space around it allowed, nested no deeper than RX_JSON_DEPTH_MAX; checked
+ * in a loop, allocating nothing (so an out-of-memory never reads as "not an
+ * object"). As jansson loads it: "\u0000" and unpaired surrogate escapes are
+ * refused. Not checked: that the bytes are UTF-8 (the caller's text came
+ * from a JSON string, so they are) and that numbers fit a double or int64.
+ */
+bool rx_json_is_object_text(const char *text, size_t len);
 
 #endif

@@ -7,7 +7,9 @@
  *      reserved. This is the only phase that allocates or can fail.
  *   2. merge: fold the update into the state key by key through the reducers
  *      of SPEC 2 (updatedAt: replace, calledBrainAt: max, message lists:
- *      add_messages, tool records: patch_by_id). It cannot fail.
+ *      add_messages, tool records: patch_by_id, toolPolicies: set or remove
+ *      one key). It cannot fail.
+ * The inputs about tool calls and approval prepare in rx_machine_tools.c.
  * A rejection or -ENOMEM in phase 1 frees the update and leaves the state as
  * it was, which is what makes every transition atomic without copying state.
  * (Phase 1 may grow a list's capacity, never its contents, so it takes the
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "state_machine/rx_alloc.h"
+#include "state_machine/rx_machine_internal.h"
 
 static const char *const reason_names[] = {
 #define RX_X(e, name) name,
@@ -38,36 +41,6 @@ const char *rx_verdict_name(enum rx_verdict v)
     return names[v];
 }
 
-/* One record change of a list: replace records[index], or append when index == len. */
-struct message_put {
-    size_t index;
-    struct rx_message msg;
-};
-
-struct tool_patch {
-    size_t index;
-    bool set_result;
-    struct rx_tool_result result;
-    bool set_loaded;
-    bool is_loaded;
-};
-
-struct update {
-    int64_t updated_at;
-    bool has_called_brain_at;
-    int64_t called_brain_at;
-    bool has_user;
-    struct rx_message user; /* appended */
-    struct message_put *assistant;
-    size_t n_assistant;
-    struct rx_tool_call *new_tools;
-    size_t n_new_tools;
-    struct tool_patch *tool_patches;
-    size_t n_tool_patches;
-    char *summary; /* non-NULL: replaces contextSummary, with cut_at */
-    int64_t cut_at;
-};
-
 static void update_release(struct update *u)
 {
     rx_free(u->user.id);
@@ -81,16 +54,19 @@ static void update_release(struct update *u)
         rx_free(u->new_tools[i].id);
         rx_free(u->new_tools[i].name);
         rx_free(u->new_tools[i].parameters);
+        rx_free(u->new_tools[i].result.text);
     }
     rx_free(u->new_tools);
-    for (size_t i = 0; i < u->n_tool_patches; i++)
+    for (size_t i = 0; i < u->n_tool_patches; i++) {
         rx_free(u->tool_patches[i].result.text);
+        rx_free(u->tool_patches[i].parameters);
+    }
     rx_free(u->tool_patches);
     rx_free(u->summary);
+    rx_free(u->policy_tool);
 }
 
-/* Make room for `extra` more records so the merge phase never allocates. */
-static int reserve(void **items, size_t len, size_t *cap, size_t extra, size_t size)
+int rx_machine__reserve(void **items, size_t len, size_t *cap, size_t extra, size_t size)
 {
     size_t want = len + extra, ncap;
     void *p;
@@ -110,23 +86,13 @@ static int reserve(void **items, size_t len, size_t *cap, size_t extra, size_t s
 
 static int reserve_messages(struct rx_message_list *l, size_t extra)
 {
-    int err = reserve((void **)&l->items, l->len, &l->cap, extra, sizeof(*l->items));
+    int err = rx_machine__reserve((void **)&l->items, l->len, &l->cap, extra,
+                                  sizeof(*l->items));
 
     return err ? err : rx_index_reserve(&l->ids, extra);
 }
 
 /* ---- phase 1: one prepare function per input type ------------------------- */
-
-struct verdict {
-    enum rx_verdict verdict;
-    enum rx_reason reason;
-    const char *field;
-};
-
-#define ACCEPT     ((struct verdict){RX_ACCEPTED, RX_REASON_NONE, NULL})
-#define UNCHANGED  ((struct verdict){RX_UNCHANGED, RX_REASON_NONE, NULL})
-#define REJECT(r)  ((struct verdict){RX_REJECTED, RX_REASON_##r, NULL})
-#define INVALID(f) ((struct verdict){RX_REJECTED, RX_REASON_INVALID, f})
 
 /* Record `m` with `content` as the new assistantMessages[index]; copies both strings. */
 static int add_assistant_put(struct update *u, size_t index, const struct rx_message *m,
@@ -163,7 +129,11 @@ static int prep_user_message(struct rx_state *s, const struct rx_input *in,
     u->user.received_at = in->timestamp;
     u->user.id = rx_strdup(in->message_id);
     u->user.content = rx_strdup(in->content);
-    return u->user.id && u->user.content ? 0 : -ENOMEM;
+    if (!u->user.id || !u->user.content)
+        return -ENOMEM;
+    /* What still awaits a person is answered, so every call has a result
+       when the brain reads the new message (SPEC 3.6). */
+    return rx_machine__reject_awaiting(s, in, u);
 }
 
 static const char *partial_for(const struct rx_input *in, const char *message_id)
@@ -205,6 +175,12 @@ static int prep_cancel(struct rx_state *s, const struct rx_input *in, struct upd
         p->index = i;
         p->set_result = true;
         p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
+        /* A call that waited for a person is refused with the rest: the
+           answer ends the wait (rx_state: no result while PENDING). */
+        if (s->tools.items[i].approval == RX_APPROVAL_PENDING) {
+            p->set_approval = true;
+            p->approval = RX_APPROVAL_REJECTED;
+        }
         u->n_tool_patches++;
         p->result.text = rx_strdup("cancelled");
         if (!p->result.text)
@@ -266,46 +242,6 @@ static int prep_message_complete(struct rx_state *s, const struct rx_input *in,
     m.updated_at = in->timestamp;
     m.status = RX_STATUS_COMPLETE;
     return add_assistant_put(u, index, &m, in->content);
-}
-
-static int prep_call_tools(struct rx_state *s, const struct rx_input *in,
-                           struct update *u, struct verdict *v)
-{
-    struct rx_tool_call_list *tools = &s->tools;
-
-    if (!in->n_calls)
-        return *v = INVALID("toolCalls"), 0;
-    for (size_t i = 0; i < in->n_calls; i++) {
-        if (!in->calls[i].id || !*in->calls[i].id ||
-            strlen(in->calls[i].id) > RX_ID_MAX || !in->calls[i].name ||
-            !in->calls[i].parameters)
-            return *v = INVALID("toolCalls"), 0;
-        if (rx_state_find_tool(s, in->calls[i].id))
-            return *v = REJECT(DUPLICATE_ID), 0;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(in->calls[j].id, in->calls[i].id))
-                return *v = REJECT(DUPLICATE_ID), 0;
-    }
-    if (reserve((void **)&tools->items, tools->len, &tools->cap, in->n_calls,
-                sizeof(*tools->items)) ||
-        rx_index_reserve(&tools->ids, in->n_calls))
-        return -ENOMEM;
-    u->new_tools = rx_malloc(in->n_calls * sizeof(*u->new_tools));
-    if (!u->new_tools)
-        return -ENOMEM;
-    memset(u->new_tools, 0, in->n_calls * sizeof(*u->new_tools));
-    for (size_t i = 0; i < in->n_calls; i++) {
-        struct rx_tool_call *c = &u->new_tools[i];
-
-        u->n_new_tools++;
-        c->called_at = in->timestamp;
-        c->id = rx_strdup(in->calls[i].id);
-        c->name = rx_strdup(in->calls[i].name);
-        c->parameters = rx_strdup(in->calls[i].parameters);
-        if (!c->id || !c->name || !c->parameters)
-            return -ENOMEM;
-    }
-    return 0;
 }
 
 static int prep_compress(struct rx_state *s, const struct rx_input *in, struct update *u,
@@ -371,6 +307,9 @@ static int prep_tool_result(struct rx_state *s, const struct rx_input *in,
         return *v = REJECT(UNKNOWN_ID), 0;
     if (c->result.present) /* the first answer wins */
         return *v = REJECT(ALREADY_ANSWERED), 0;
+    /* No tool runs before a person said yes (SPEC 3.6), so no answer either. */
+    if (c->approval == RX_APPROVAL_PENDING)
+        return *v = REJECT(AWAITING_APPROVAL), 0;
     p = u->tool_patches = rx_malloc(sizeof(*p));
     if (!p)
         return -ENOMEM;
@@ -408,12 +347,16 @@ static int prepare(struct rx_state *s, const struct rx_input *in, struct update 
         return prep_user_message(s, in, u, v);
     case RX_IN_USER_CANCEL:
         return prep_cancel(s, in, u);
+    case RX_IN_USER_REVIEW_TOOL_CALL:
+        return rx_machine__prep_review(s, in, u, v);
+    case RX_IN_USER_SET_TOOL_POLICY:
+        return rx_machine__prep_set_policy(s, in, u, v);
     case RX_IN_BRAIN_SEND_MESSAGE_START:
         return prep_message_start(s, in, u, v);
     case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
         return prep_message_complete(s, in, u, v);
     case RX_IN_BRAIN_CALL_TOOLS:
-        return prep_call_tools(s, in, u, v);
+        return rx_machine__prep_call_tools(s, in, u, v);
     case RX_IN_BRAIN_COMPRESS_HISTORY:
         return prep_compress(s, in, u, v);
     case RX_IN_BRAIN_LOAD_TOOL_CALL:
@@ -459,6 +402,13 @@ static void patch_tool(struct rx_state *s, struct tool_patch *p)
     struct rx_tool_call *c = &s->tools.items[p->index];
 
     rx_tool_call_forget(c);
+    if (p->set_approval)
+        c->approval = p->approval;
+    if (p->parameters) {
+        rx_free(c->parameters);
+        c->parameters = p->parameters;
+        p->parameters = NULL;
+    }
     if (p->set_result) {
         rx_free(c->result.text);
         c->result = p->result;
@@ -500,6 +450,11 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
         out->index = s->tools.len;
         out->tools_added = u->n_new_tools;
         for (size_t i = 0; i < u->n_new_tools; i++) {
+            const struct rx_tool_result *r = &u->new_tools[i].result;
+
+            /* A call denied by policy is answered as it is made. */
+            if (r->present && r->received_at > s->latest_result_at)
+                s->latest_result_at = r->received_at;
             s->tools.items[s->tools.len] = u->new_tools[i];
             rx_index_insert(&s->tools.ids, u->new_tools[i].id, s->tools.len);
             s->tools.len++;
@@ -508,7 +463,7 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
     }
     for (size_t i = 0; i < u->n_tool_patches; i++) {
         out->changed |= RX_CHANGED_TOOLS;
-        if (i == 0 && !(out->changed & RX_CHANGED_ASSISTANT))
+        if (i == 0 && !(out->changed & (RX_CHANGED_ASSISTANT | RX_CHANGED_USER)))
             out->index = u->tool_patches[i].index;
         note_place(out->tools_at, &out->n_tools_at, u->tool_patches[i].index);
         patch_tool(s, &u->tool_patches[i]);
@@ -520,6 +475,9 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
         s->summary_cut_at = u->cut_at;
         u->summary = NULL;
     }
+    /* put, never a failure: a new entry's room was reserved in phase 1. */
+    if (u->policy_tool && rx_policy_map_put(&s->policies, &u->policy_tool, u->policy))
+        out->changed |= RX_CHANGED_POLICIES;
     if (u->n_assistant > 1 || u->n_tool_patches > 1 ||
         (u->n_assistant && u->n_tool_patches))
         out->changed |= RX_CHANGED_MANY;

@@ -6,6 +6,27 @@
  * Atomic: every allocation happens while the update is built; the merge that
  * follows cannot fail. So a rejected input, an unchanged one and an -ENOMEM
  * all leave the state byte-for-byte as it was.
+ * Tool approval (SPEC 3.6), as the transition applies it:
+ *  - brain-call-tools: each entry's stamped policy makes its record: AUTO or
+ *    UNSET a pending record; ASK one awaiting approval (approval PENDING, no
+ *    request-toolkit until reviewed); DENY one answered at once with the
+ *    error "denied by policy" (receivedAt = timestamp, no approval).
+ *  - user-review-tool-call: unknown id: unknown-id; a record not awaiting
+ *    approval (auto, approved, rejected or answered): not-pending. approve:
+ *    APPROVED, parameters replaced when edited ones are given; reject:
+ *    REJECTED and the error "rejected by the user" (": <reason>" for a
+ *    reason that is not blank). `always`: toolPolicies[name] = auto
+ *    (approve) or deny (reject), and the same decision for every other
+ *    record of that tool still awaiting approval, each keeping its own
+ *    parameters. A new override past RX_POLICIES_MAX: too-many-policies.
+ *  - user-set-tool-policy: sets or clears (UNSET) toolPolicies[tool]; the
+ *    value it already has (clearing an absent one too): unchanged.
+ *  - user-send-message (accepted, not the idempotent retry): every record
+ *    awaiting approval becomes REJECTED with the error "not approved: the
+ *    user sent a new message"; user-cancel answers them "cancelled" and
+ *    REJECTED (an approved record keeps APPROVED when cancelled).
+ *  - toolkit-respond / toolkit-error for a record awaiting approval:
+ *    awaiting-approval (no tool ran, so none may answer).
  * Ownership: the state is the caller's and is changed in place; the input is
  * borrowed; `struct rx_outcome` holds no pointers that need freeing.
  */
@@ -27,7 +48,10 @@ enum rx_verdict { RX_ACCEPTED, RX_UNCHANGED, RX_REJECTED };
     X(ALREADY_ANSWERED, "already-answered")                                              \
     X(CUT_BACKWARDS, "cut-backwards")                                                    \
     X(CUT_IN_FUTURE, "cut-in-future")                                                    \
-    X(INVALID, "invalid")
+    X(INVALID, "invalid")                                                                \
+    X(NOT_PENDING, "not-pending")             /* review of a call not awaiting one */    \
+    X(AWAITING_APPROVAL, "awaiting-approval") /* a result for an unreviewed call */      \
+    X(TOO_MANY_POLICIES, "too-many-policies") /* a new override past RX_POLICIES_MAX */
 
 enum rx_reason {
 #define RX_X(e, name) RX_REASON_##e,
@@ -47,7 +71,8 @@ enum {
     RX_CHANGED_TOOLS = 1 << 2,     /* toolCallRecords appended or patched */
     RX_CHANGED_SUMMARY = 1 << 3,   /* contextSummary, summaryCutAt */
     RX_CHANGED_CALLED_BRAIN = 1 << 4,
-    RX_CHANGED_MANY = 1 << 5, /* user-cancel / compress: several records changed */
+    RX_CHANGED_MANY = 1 << 5,     /* user-cancel / compress: several records changed */
+    RX_CHANGED_POLICIES = 1 << 6, /* toolPolicies set or cleared */
 };
 
 /* Records changed in place that an outcome lists one by one; past it, "all". */

@@ -122,6 +122,13 @@ int rx_patch_encode(const struct rx_state *after, const struct rx_outcome *o,
         PUT(rx_buf_putc(b, '}'));
         PUT(put_int(b, &first, "/summaryCutAt", after->summary_cut_at));
     }
+    /* The map is small (RX_POLICIES_MAX): replaced whole, so clients need no
+       JSON Pointer escaping of tool names nor "remove". */
+    if (o->changed & RX_CHANGED_POLICIES) {
+        PUT(rx_buf_puts(b, ",{\"op\":\"replace\",\"path\":\"/toolPolicies\",\"value\":"));
+        PUT(rx_policy_map_encode(&after->policies, b));
+        PUT(rx_buf_putc(b, '}'));
+    }
     PUT(rx_buf_putc(b, ']'));
     return 0;
 

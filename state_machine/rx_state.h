@@ -8,7 +8,9 @@
  * Invariants (rx_state_check_invariants): ids are unique within each list and
  * tool call ids at most RX_ID_MAX bytes;
  * user and assistant messages have content != NULL; tool records have
- * id/name/parameters != NULL and, when answered, a result text != NULL;
+ * id/name/parameters != NULL and, when answered, a result text != NULL; a
+ * record awaiting approval (approval PENDING) has no result yet; toolPolicies
+ * keeps rx_policy_map's invariants (rx_policy.h);
  * every time in a record is <= updated_at; `*_len <= *_cap`; the derived
  * aids (id indexes, `settled`, `time_sorted`, latest_result_at) agree with
  * the records.
@@ -31,6 +33,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_index.h"
+#include "state_machine/rx_policy.h"
 #include "state_machine/rx_common.h"
 
 enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
@@ -64,7 +67,8 @@ struct rx_tool_call {
     int64_t called_at;
     struct rx_tool_result result;
     bool is_loaded;
-    char *json; /* cached encoding, as for messages */
+    enum rx_approval approval; /* NONE: no approval was needed (SPEC 3.6) */
+    char *json;                /* cached encoding, as for messages */
     size_t json_len;
 };
 
@@ -97,7 +101,8 @@ struct rx_state {
     int64_t called_brain_at;
     char *context_summary; /* never NULL once initialised; "" = none */
     int64_t summary_cut_at;
-    int64_t latest_result_at; /* derived: newest tool result's receivedAt, or 0 */
+    struct rx_policy_map policies; /* toolPolicies: this session's overrides */
+    int64_t latest_result_at;      /* derived: newest tool result's receivedAt, or 0 */
 };
 
 /* The initial state (SPEC 3.1): everything zero or empty. 0 or -ENOMEM. */
@@ -108,8 +113,12 @@ void rx_state_release(struct rx_state *s);
 struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id);
 struct rx_message *rx_state_find_assistant(const struct rx_state *s, const char *id);
 struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id);
-/* Number of tool calls whose result is still null. */
+/* Number of tool calls whose result is still null (awaiting approval included). */
 size_t rx_state_pending_tools(const struct rx_state *s);
+/* Number of tool calls awaiting a person: approval PENDING and result null. */
+size_t rx_state_awaiting_approval(const struct rx_state *s);
+/* The session's override for `tool` (toolPolicies), or RX_POLICY_UNSET. */
+enum rx_policy rx_state_tool_policy(const struct rx_state *s, const char *tool);
 
 const char *rx_status_name(enum rx_status st);
 int rx_status_parse(const char *name, enum rx_status *out) RX_WUR;
@@ -135,11 +144,12 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err) RX
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */
 int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;
 /*
- * A state holding the scalars and summary of `src` and copies of the tail of
- * each list: user[user_from..], assistant[assistant_from..], tools[tools_from..]
- * (a `from` past the end copies none), with its own derived aids. The part of
- * a state a brain reads (rx_context_view); costs what it copies. 0, or
- * -ENOMEM with dst untouched.
+ * A state holding the scalars, summary and toolPolicies (at most
+ * RX_POLICIES_MAX) of `src` and copies of the tail of each list:
+ * user[user_from..], assistant[assistant_from..], tools[tools_from..] (a `from`
+ * past the end copies none), with its own derived aids. The part of a state a
+ * brain reads (rx_context_view); costs what it copies. 0, or -ENOMEM with dst
+ * untouched.
  */
 int rx_state_copy_tail(const struct rx_state *src, size_t user_from,
                        size_t assistant_from, size_t tools_from,

@@ -6,7 +6,11 @@
  * server does, updatedAt + 1). After every step: the state's invariants,
  * updatedAt and calledBrainAt never decrease, a rejected or unchanged input
  * leaves the bytes as they were, effects_at's invariants (unique keys, one
- * request per pending call, no ask for new signals while a tool is pending),
+ * request per pending call not awaiting approval, none for one that awaits,
+ * so every call has a result, runs or awaits a person; no ask for new
+ * signals while a tool is pending or awaits), the approval invariants (a
+ * call awaiting a person has no result; rx_state_awaiting_approval counts
+ * them; an override is what the last input that set it said),
  * the context builds, state and input encodings round-trip; and the
  * compression policy (rx_context_choose_cut), for a few budgets, against a
  * brute-force reading of its rules: a cut it gives is legal (forward, keeps
@@ -60,7 +64,17 @@ static char *encode_state(const struct rx_state *s)
 static void check_effects(const struct rx_state *s, int64_t *some_ask)
 {
     struct rx_effect_set set;
-    size_t pending = rx_state_pending_tools(s), requests = 0;
+    size_t pending = rx_state_pending_tools(s), requests = 0, awaiting = 0;
+
+    for (size_t i = 0; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        CHECK(c->approval != RX_APPROVAL_PENDING || !c->result.present,
+              "%s awaits approval but has a result", c->id);
+        awaiting += c->approval == RX_APPROVAL_PENDING;
+    }
+    CHECK(awaiting == rx_state_awaiting_approval(s), "%zu awaiting, counted %zu",
+          awaiting, rx_state_awaiting_approval(s));
 
     rx_effect_set_init(&set);
     CHECK(rx_effects_at(s, &set) == 0, "effects_at failed");
@@ -73,6 +87,7 @@ static void check_effects(const struct rx_state *s, int64_t *some_ask)
             const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
 
             CHECK(c && !c->result.present, "%s is not a pending call", e->key);
+            CHECK(c->approval != RX_APPROVAL_PENDING, "%s runs unapproved", e->key);
             requests++;
             continue;
         }
@@ -89,8 +104,40 @@ static void check_effects(const struct rx_state *s, int64_t *some_ask)
             CHECK(streaming, "%s wanted while a tool is pending", e->key);
         }
     }
-    CHECK(requests == pending, "%zu requests for %zu pending calls", requests, pending);
+    CHECK(requests + awaiting == pending, "%zu requests, %zu awaiting, %zu pending",
+          requests, awaiting, pending);
     rx_effect_set_release(&set);
+}
+
+/* What an accepted review or policy input must have left (SPEC 3.6). */
+static void check_approval_input(const struct rx_state *s, const struct rx_input *in)
+{
+    const struct rx_tool_call *c;
+
+    if (in->type == RX_IN_USER_SET_TOOL_POLICY) {
+        CHECK(rx_state_tool_policy(s, in->tool) == in->policy, "policy of %s not set",
+              in->tool);
+        return;
+    }
+    if (in->type != RX_IN_USER_REVIEW_TOOL_CALL)
+        return;
+    c = rx_state_find_tool(s, in->tool_call_id);
+    CHECK(c, "reviewed %s is gone", in->tool_call_id);
+    CHECK(c->approval == (in->approve ? RX_APPROVAL_APPROVED : RX_APPROVAL_REJECTED),
+          "%s: approval %d", c->id, c->approval);
+    CHECK(in->approve ? !c->result.present : c->result.present && !c->result.is_success,
+          "%s: result after the review", c->id);
+    CHECK(!in->approve || !in->parameters || !strcmp(c->parameters, in->parameters),
+          "%s: edited parameters not kept", c->id);
+    if (!in->always)
+        return;
+    CHECK(rx_state_tool_policy(s, c->name) ==
+              (in->approve ? RX_POLICY_AUTO : RX_POLICY_DENY),
+          "always did not set the policy of %s", c->name);
+    for (size_t i = 0; i < s->tools.len; i++)
+        CHECK(strcmp(s->tools.items[i].name, c->name) ||
+                  s->tools.items[i].approval != RX_APPROVAL_PENDING,
+              "%s still awaits after always", s->tools.items[i].id);
 }
 
 static void check_context(const struct rx_state *s, int64_t cut)
@@ -343,6 +390,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(s.updated_at >= upd, "updatedAt went back");
         CHECK(s.called_brain_at >= cba, "calledBrainAt went back");
         after = encode_state(&s);
+        if (out.verdict != RX_REJECTED)
+            check_approval_input(&s, &in);
         if (out.verdict == RX_ACCEPTED) {
             CHECK(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             CHECK(rx_buf_puts(&log, enc.data) == 0 && rx_buf_putc(&log, '\n') == 0,

@@ -585,7 +585,8 @@ static void grow(struct rx_state *s, int64_t *t, int from, int n, bool tools)
     char mid[32], aid[32], cid[32];
 
     for (int r = from; r < from + n; r++) {
-        struct rx_input_call call = {cid, (char *)"clock", (char *)"{}"};
+        struct rx_input_call call = {
+            .id = cid, .name = (char *)"clock", .parameters = (char *)"{}"};
         struct rx_input u = {.type = RX_IN_USER_SEND_MESSAGE,
                              .message_id = mid,
                              .content = (char *)"question"};

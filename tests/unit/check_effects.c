@@ -1,6 +1,7 @@
 /*
  * check_effects - effects_at (SPEC 3.3) on hand-made states and on states the
- * machine produced: which keys are wanted, in the documented order.
+ * machine produced: which keys are wanted, in the documented order; calls
+ * awaiting approval run nothing and hold back the ask (SPEC 3.6).
  */
 #include "tests/unit/helper_sm.h"
 
@@ -261,6 +262,127 @@ START_TEST(test_long_ids_unique_keys)
 }
 END_TEST
 
+/* ---- tool approval (SPEC 3.3, 3.6): a call awaiting a person ------------------ */
+
+static const struct {
+    const char *name;
+    const char *state;
+    const char *keys;
+} approval_rows[] = {
+    {"a waiting call runs nothing and blocks the ask",
+     ST(5, UM("m1", "hi", 1), "", TCA("c1", "shell", "{}", 4, "null", false, "pending"),
+        1, "", 0),
+     ""},
+    {"a waiting call beside a running one",
+     ST(5, UM("m1", "hi", 1), "",
+        TCA("c1", "shell", "{}", 4, "null", false, "pending") "," TC("c2", "clock", "{}",
+                                                                     4, "null", false),
+        1, "", 0),
+     "request-toolkit-c2"},
+    {"an approved call runs",
+     ST(5, UM("m1", "hi", 1), "", TCA("c1", "shell", "{}", 4, "null", false, "approved"),
+        1, "", 0),
+     "request-toolkit-c1"},
+    {"a new user message still waits for a person",
+     ST(6, UM("m1", "hi", 1) "," UM("m2", "yo", 6), "",
+        TCA("c1", "shell", "{}", 4, "null", false, "pending"), 1, "", 0),
+     ""},
+    {"a streaming answer keeps its ask while a call waits",
+     ST(5, UM("m1", "hi", 1), AM("a1", "", 2, 2, "streaming", 1),
+        TCA("c1", "shell", "{}", 4, "null", false, "pending"), 1, "", 0),
+     "ask-brain-1"},
+    {"a rejection is a result: the brain is asked",
+     ST(7, UM("m1", "hi", 1), "",
+        TCA("c1", "shell", "{}", 4, ERRR("rejected by the user", 7), false, "rejected"),
+        1, "", 0),
+     "ask-brain-7"},
+    {"a denial is a result: the brain is asked",
+     ST(4, UM("m1", "hi", 1), "",
+        TC("c1", "rm", "{}", 4, ERRR("denied by policy", 4), false), 1, "", 0),
+     "ask-brain-4"},
+};
+
+START_TEST(test_approval_table)
+{
+    struct rx_state s;
+    char *got;
+
+    state_from(&s, approval_rows[_i].state);
+    got = effect_keys(&s);
+    ck_assert_msg(!strcmp(got, approval_rows[_i].keys), "%s: got '%s', want '%s'",
+                  approval_rows[_i].name, got, approval_rows[_i].keys);
+    free(got);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* Calls that wait, are approved, rejected and superseded, effects at each step. */
+static const struct {
+    const char *input;
+    enum rx_verdict verdict;
+    const char *keys;
+} approval_life[] = {
+    {"{'type':'user-send-message','timestamp':1,'messageId':'m1','content':'clean up'}",
+     RX_ACCEPTED, "ask-brain-1"},
+    {"{'type':'brain-call-tools','timestamp':2,'calledBrainAt':1,'toolCalls':{'c1':{"
+     "'name':'shell','parameters':'{}','policy':'ask'},'c2':{'name':'clock',"
+     "'parameters':'{}'},'c3':{'name':'rm','parameters':'{}','policy':'deny'}}}",
+     RX_ACCEPTED, "request-toolkit-c2"},
+    {"{'type':'toolkit-respond','timestamp':3,'toolCallId':'c2','result':'noon'}",
+     RX_ACCEPTED, ""},
+    {"{'type':'user-review-tool-call','timestamp':4,'toolCallId':'c1','decision':"
+     "'approve','parameters':'{\\'dry\\':true}'}",
+     RX_ACCEPTED, "request-toolkit-c1"},
+    {"{'type':'user-review-tool-call','timestamp':5,'toolCallId':'c1','decision':"
+     "'approve'}",
+     RX_REJECTED, "request-toolkit-c1"},
+    {"{'type':'toolkit-respond','timestamp':6,'toolCallId':'c1','result':'done'}",
+     RX_ACCEPTED, "ask-brain-6"},
+    {"{'type':'brain-call-tools','timestamp':7,'calledBrainAt':6,'toolCalls':{'c4':{"
+     "'name':'shell','parameters':'{}','policy':'ask'}}}",
+     RX_ACCEPTED, ""},
+    {"{'type':'user-review-tool-call','timestamp':8,'toolCallId':'c4','decision':"
+     "'reject','reason':'enough'}",
+     RX_ACCEPTED, "ask-brain-8"},
+    {"{'type':'brain-call-tools','timestamp':9,'calledBrainAt':8,'toolCalls':{'c5':{"
+     "'name':'shell','parameters':'{}','policy':'ask'}}}",
+     RX_ACCEPTED, ""},
+    {"{'type':'user-send-message','timestamp':10,'messageId':'m2','content':'stop'}",
+     RX_ACCEPTED, "ask-brain-10"},
+};
+
+START_TEST(test_approval_life)
+{
+    struct rx_state s;
+    json_t *ctx;
+    char *got;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (size_t i = 0; i < sizeof(approval_life) / sizeof(approval_life[0]); i++) {
+        apply_text(&s, approval_life[i].input, approval_life[i].verdict);
+        got = effect_keys(&s);
+        ck_assert_msg(!strcmp(got, approval_life[i].keys),
+                      "step %zu: got '%s', want '%s'", i, got, approval_life[i].keys);
+        free(got);
+    }
+    ck_assert_str_eq(rx_state_find_tool(&s, "c1")->parameters, "{\"dry\":true}");
+    /* The brain reads every refusal as a tool error (SPEC 3.5). */
+    ck_assert_int_eq(rx_context_build(&s, NULL, INT64_MAX, &ctx), 0);
+    {
+        char *text = json_dumps(ctx, JSON_COMPACT);
+
+        ck_assert_ptr_nonnull(strstr(text, "\"content\":\"Error: denied by policy\""));
+        ck_assert_ptr_nonnull(
+            strstr(text, "\"content\":\"Error: rejected by the user: enough\""));
+        ck_assert_ptr_nonnull(strstr(
+            text, "\"content\":\"Error: not approved: the user sent a new message\""));
+        free(text);
+    }
+    json_decref(ctx);
+    rx_state_release(&s);
+}
+END_TEST
+
 Suite *effects_suite(void);
 
 Suite *effects_suite(void)
@@ -273,6 +395,12 @@ Suite *effects_suite(void)
     tcase_add_test(tc, test_effects_life);
     tcase_add_test(tc, test_cancel_wants_nothing);
     tcase_add_test(tc, test_long_ids_unique_keys);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("approval");
+    tcase_add_loop_test(tc, test_approval_table, 0,
+                        sizeof(approval_rows) / sizeof(approval_rows[0]));
+    tcase_add_test(tc, test_approval_life);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -189,18 +189,6 @@ START_TEST(test_policy_table)
 }
 END_TEST
 
-START_TEST(test_policy_names)
-{
-    ck_assert_int_eq(mcp_config_policy_parse("auto"), MCP_POLICY_AUTO);
-    ck_assert_int_eq(mcp_config_policy_parse("ask"), MCP_POLICY_ASK);
-    ck_assert_int_eq(mcp_config_policy_parse("deny"), MCP_POLICY_DENY);
-    ck_assert_int_eq(mcp_config_policy_parse("Auto"), MCP_POLICY_DEFAULT);
-    ck_assert_int_eq(mcp_config_policy_parse(NULL), MCP_POLICY_DEFAULT);
-    ck_assert_str_eq(mcp_config_policy_name(MCP_POLICY_DENY), "deny");
-    ck_assert_str_eq(mcp_config_policy_name(MCP_POLICY_DEFAULT), "auto");
-}
-END_TEST
-
 Suite *mcp_config_suite(void)
 {
     Suite *s = suite_create("mcp_config");
@@ -211,7 +199,6 @@ Suite *mcp_config_suite(void)
     tcase_add_test(tc, test_include_exclude);
     tcase_add_loop_test(tc, test_policy_table, 0,
                         (int)(sizeof(policies) / sizeof(policies[0])));
-    tcase_add_test(tc, test_policy_names);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,11 +56,15 @@ static void teardown(void)
 /* ---- the transition --------------------------------------------------------- */
 
 #define B_RICH                                                                           \
-    ST(5, UM("m1", "hi", 1) "," UM("m2", "yo", 3),                                       \
-       AM("a0", "done", 1, 2, "complete", 1) "," AM("a1", "", 2, 2, "streaming", 1),     \
-       TC("c1", "calculator", "{}", 4, "null", true) "," TC("c2", "clock", "{}", 4,      \
-                                                            OKR("t", 5), true),          \
-       3, "", 0)
+    STP(5, UM("m1", "hi", 1) "," UM("m2", "yo", 3),                                      \
+        AM("a0", "done", 1, 2, "complete", 1) "," AM("a1", "", 2, 2, "streaming", 1),    \
+        TC("c1", "calculator", "{}", 4, "null",                                          \
+           true) "," TC("c2", "clock", "{}", 4, OKR("t", 5), true) "," B_WAITING,        \
+        3, "", 0, "'clock':'deny','shell':'ask'")
+/* Calls awaiting a person (SPEC 3.6). */
+#define B_WAITING                                                                        \
+    TCA("w1", "shell", "{}", 4, "null", false, "pending")                                \
+    "," TCA("w2", "shell", "{\\'x\\':1}", 4, "null", false, "pending")
 
 struct oom_row {
     const char *before;
@@ -106,6 +110,43 @@ static const struct oom_row oom_rows[] = {
      RX_ACCEPTED},
     {B_RICH, "{'type':'toolkit-error','timestamp':6,'toolCallId':'c2','error':'no'}",
      RX_REJECTED},
+    /* Tool approval. */
+    {B_RICH,
+     "{'type':'brain-call-tools','timestamp':6,'calledBrainAt':3,'toolCalls':{'c3':{"
+     "'name':'rm','parameters':'{}','policy':'deny'},'c4':{'name':'shell','parameters':"
+     "'1','policy':'ask'},'c5':{'name':'clock','parameters':'{}','policy':'auto'}}}",
+     RX_ACCEPTED},
+    {B_RICH,
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w2','decision':'"
+     "approve',"
+     "'parameters':'{\\'x\\':2}'}",
+     RX_ACCEPTED},
+    {B_RICH,
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w1','decision':'reject'"
+     ","
+     "'reason':'no','always':true}",
+     RX_ACCEPTED},
+    {B_RICH,
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w1','decision':"
+     "'approve','always':true,'parameters':'{}'}",
+     RX_ACCEPTED},
+    {B_RICH,
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'c1','decision':'reject'"
+     "}",
+     RX_REJECTED},
+    {B_RICH,
+     "{'type':'user-set-tool-policy','timestamp':6,'tool':'calculator','policy':"
+     "'ask'}",
+     RX_ACCEPTED},
+    {B_RICH, "{'type':'user-set-tool-policy','timestamp':6,'tool':'clock','policy':null}",
+     RX_ACCEPTED},
+    {B_RICH,
+     "{'type':'user-set-tool-policy','timestamp':6,'tool':'shell','policy':'ask'}",
+     RX_UNCHANGED},
+    {ST(5, UM("m1", "hi", 1), "", B_WAITING, 1, "", 0),
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w1','decision':"
+     "'approve','always':true}",
+     RX_ACCEPTED},
 };
 
 START_TEST(test_apply_oom)
@@ -192,6 +233,16 @@ static const char *const parse_inputs[] = {
     "{'type':'brain-compress-history','timestamp':1,'calledBrainAt':1,'summary':'s',"
     "'cutAt':1}",
     "{'type':'toolkit-error','timestamp':1,'toolCallId':'c1','error':'e'}",
+    "{'type':'brain-call-tools','timestamp':1,'calledBrainAt':1,'toolCalls':{'c1':{"
+    "'name':'shell','parameters':'{}','policy':'ask'},'c2':{'name':'rm','parameters':"
+    "'{}','policy':'deny'}}}",
+    "{'type':'user-review-tool-call','timestamp':1,'toolCallId':'c1','decision':'approve'"
+    ","
+    "'parameters':'{\\'a\\':[1]}','always':true}",
+    "{'type':'user-review-tool-call','timestamp':1,'toolCallId':'c1','decision':'reject',"
+    "'reason':'no'}",
+    "{'type':'user-set-tool-policy','timestamp':1,'tool':'shell','policy':'deny'}",
+    "{'type':'user-set-tool-policy','timestamp':1,'tool':'shell','policy':null}",
 };
 
 START_TEST(test_parse_oom)

@@ -1,7 +1,9 @@
 /*
  * check_patch - the JSON Patch a transition emits turns the state before into
  * the state after, byte for byte, for every accepted input of the golden
- * conversations (tests/data/machine/) and of a seeded random walk.
+ * conversations (tests/data/machine/, tool approval included) and of a seeded
+ * random walk through every input type. (Every row of check_machine and
+ * check_approval checks its patch too: sm_row_check.)
  */
 #include <check.h>
 #include <stdio.h>
@@ -11,44 +13,9 @@
 #include "state_machine/rx_patch.h"
 #include "tests/unit/helper_sm.h"
 
-/* A JSON Pointer of at most two levels: "/key" or "/key/<index|->". */
-static void apply_op(json_t *doc, json_t *op)
-{
-    const char *kind = json_string_value(json_object_get(op, "op"));
-    const char *path = json_string_value(json_object_get(op, "path"));
-    json_t *value = json_object_get(op, "value");
-    char key[64];
-    const char *slash;
-    json_t *list;
-
-    ck_assert_ptr_nonnull(kind);
-    ck_assert_ptr_nonnull(path);
-    ck_assert_ptr_nonnull(value);
-    ck_assert(path[0] == '/');
-    slash = strchr(path + 1, '/');
-    if (!slash) {
-        ck_assert_str_eq(kind, "replace");
-        ck_assert_ptr_nonnull(json_object_get(doc, path + 1));
-        json_object_set(doc, path + 1, value);
-        return;
-    }
-    snprintf(key, sizeof(key), "%.*s", (int)(slash - path - 1), path + 1);
-    list = json_object_get(doc, key);
-    ck_assert(json_is_array(list));
-    if (!strcmp(slash + 1, "-")) {
-        ck_assert_str_eq(kind, "add");
-        json_array_append(list, value);
-    } else {
-        size_t i = strtoul(slash + 1, NULL, 10);
-
-        ck_assert_str_eq(kind, "replace");
-        ck_assert_uint_lt(i, json_array_size(list));
-        json_array_set(list, i, value);
-    }
-}
-
-/* Apply one input; when accepted, check patch(before) == after. */
-static void step(struct rx_state *s, const char *input_json)
+/* Apply one input; when accepted, check patch(before) == after. The verdict. */
+static enum rx_verdict step(struct rx_state *s, const char *input_json,
+                            enum rx_input_type *type)
 {
     struct rx_input in;
     struct rx_outcome o;
@@ -61,6 +28,8 @@ static void step(struct rx_state *s, const char *input_json)
     ck_assert_ptr_nonnull(j);
     ck_assert_int_eq(rx_input_parse(j, &in, NULL, NULL), 0);
     json_decref(j);
+    if (type)
+        *type = in.type;
     got = state_bytes(s);
     before = json_loads(got, 0, NULL);
     free(got);
@@ -68,13 +37,13 @@ static void step(struct rx_state *s, const char *input_json)
     rx_input_release(&in);
     if (o.verdict != RX_ACCEPTED) {
         json_decref(before);
-        return;
+        return o.verdict;
     }
     rx_buf_init(&b, RX_BUF_STATE_MAX);
     ck_assert_int_eq(rx_patch_encode(s, &o, &b), 0);
     patch = json_loads(b.data, 0, NULL);
     ck_assert_msg(json_is_array(patch), "not a JSON array: %s", b.data);
-    json_array_foreach(patch, i, op) apply_op(before, op);
+    json_array_foreach(patch, i, op) sm_patch_apply_op(before, op);
     want = state_bytes(s);
     after = json_loads(want, 0, NULL);
     got = json_dumps(before, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -86,9 +55,10 @@ static void step(struct rx_state *s, const char *input_json)
     json_decref(patch);
     json_decref(before);
     rx_buf_release(&b);
+    return RX_ACCEPTED;
 }
 
-static const char *const golden[] = {"conversation", "cancel", "compress"};
+static const char *const golden[] = {"conversation", "cancel", "compress", "approval"};
 
 START_TEST(test_patch_golden)
 {
@@ -102,7 +72,7 @@ START_TEST(test_patch_golden)
     ck_assert_int_eq(rx_state_init(&s), 0);
     while (fgets(line, sizeof(line), f))
         if (line[0] == '{')
-            step(&s, line);
+            step(&s, line, NULL);
     fclose(f);
     rx_state_release(&s);
 }
@@ -112,17 +82,20 @@ END_TEST
 START_TEST(test_patch_random)
 {
     static const char *const ids[] = {"a", "b", "c", "d"};
+    static const char *const policies[] = {"auto", "auto", "ask", "deny"};
+    static const char *const set_to[] = {"\"auto\"", "\"ask\"", "\"deny\"", "null"};
     unsigned seed = 7;
     struct rx_state s;
     char in[512];
     int64_t t = 1;
+    long accepted[RX_IN__COUNT] = {0};
 
     ck_assert_int_eq(rx_state_init(&s), 0);
     for (int n = 0; n < (test_quick() ? 200 : 800); n++) {
         const char *id = ids[rand_r(&seed) % 4];
 
         t += rand_r(&seed) % 3;
-        switch (rand_r(&seed) % 9) {
+        switch (rand_r(&seed) % 11) {
         case 0:
             snprintf(in, sizeof(in),
                      "{\"type\":\"user-send-message\",\"timestamp\":%lld,"
@@ -152,9 +125,11 @@ START_TEST(test_patch_random)
             snprintf(
                 in, sizeof(in),
                 "{\"type\":\"brain-call-tools\",\"timestamp\":%lld,\"calledBrainAt\":"
-                "%lld,\"toolCalls\":{\"c%d\":{\"name\":\"clock\",\"parameters\":\"{}\"},"
-                "\"d%d\":{\"name\":\"calculator\",\"parameters\":\"{}\"}}}",
-                (long long)t, (long long)(t / 2), n, n);
+                "%lld,\"toolCalls\":{\"c%d\":{\"name\":\"clock\",\"parameters\":\"{}\","
+                "\"policy\":\"%s\"},\"d%d\":{\"name\":\"calculator\",\"parameters\":"
+                "\"{}\",\"policy\":\"%s\"}}}",
+                (long long)t, (long long)(t / 2), n, policies[rand_r(&seed) % 4], n,
+                policies[rand_r(&seed) % 4]);
             break;
         case 5:
         case 6:
@@ -171,15 +146,46 @@ START_TEST(test_patch_random)
                      "\"calledBrainAt\":%lld,\"summary\":\"so far %d\",\"cutAt\":%lld}",
                      (long long)t, (long long)(t / 2), n, (long long)(t - 2));
             break;
+        case 8: {
+            /* The newest call awaiting a person, if any: a review that applies. */
+            const char *call = "none";
+
+            for (size_t i = s.tools.len; i-- > s.tools.settled;)
+                if (s.tools.items[i].approval == RX_APPROVAL_PENDING) {
+                    call = s.tools.items[i].id;
+                    break;
+                }
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"user-review-tool-call\",\"timestamp\":%lld,"
+                     "\"toolCallId\":\"%s\",\"decision\":\"%s\",\"always\":%s,"
+                     "\"parameters\":\"{}\",\"reason\":\"r\"}",
+                     (long long)t, call, rand_r(&seed) % 2 ? "approve" : "reject",
+                     rand_r(&seed) % 3 ? "false" : "true");
+            break;
+        }
+        case 9:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"user-set-tool-policy\",\"timestamp\":%lld,\"tool\":"
+                     "\"%s\",\"policy\":%s}",
+                     (long long)t, rand_r(&seed) % 2 ? "clock" : "calculator",
+                     set_to[rand_r(&seed) % 4]);
+            break;
         default:
             snprintf(in, sizeof(in),
                      "{\"type\":\"brain-load-tool-call\",\"timestamp\":%lld,"
                      "\"calledBrainAt\":%lld,\"toolCallId\":\"c%d\"}",
                      (long long)t, (long long)(t / 2), n - (int)(rand_r(&seed) % 40));
         }
-        step(&s, in);
+        enum rx_input_type type;
+
+        if (step(&s, in, &type) == RX_ACCEPTED)
+            accepted[type]++;
         ck_assert(rx_state_check_invariants(&s));
     }
+    /* The walk reaches the approval inputs (a toolkit answer may miss its call). */
+    ck_assert_int_gt(accepted[RX_IN_BRAIN_CALL_TOOLS], 0);
+    ck_assert_int_gt(accepted[RX_IN_USER_REVIEW_TOOL_CALL], 0);
+    ck_assert_int_gt(accepted[RX_IN_USER_SET_TOOL_POLICY], 0);
     rx_state_release(&s);
 }
 END_TEST

@@ -4,8 +4,11 @@
  * own (rx_state_check_invariants), updatedAt and calledBrainAt never decrease,
  * a rejected or unchanged input leaves the bytes as they were, no ask for new
  * signals while a tool is pending, exactly one request-toolkit key per pending
- * record, unique keys. At the end, replaying the accepted inputs (encoded with
- * rx_input_encode, parsed back) from the initial state gives the same bytes.
+ * record not awaiting approval, every call without a result either requested
+ * or awaiting a person (SPEC 3.6), unique keys. The inputs include the
+ * server's policy stamps, reviews and per-session policies. At the end,
+ * replaying the accepted inputs (encoded with rx_input_encode, parsed back)
+ * from the initial state gives the same bytes.
  * RX_TEST_QUICK=1 runs fewer sequences (valgrind).
  */
 #include "tests/unit/helper_sm.h"
@@ -55,12 +58,17 @@ static unsigned pick(struct rng *r, unsigned n)
 static const char *const texts[] = {
     "hi", "2+3?", "caf\\u00e9", "a \\\"quote\\\"", "line\\nbreak", "", " "};
 
+/* The stamp the server puts on a brain-call-tools entry (or none, as old logs). */
+static const char *const stamps[] = {"", ",\"policy\":\"auto\"", ",\"policy\":\"ask\"",
+                                     ",\"policy\":\"ask\"", ",\"policy\":\"deny\""};
+static const char *const tools[] = {"calculator", "clock"};
+
 /* One random input as JSON text into buf; the clock `t` moves forward mostly. */
 static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char *buf,
                       size_t size)
 {
     char ts[48], cba[48];
-    unsigned k = pick(r, 100);
+    unsigned k = pick(r, 112);
     int64_t when;
 
     switch (pick(r, 12)) {
@@ -111,15 +119,15 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             snprintf(
                 buf, size,
                 "{\"type\":\"brain-call-tools\",%s%s\"toolCalls\":{\"c%u\":{\"name\":"
-                "\"calculator\",\"parameters\":\"{\\\"e\\\":%u}\"}}}",
-                ts, cba, a, b);
+                "\"calculator\",\"parameters\":\"{\\\"e\\\":%u}\"%s}}}",
+                ts, cba, a, b, stamps[pick(r, 5)]);
         else
             snprintf(
                 buf, size,
                 "{\"type\":\"brain-call-tools\",%s%s\"toolCalls\":{\"c%u\":{\"name\":"
-                "\"clock\",\"parameters\":\"{}\"},\"c%u\":{\"name\":\"calculator\","
-                "\"parameters\":{\"e\":[1,2]}}}}",
-                ts, cba, a, b);
+                "\"clock\",\"parameters\":\"{}\"%s},\"c%u\":{\"name\":\"calculator\","
+                "\"parameters\":{\"e\":[1,2]}%s}}}",
+                ts, cba, a, stamps[pick(r, 5)], b, stamps[pick(r, 5)]);
     } else if (k < 70) {
         snprintf(buf, size,
                  "{\"type\":\"brain-compress-history\",%s%s\"summary\":\"s%u\",\"cutAt\":"
@@ -140,6 +148,39 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             buf, size,
             "{\"type\":\"toolkit-error\",%s\"toolCallId\":\"c%u\",\"error\":\"e%u\"}", ts,
             pick(r, 9), pick(r, 3));
+    } else if (k < 104) {
+        static const char *const extras[] = {
+            "",
+            ",\"always\":true",
+            ",\"parameters\":\"{\\\"e\\\":\\\"9*9\\\"}\"",
+            ",\"reason\":\"not now\"",
+            ",\"reason\":\" \",\"always\":true,\"parameters\":\"{}\"",
+            ",\"parameters\":\"[1]\"", /* not an object: refused */
+        };
+        char id[32];
+        size_t n = rx_state_awaiting_approval(s);
+
+        /* Mostly a call that waits (the reviews that apply), else any id. */
+        snprintf(id, sizeof(id), "c%u", pick(r, 9));
+        if (n && pick(r, 4)) {
+            size_t nth = pick(r, (unsigned)n);
+
+            for (size_t i = s->tools.settled; i < s->tools.len; i++)
+                if (s->tools.items[i].approval == RX_APPROVAL_PENDING && !nth--) {
+                    snprintf(id, sizeof(id), "%.20s", s->tools.items[i].id);
+                    break;
+                }
+        }
+        snprintf(buf, size,
+                 "{\"type\":\"user-review-tool-call\",%s\"toolCallId\":\"%s\","
+                 "\"decision\":\"%s\"%s}",
+                 ts, id, pick(r, 3) ? "approve" : "reject", extras[pick(r, 6)]);
+    } else if (k < 108) {
+        static const char *const policies[] = {"\"auto\"", "\"ask\"", "\"deny\"", "null"};
+
+        snprintf(buf, size,
+                 "{\"type\":\"user-set-tool-policy\",%s\"tool\":\"%s\",\"policy\":%s}",
+                 ts, tools[pick(r, 2)], policies[pick(r, 4)]);
     } else {
         /* Shapes the parser must refuse. */
         static const char *const bad[] = {
@@ -147,16 +188,24 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             "{\"type\":\"brain-call-tools\",\"calledBrainAt\":1,\"toolCalls\":[]}",
             "{\"type\":\"what\"}",
             "{\"type\":\"toolkit-respond\",\"toolCallId\":\"c1\"}",
+            "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"c1\",\"decision\":"
+            "\"maybe\"}",
+            "{\"type\":\"user-set-tool-policy\",\"tool\":\"clock\"}",
         };
-        snprintf(buf, size, "%s", bad[pick(r, 4)]);
+        snprintf(buf, size, "%s", bad[pick(r, 6)]);
     }
 }
 
-/* The effect invariants of SPEC 3.3 for one state. */
+/* The effect invariants of SPEC 3.3 and 3.6 for one state. */
 static void check_effects(const struct rx_state *s)
 {
     struct rx_effect_set set;
-    size_t pending = rx_state_pending_tools(s), requests = 0;
+    size_t pending = rx_state_pending_tools(s), requests = 0, awaiting = 0;
+
+    for (size_t i = 0; i < s->tools.len; i++)
+        awaiting += s->tools.items[i].approval == RX_APPROVAL_PENDING;
+    REQUIRE(awaiting == rx_state_awaiting_approval(s), "%zu awaiting, counted %zu",
+            awaiting, rx_state_awaiting_approval(s));
 
     rx_effect_set_init(&set);
     REQUIRE0(rx_effects_at(s, &set));
@@ -169,6 +218,7 @@ static void check_effects(const struct rx_state *s)
             const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
 
             REQUIRE(c && !c->result.present, "%s: not a pending call", e->key);
+            REQUIRE(c->approval != RX_APPROVAL_PENDING, "%s runs unapproved", e->key);
             requests++;
         } else if (pending) {
             /* No ask for new signals while a tool is pending; only an answer
@@ -181,11 +231,15 @@ static void check_effects(const struct rx_state *s)
             REQUIRE(streaming, "'%s' wanted while a tool is pending", e->key);
         }
     }
-    REQUIRE(requests == pending, "%zu requests for %zu pending calls", requests, pending);
+    REQUIRE(requests == pending - awaiting,
+            "%zu requests for %zu pending calls, %zu awaiting", requests, pending,
+            awaiting);
+    /* Every call has a result, runs, or awaits a person: none is forgotten. */
     for (size_t i = 0; i < s->tools.len; i++) {
         char key[RX_EFFECT_KEY_LEN];
 
-        if (s->tools.items[i].result.present)
+        if (s->tools.items[i].result.present ||
+            s->tools.items[i].approval == RX_APPROVAL_PENDING)
             continue;
         snprintf(key, sizeof(key), "request-toolkit-%s", s->tools.items[i].id);
         REQUIRE(rx_effect_set_find(&set, key), "%s not wanted", key);
@@ -213,6 +267,8 @@ static void reload(struct rx_state *s)
 
 struct stats {
     long steps, parse_errors, accepted, unchanged, rejected;
+    long reviews, policies, awaiting; /* accepted reviews and policies; steps with a
+                                          call awaiting a person */
 };
 
 static void run_sequence(uint64_t seed, int steps, struct stats *st)
@@ -250,8 +306,11 @@ static void run_sequence(uint64_t seed, int steps, struct stats *st)
         REQUIRE(s.updated_at >= upd, "updatedAt went back");
         REQUIRE(s.called_brain_at >= cba, "calledBrainAt went back");
         after = bytes_of(&s);
+        st->awaiting += rx_state_awaiting_approval(&s) > 0;
         if (out.verdict == RX_ACCEPTED) {
             st->accepted++;
+            st->reviews += in.type == RX_IN_USER_REVIEW_TOOL_CALL;
+            st->policies += in.type == RX_IN_USER_SET_TOOL_POLICY;
             REQUIRE(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             REQUIRE0(rx_input_encode(&in, &log));
             REQUIRE0(rx_buf_putc(&log, '\n'));
@@ -313,12 +372,16 @@ START_TEST(test_random_sequences)
     if (getenv("RX_TEST_VERBOSE"))
         fprintf(stderr,
                 "random: %ld steps, %ld accepted, %ld unchanged, %ld rejected, %ld parse "
-                "errors\n",
-                st.steps, st.accepted, st.unchanged, st.rejected, st.parse_errors);
+                "errors; %ld reviews, %ld policies accepted, %ld steps awaiting\n",
+                st.steps, st.accepted, st.unchanged, st.rejected, st.parse_errors,
+                st.reviews, st.policies, st.awaiting);
     ck_assert_int_gt(st.accepted, st.steps / 5);
     ck_assert_int_gt(st.rejected, st.steps / 10);
     ck_assert_int_gt(st.unchanged, 0);
     ck_assert_int_gt(st.parse_errors, 0);
+    ck_assert_int_gt(st.reviews, st.steps / 400);
+    ck_assert_int_gt(st.policies, st.steps / 200);
+    ck_assert_int_gt(st.awaiting, st.steps / 20);
 }
 END_TEST
 

@@ -2,7 +2,8 @@
  * check_state - the state's JSON wire shape (SPEC 3.1): exact bytes and key
  * order, encode -> decode -> encode round trips, copies, and decode errors that
  * name the offending field; the time-order aid (`time_sorted`) and the tail
- * copies brains get (rx_state_copy_tail).
+ * copies brains get (rx_state_copy_tail); tool approval (SPEC 3.6): records'
+ * "approval" and the session's toolPolicies, and snapshots older than both.
  */
 #include "tests/unit/helper_sm.h"
 
@@ -20,6 +21,15 @@ static const char *const round_trip[] = {
           true) "," TC("c2", "clock", "{}", 3, ERRR("cancelled", 7),
                        false) "," TC("c3", "x", "", 8, "null", false),
        8, "sum\\nmary", 4),
+    /* Tool approval: every approval, and overrides (encoded in name order). */
+    STP(9, UM("m1", "a", 1), "",
+        TCA("c1", "shell", "{}", 3, "null", false, "pending") "," TCA(
+            "c2", "shell", "{\\'x\\':1}", 3, "null", false,
+            "approved") "," TCA("c3", "shell", "{}", 3, ERRR("rejected by the user", 4),
+                                false, "rejected") "," TC("c4", "rm", "{}", 5,
+                                                          ERRR("denied by policy", 5),
+                                                          false),
+        1, "", 0, "'a b':'ask','rm':'deny','shell':'auto','\\u00e9':'ask'"),
 };
 
 /* The exact bytes of SPEC 3.1's example, key order included. */
@@ -33,7 +43,7 @@ START_TEST(test_spec_example_bytes)
         "\"name\":\"calculator\",\"parameters\":\"{\\\"expression\\\":\\\"2+3\\\"}\","
         "\"calledAt\":3,\"result\":{\"isSuccess\":true,\"content\":\"5\",\"receivedAt\":"
         "4},\"isLoaded\":false}],\"calledBrainAt\":1,\"contextSummary\":\"\","
-        "\"summaryCutAt\":0}";
+        "\"summaryCutAt\":0,\"toolPolicies\":{}}";
     json_t *j = json_loads(spec, 0, NULL);
     struct rx_state s;
     char *got;
@@ -56,6 +66,8 @@ START_TEST(test_initial_state)
     ck_assert(rx_state_check_invariants(&s));
     ck_assert_state(&s, S0);
     ck_assert_uint_eq(rx_state_pending_tools(&s), 0);
+    ck_assert_uint_eq(rx_state_awaiting_approval(&s), 0);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "calculator"), RX_POLICY_UNSET);
     rx_state_release(&s);
 }
 END_TEST
@@ -205,6 +217,23 @@ static const struct bad_row bad_rows[] = {
     {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
      "'contextSummary':'','summaryCutAt':0}",
      "calledBrainAt"},
+    /* Tool approval. */
+    {ST(1, "", "", TCA("c1", "n", "{}", 1, "null", false, "maybe"), 0, "", 0),
+     "approval"},
+    {ST(1, "", "",
+        "{'id':'c1','name':'n','parameters':'{}','calledAt':1,'result':null,'isLoaded':"
+        "false,'approval':1}",
+        0, "", 0),
+     "approval"},
+    {STP(1, "", "", "", 0, "", 0, "'calc':'sometimes'"), "toolPolicies"},
+    {STP(1, "", "", "", 0, "", 0, "'calc':null"), "toolPolicies"},
+    {STP(1, "", "", "", 0, "", 0, "'':'ask'"), "toolPolicies"},
+    {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
+     "'calledBrainAt':0,'contextSummary':'','summaryCutAt':0,'toolPolicies':['ask']}",
+     "toolPolicies"},
+    /* Awaiting a person, yet answered: the machine never makes it. */
+    {ST(1, "", "", TCA("c1", "n", "{}", 1, OKR("x", 1), false, "pending"), 0, "", 0),
+     NULL},
     /* Invariants: duplicate ids, times after updatedAt. */
     {ST(1, UM("m1", "a", 1) "," UM("m1", "b", 1), "", "", 0, "", 0), NULL},
     {ST(1, "", "", GOOD_TC "," GOOD_TC, 0, "", 0), NULL},
@@ -227,6 +256,106 @@ START_TEST(test_decode_errors)
         ck_assert_str_ne(err.text, "");
     /* err may be NULL too. */
     ck_assert_int_eq(rx_state_decode(j, &s, NULL), -EINVAL);
+    json_decref(j);
+}
+END_TEST
+
+/* Snapshots written before tool approval have neither field: they load as
+   no overrides and no approvals, and encode with "toolPolicies":{}. */
+START_TEST(test_old_snapshot_decodes)
+{
+    struct rx_state s;
+
+    state_from(&s, "{'updatedAt':5,'userMessages':[],'assistantMessages':[],"
+                   "'toolCallRecords':[{'id':'c1','name':'clock','parameters':'{}',"
+                   "'calledAt':4,'result':null,'isLoaded':false}],'calledBrainAt':1,"
+                   "'contextSummary':'','summaryCutAt':0}");
+    ck_assert_int_eq(s.tools.items[0].approval, RX_APPROVAL_NONE);
+    ck_assert_uint_eq(s.policies.len, 0);
+    ck_assert_state(&s,
+                    ST(5, "", "", TC("c1", "clock", "{}", 4, "null", false), 1, "", 0));
+    rx_state_release(&s);
+    /* null reads as absent too. */
+    state_from(&s, "{'updatedAt':5,'userMessages':[],'assistantMessages':[],"
+                   "'toolCallRecords':[{'id':'c1','name':'clock','parameters':'{}',"
+                   "'calledAt':4,'result':null,'isLoaded':false,'approval':null}],"
+                   "'calledBrainAt':1,'contextSummary':'','summaryCutAt':0,"
+                   "'toolPolicies':null}");
+    ck_assert_state(&s,
+                    ST(5, "", "", TC("c1", "clock", "{}", 4, "null", false), 1, "", 0));
+    rx_state_release(&s);
+}
+END_TEST
+
+/* The accessors the server reads: overrides by name, calls awaiting a person. */
+START_TEST(test_approval_accessors)
+{
+    struct rx_state s, c;
+
+    state_from(&s, round_trip[4]);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "shell"), RX_POLICY_AUTO);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "rm"), RX_POLICY_DENY);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "a b"), RX_POLICY_ASK);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "\xc3\xa9"), RX_POLICY_ASK);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "shel"), RX_POLICY_UNSET);
+    ck_assert_int_eq(rx_state_tool_policy(&s, "zz"), RX_POLICY_UNSET);
+    ck_assert_int_eq(rx_state_tool_policy(&s, ""), RX_POLICY_UNSET);
+    ck_assert_uint_eq(rx_state_pending_tools(&s), 2); /* c1 awaits, c2 runs */
+    ck_assert_uint_eq(rx_state_awaiting_approval(&s), 1);
+    ck_assert_int_eq(rx_state_find_tool(&s, "c2")->approval, RX_APPROVAL_APPROVED);
+    /* Copies and tails (a brain's view) keep both. */
+    ck_assert_int_eq(rx_state_copy_tail(&s, 1, 0, 2, &c), 0);
+    ck_assert(rx_state_check_invariants(&c));
+    ck_assert_int_eq(rx_state_tool_policy(&c, "rm"), RX_POLICY_DENY);
+    ck_assert_uint_eq(c.policies.len, 4);
+    ck_assert_int_eq(rx_state_find_tool(&c, "c3")->approval, RX_APPROVAL_REJECTED);
+    ck_assert_uint_eq(rx_state_awaiting_approval(&c), 0);
+    rx_state_release(&c);
+    rx_state_release(&s);
+}
+END_TEST
+
+/* The names on the wire, and the map's bound when a snapshot is read. */
+START_TEST(test_policy_names)
+{
+    enum rx_policy p = RX_POLICY_UNSET;
+    enum rx_approval a = RX_APPROVAL_NONE;
+    struct rx_state s;
+    struct rx_error err = {""};
+    json_t *j, *pol;
+    char name[16];
+
+    ck_assert_str_eq(rx_policy_name(RX_POLICY_AUTO), "auto");
+    ck_assert_str_eq(rx_policy_name(RX_POLICY_ASK), "ask");
+    ck_assert_str_eq(rx_policy_name(RX_POLICY_DENY), "deny");
+    ck_assert_ptr_null(rx_policy_name(RX_POLICY_UNSET));
+    ck_assert_int_eq(rx_policy_parse("deny", &p), 0);
+    ck_assert_int_eq(p, RX_POLICY_DENY);
+    ck_assert_int_eq(rx_policy_parse("Deny", &p), -EINVAL);
+    ck_assert_int_eq(rx_policy_parse("", &p), -EINVAL);
+    ck_assert_int_eq(rx_policy_parse(NULL, &p), -EINVAL);
+    ck_assert_int_eq(p, RX_POLICY_DENY); /* unchanged on failure */
+    ck_assert_str_eq(rx_approval_name(RX_APPROVAL_PENDING), "pending");
+    ck_assert_str_eq(rx_approval_name(RX_APPROVAL_REJECTED), "rejected");
+    ck_assert_ptr_null(rx_approval_name(RX_APPROVAL_NONE));
+    ck_assert_int_eq(rx_approval_parse("approved", &a), 0);
+    ck_assert_int_eq(a, RX_APPROVAL_APPROVED);
+    ck_assert_int_eq(rx_approval_parse("none", &a), -EINVAL);
+
+    j = qjson(S0);
+    pol = json_object();
+    json_object_set_new(j, "toolPolicies", pol);
+    for (int i = 0; i < RX_POLICIES_MAX; i++) {
+        snprintf(name, sizeof(name), "t%d", i);
+        json_object_set_new(pol, name, json_string("ask"));
+    }
+    ck_assert_int_eq(rx_state_decode(j, &s, &err), 0);
+    ck_assert_uint_eq(s.policies.len, RX_POLICIES_MAX);
+    ck_assert(rx_state_check_invariants(&s));
+    rx_state_release(&s);
+    json_object_set_new(pol, "one-more", json_string("ask"));
+    ck_assert_int_eq(rx_state_decode(j, &s, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "toolPolicies"));
     json_decref(j);
 }
 END_TEST
@@ -352,6 +481,9 @@ Suite *state_suite(void)
     tcase_add_loop_test(tc, test_decode_errors, 0,
                         sizeof(bad_rows) / sizeof(bad_rows[0]));
     tcase_add_test(tc, test_status_names);
+    tcase_add_test(tc, test_old_snapshot_decodes);
+    tcase_add_test(tc, test_approval_accessors);
+    tcase_add_test(tc, test_policy_names);
     tcase_add_loop_test(tc, test_time_sorted, 0,
                         sizeof(order_rows) / sizeof(order_rows[0]));
     tcase_add_test(tc, test_copy_tail);

@@ -152,7 +152,11 @@ export const createSession = () => api('POST', '/sessions', {});
 export const getSession = (sid) => api('GET', sessionPath(sid));
 export const removeSession = (sid) => api('DELETE', sessionPath(sid));
 
-/* An input to the session's machine (user-send-message, user-cancel). */
+/* {tools: [{name, description, parameters, source, policy, annotations}], servers}. */
+export const listTools = () => api('GET', '/tools');
+
+/* An input to the session's machine (user-send-message, user-cancel,
+ * user-review-tool-call, user-set-tool-policy). */
 export const postInput = (sid, input) => api('POST', `${sessionPath(sid)}/moorex`, input);
 
 /* The session stream, for an EventSource. mode=patch: after the first state,

@@ -1,8 +1,9 @@
 /*
  * inspector - the side panel for looking under the hood: the raw session
- * state, and the live timeline of what the session stream reported (inputs,
- * effects, states, connection changes), newest last, at most TIMELINE_MAX.
- * Depends on dom.js, format.js, settings.js, state.js.
+ * state, the live timeline of what the session stream reported (inputs,
+ * effects, states, connection changes), newest last, at most TIMELINE_MAX,
+ * and the tools with this chat's permissions (drawn by tools.js).
+ * Depends on dom.js, format.js, settings.js, state.js, tools.js.
  * Nothing is drawn while the panel (or its tab) is hidden; the timeline then
  * appends only the rows that are new since the last draw.
  */
@@ -10,8 +11,10 @@ import { $, copyText, el } from './dom.js';
 import { clip, fmtTime, inlineArgs } from './format.js';
 import { inspectorWasOpen, rememberInspector } from './settings.js';
 import { ui } from './state.js';
+import { loadTools, renderToolPanel } from './tools.js';
 
 const TIMELINE_MAX = 500;
+const TABS = ['timeline', 'state', 'tools'];
 
 let timelineDirty = true;
 let timelineShown = 0;     // rows of ui.timeline already in #timeline
@@ -46,6 +49,9 @@ export function inputSummary(i) {
     case 'brain-load-tool-call': return i.toolCallId;
     case 'toolkit-respond': return `${i.toolCallId} → ${clip(typeof i.result === 'string' ? i.result : JSON.stringify(i.result), 60)}`;
     case 'toolkit-error': return `${i.toolCallId} ✕ ${clip(i.error, 60)}`;
+    case 'user-review-tool-call':
+      return `${i.toolCallId} ${i.decision}${i.always ? ' always' : ''}${i.parameters ? ` (${inlineArgs(i.parameters)})` : ''}${i.reason ? `: ${clip(i.reason, 40)}` : ''}`;
+    case 'user-set-tool-policy': return `${i.tool} → ${i.policy ?? 'default'}`;
     default: return '';
   }
 }
@@ -72,6 +78,7 @@ export function renderInspector() {
     $('timeline-count').textContent = `${ui.timeline.length} event${ui.timeline.length === 1 ? '' : 's'}`;
     if ($('timeline-follow').checked) ol.scrollTop = ol.scrollHeight;
   }
+  if (!$('panel-tools').hidden) renderToolPanel();
 }
 
 function timelineRow(e) {
@@ -115,29 +122,36 @@ export function restoreInspector() {
 }
 
 function selectTab(name) {
-  for (const t of ['timeline', 'state']) {
+  for (const t of TABS) {
     const on = t === name;
     $(`tab-${t}`).setAttribute('aria-selected', String(on));
     $(`tab-${t}`).tabIndex = on ? 0 : -1;
     $(`panel-${t}`).hidden = !on;
   }
+  if (name === 'tools') loadTools();
   redrawInspector();
+}
+
+/* The Tools tab, from a card's "Tool permissions". */
+export function openToolPermissions() {
+  if ($('inspector').hidden) showInspector(true);
+  selectTab('tools');
+  $('tab-tools').focus();
 }
 
 export function bindInspector() {
   $('toggle-inspector').addEventListener('click', () => showInspector($('inspector').hidden));
   $('close-inspector').addEventListener('click', () => showInspector(false));
-  $('tab-timeline').addEventListener('click', () => selectTab('timeline'));
-  $('tab-state').addEventListener('click', () => selectTab('state'));
-  for (const t of ['tab-timeline', 'tab-state']) {
-    $(t).addEventListener('keydown', (ev) => {
-      if (ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') {
-        const other = t === 'tab-timeline' ? 'state' : 'timeline';
-        selectTab(other);
-        $(`tab-${other}`).focus();
-      }
+  TABS.forEach((t, i) => {
+    $(`tab-${t}`).addEventListener('click', () => selectTab(t));
+    $(`tab-${t}`).addEventListener('keydown', (ev) => {
+      const step = { ArrowLeft: -1, ArrowRight: 1 }[ev.key];
+      if (!step) return;
+      const other = TABS[(i + step + TABS.length) % TABS.length];
+      selectTab(other);
+      $(`tab-${other}`).focus();
     });
-  }
+  });
   $('timeline-clear').addEventListener('click', () => { ui.timeline = []; timelineDirty = true; renderInspector(); });
   $('state-copy').addEventListener('click', (ev) => copyText(JSON.stringify(ui.state, null, 2), ev.currentTarget));
   $('timeline-states').addEventListener('change', (ev) => {

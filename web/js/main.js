@@ -8,7 +8,9 @@
  *   GET  .../sessions/:sid/messages/:m  fetch-streamed SSE per *streaming* answer:
  *                                      snapshot, chunks, complete|stopped
  *   POST .../sessions/:sid/moorex      user-send-message (client id, so a retry is
- *                                      idempotent) and user-cancel
+ *                                      idempotent), user-cancel, user-review-tool-call,
+ *                                      user-set-tool-policy
+ *   GET  .../tools                     the tools, their servers and default policies
  * The state is the truth; the only local extras are sends not yet in the state
  * (sending / failed), the text of answers still streaming, and the timeline.
  * Text from the network is only ever put in the DOM as textContent, or as
@@ -22,15 +24,18 @@
  *   auth                  the access token dialog (api.js asks through it)
  *   state                 the `ui` object, what follows from it, render requests
  *   markdown, settings    marked + DOMPurify; theme and remembered preferences
- *   inspector, controls   raw state and timeline; status, buttons, sidebar, scroll
+ *   tools                 the tool catalogue and this chat's permissions (a tab)
+ *   inspector, controls   raw state, timeline, tools; status, buttons, sidebar, scroll
  *   sessions              the chat list: new, switch, delete, titles
  *   composer              writing, sending, retrying, stopping
  *   streams               the session stream and the answer streams
+ *   approvals             the card of a call awaiting approval, the waiting banner
  *   thread                messages and tool cards
  * Two calls go against that order, so they are set here: state draws with
  * render() below, and sessions follows a session with streams.followSession().
  */
 import { configure } from './api.js';
+import { bindApprovals, renderApprovalBanner } from './approvals.js';
 import { bindAuth } from './auth.js';
 import { bindComposer } from './composer.js';
 import { bindControls, isNearBottom, renderControls, updateJump } from './controls.js';
@@ -41,6 +46,7 @@ import { bindTheme, renderTheme } from './settings.js';
 import { setRenderer, ui } from './state.js';
 import { bindStreams, followSession } from './streams.js';
 import { renderThread } from './thread.js';
+import { bindTools, loadTools } from './tools.js';
 
 const CONFIGURE_RETRY_MS = 2000;
 
@@ -49,6 +55,7 @@ function render() {
   const box = $('messages');
   const nearBottom = isNearBottom();
   renderThread();
+  renderApprovalBanner();
   renderControls();
   renderInspector();
   if (ui.stickToBottom || nearBottom) box.scrollTop = box.scrollHeight;
@@ -78,10 +85,13 @@ async function start() {
   bindInspector();
   bindTheme();
   bindStreams();
+  bindTools();
+  bindApprovals();
   renderTheme();
   restoreInspector();
   renderControls();
   await reachServer();
+  loadTools();
   await openFirstSession();
   if (matchMedia('(min-width: 721px)').matches) $('input').focus();
 }

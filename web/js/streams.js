@@ -81,17 +81,38 @@ async function checkGone(sid) {
   ui.backoff = Math.min(ui.backoff * 2, BACKOFF_MAX_MS);
 }
 
-// RFC 6902 as the server sends it: "replace" of a top-level key or of
-// "/list/<i>", "add" at "/list/-". Touched arrays are copied, never mutated,
-// so a state object once rendered stays as it was.
+// RFC 6902 add / replace / remove at any depth (the server sends "replace"
+// of a top-level key or of "/list/<i>", "add" at "/list/-", and may touch
+// one key of an object such as toolPolicies). What a patch touches is
+// copied, never mutated, so a state object once rendered stays as it was.
 function applyPatch(state, ops) {
   const next = { ...state };
+  const fresh = new Set([next]);
   for (const op of ops || []) {
-    const [, key, at] = op.path.split('/');
-    if (at === undefined) { next[key] = op.value; continue; }
-    if (next[key] === state[key]) next[key] = [...state[key]];
-    if (at === '-') next[key].push(op.value);
-    else next[key][Number(at)] = op.value;
+    const keys = op.path.split('/').slice(1).map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~'));
+    if (!keys.length) continue;
+    let box = next;
+    for (const k of keys.slice(0, -1)) {
+      let child = box[k];
+      if (child === null || typeof child !== 'object') { child = {}; }
+      if (!fresh.has(child)) {
+        child = Array.isArray(child) ? [...child] : { ...child };
+        fresh.add(child);
+      }
+      box[k] = child;
+      box = child;
+    }
+    const last = keys[keys.length - 1];
+    if (Array.isArray(box)) {
+      const at = last === '-' ? box.length : Number(last);
+      if (op.op === 'remove') box.splice(at, 1);
+      else if (op.op === 'add') box.splice(at, 0, op.value);
+      else box[at] = op.value;
+    } else if (op.op === 'remove') {
+      delete box[last];
+    } else {
+      box[last] = op.value;
+    }
   }
   return next;
 }

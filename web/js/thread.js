@@ -1,18 +1,21 @@
 /*
  * thread - the conversation as DOM: user messages (with their send status),
  * answers as markdown, tool calls as cards (name, arguments, pending /
- * success / error, result), the compressed-history banner, the thinking dots.
- * Depends on composer.js (Retry and Discard of a failed send), dom.js,
- * format.js, markdown.js, state.js.
+ * success / error, result; a call awaiting approval is approvals.js's card),
+ * the compressed-history banner, the thinking dots.
+ * Depends on approvals.js, composer.js (Retry and Discard of a failed send),
+ * dom.js, format.js, markdown.js, state.js, tools.js.
  * Each item is a node kept in ui.nodes under a key with a signature of what
  * it shows: a draw rebuilds (or updates) only the nodes whose signature
  * changed, and moves nodes only when the order did.
  */
+import { approvalCard, fillApprovalCard, isAwaiting, restoreReviewFocus, reviewLabel, reviewTag } from './approvals.js';
 import { discardMessage, postUserMessage } from './composer.js';
 import { $, ICONS, copyText, el, icon } from './dom.js';
 import { fmtTime, inlineArgs, inlineResult, prettyJson } from './format.js';
 import { renderMarkdown } from './markdown.js';
 import { isThinking, scheduleRender, ui } from './state.js';
+import { toolsVersion } from './tools.js';
 
 /* Messages and tool calls in time order, then the sends not yet in the state. */
 function threadItems() {
@@ -65,6 +68,7 @@ export function renderThread() {
   const empty = items.length === 0 && !isThinking();
   $('welcome').hidden = !empty || !ui.sid;
   thread.hidden = empty;
+  restoreReviewFocus();
 }
 
 /* Reuse the node under `key` when its signature is unchanged. */
@@ -160,12 +164,17 @@ function assistantNode(m, compressed) {
 }
 
 function toolNode(c, compressed) {
+  if (isAwaiting(c)) {
+    // Updated in place, never rebuilt, so an edit in progress stays.
+    return node(`t:${c.id}`, `awaiting|${compressed}|${toolsVersion()}`,
+      () => approvalCard(c, compressed), (row) => fillApprovalCard(row, c, compressed));
+  }
   const r = c.result;
   const state = !r ? 'pending' : r.isSuccess ? 'success' : 'error';
-  const sig = `${state}|${compressed}|${c.isLoaded}`;
+  const sig = `${state}|${c.approval || ''}|${compressed}|${c.isLoaded}`;
   return node(`t:${c.id}`, sig, () => {
     const resultText = !r ? '' : r.isSuccess ? String(r.content ?? '') : String(r.error ?? 'error');
-    const statusLabel = { pending: 'Running', success: 'Done', error: 'Error' }[state];
+    const statusLabel = reviewLabel(c) || { pending: 'Running', success: 'Done', error: 'Error' }[state];
     const args = inlineArgs(c.parameters);
     const summary = el('summary', { 'aria-label': `Tool ${c.name}: ${statusLabel}` },
       el('span', { class: 'tool-icon', 'aria-hidden': 'true' }, icon(ICONS.tool)),
@@ -173,6 +182,7 @@ function toolNode(c, compressed) {
       args ? el('code', { class: 'tool-args-inline', text: args }) : null,
       r ? el('span', { class: 'tool-result-inline', text: `→ ${inlineResult(resultText)}` }) : null,
       el('span', { class: 'grow' }),
+      reviewTag(c),
       el('span', { class: `tool-status ${state}` },
         state === 'pending' ? el('span', { class: 'spinner', 'aria-hidden': 'true' }) : null,
         el('span', { text: statusLabel })),
@@ -189,7 +199,7 @@ function toolNode(c, compressed) {
     // A rebuilt card (its result came in) stays open if the user opened it.
     const card = el('details', {
       class: `tool${compressed ? ' is-compressed' : ''}`, 'data-kind': 'tool', 'data-id': c.id,
-      'data-name': c.name, 'data-state': state, open: ui.openTools.has(c.id),
+      'data-name': c.name, 'data-state': state, 'data-approval': c.approval || null, open: ui.openTools.has(c.id),
     }, summary, body);
     card.addEventListener('toggle', () => {
       if (card.open) ui.openTools.add(c.id); else ui.openTools.delete(c.id);
