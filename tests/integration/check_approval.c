@@ -151,9 +151,22 @@ static const char *result_text(json_t *rec)
     return json_string_value(v) ? json_string_value(v) : "";
 }
 
+/* Review the session's first record: `decision` is the rest of the input's JSON. */
+static void review_first(const char *sid, const char *decision)
+{
+    json_t *st = state_of(sid);
+    char body[512];
+
+    snprintf(body, sizeof(body),
+             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\",%s}",
+             json_string_value(json_object_get(record(st, 0), "id")), decision);
+    json_decref(st);
+    post_ok(sid, body);
+}
+
 START_TEST(test_ask_waits_then_approve_runs)
 {
-    char *sid = waiting_call(), body[256];
+    char *sid = waiting_call();
     struct want done = {0, "approved", true};
     json_t *st;
 
@@ -162,12 +175,8 @@ START_TEST(test_ask_waits_then_approve_runs)
     st = state_of(sid);
     ck_assert(json_is_null(json_object_get(record(st, 0), "result")));
     ck_assert_uint_eq(json_array_size(json_object_get(st, "assistantMessages")), 0);
-    snprintf(body, sizeof(body),
-             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
-             "\"decision\":\"approve\"}",
-             json_string_value(json_object_get(record(st, 0), "id")));
     json_decref(st);
-    post_ok(sid, body);
+    review_first(sid, "\"decision\":\"approve\"");
     st = wait_state(sid, record_is, &done);
     ck_assert_str_eq(result_text(record(st, 0)), "5");
     json_decref(st);
@@ -178,17 +187,12 @@ END_TEST
 
 START_TEST(test_edited_parameters_reach_the_tool)
 {
-    char *sid = waiting_call(), body[320];
+    char *sid = waiting_call();
     struct want done = {0, "approved", true};
-    json_t *st = state_of(sid);
+    json_t *st;
 
-    snprintf(
-        body, sizeof(body),
-        "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
-        "\"decision\":\"approve\",\"parameters\":\"{\\\"expression\\\":\\\"6*7\\\"}\"}",
-        json_string_value(json_object_get(record(st, 0), "id")));
-    json_decref(st);
-    post_ok(sid, body);
+    review_first(sid, "\"decision\":\"approve\",\"parameters\":"
+                      "\"{\\\"expression\\\":\\\"6*7\\\"}\"");
     st = wait_state(sid, record_is, &done);
     ck_assert_str_eq(result_text(record(st, 0)), "42");
     ck_assert_str_eq(json_string_value(json_object_get(record(st, 0), "parameters")),
@@ -200,16 +204,11 @@ END_TEST
 
 START_TEST(test_reject_with_reason_then_the_brain_goes_on)
 {
-    char *sid = waiting_call(), body[256];
+    char *sid = waiting_call();
     struct want done = {0, "rejected", true};
-    json_t *st = state_of(sid);
+    json_t *st;
 
-    snprintf(body, sizeof(body),
-             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
-             "\"decision\":\"reject\",\"reason\":\"not now\"}",
-             json_string_value(json_object_get(record(st, 0), "id")));
-    json_decref(st);
-    post_ok(sid, body);
+    review_first(sid, "\"decision\":\"reject\",\"reason\":\"not now\"");
     st = wait_state(sid, record_is, &done);
     ck_assert_str_eq(result_text(record(st, 0)), "rejected by the user: not now");
     json_decref(st);
@@ -295,17 +294,12 @@ END_TEST
 
 START_TEST(test_always_allow_then_deny_by_policy)
 {
-    char *sid = waiting_call(), body[256];
+    char *sid = waiting_call();
     struct want first = {0, "approved", true}, second = {1, NULL, true};
     struct want third = {2, NULL, true};
-    json_t *st = state_of(sid);
+    json_t *st;
 
-    snprintf(body, sizeof(body),
-             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
-             "\"decision\":\"approve\",\"always\":true}",
-             json_string_value(json_object_get(record(st, 0), "id")));
-    json_decref(st);
-    post_ok(sid, body);
+    review_first(sid, "\"decision\":\"approve\",\"always\":true");
     json_decref(wait_state(sid, record_is, &first));
     json_decref(wait_state(sid, answered_after_tools, NULL));
     st = state_of(sid);
@@ -362,19 +356,15 @@ END_TEST
 /* The waiting record comes back from the log: approving it after a restart works. */
 START_TEST(test_approval_after_a_restart)
 {
-    char *sid = waiting_call(), body[256];
+    char *sid = waiting_call();
     struct want waiting = {0, "pending", false}, done = {0, "approved", true};
     json_t *st;
 
     ck_assert_int_eq(itest_server_stop(&srv), 0);
     start();
     st = wait_state(sid, record_is, &waiting);
-    snprintf(body, sizeof(body),
-             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
-             "\"decision\":\"approve\"}",
-             json_string_value(json_object_get(record(st, 0), "id")));
     json_decref(st);
-    post_ok(sid, body);
+    review_first(sid, "\"decision\":\"approve\"");
     st = wait_state(sid, record_is, &done);
     ck_assert_str_eq(result_text(record(st, 0)), "5");
     json_decref(st);
