@@ -58,6 +58,8 @@ void rx_input_release(struct rx_input *in)
     rx_free(in->text);
     rx_free(in->parameters);
     rx_free(in->tool);
+    rx_free(in->reasoning);
+    rx_settings_release(&in->settings);
     calls_release(in->calls, in->n_calls);
     memset(in, 0, sizeof(*in));
 }
@@ -251,6 +253,41 @@ static int parse_set_policy(struct parse *p, struct rx_input *in)
     return 0;
 }
 
+static int parse_configure(struct parse *p, struct rx_input *in)
+{
+    int rc =
+        rx_settings_read(p->json, &in->settings, &in->settings_named, p->field, p->err);
+
+    if (rc)
+        return rc;
+    if (!in->settings_named)
+        return bad(p, "settings",
+                   "needs at least one of systemPrompt, model or temperature");
+    return 0;
+}
+
+/* What a complete may say about its answer: usage, firstTokenAt, reasoning. */
+static int parse_answer_extras(struct parse *p, struct rx_input *in)
+{
+    json_t *usage = json_object_get(p->json, "usage");
+    json_t *pt = json_object_get(usage, "promptTokens");
+    json_t *ct = json_object_get(usage, "completionTokens");
+    int rc;
+
+    if (usage && !json_is_null(usage)) {
+        if (!json_is_object(usage) || !json_is_integer(pt) || !json_is_integer(ct) ||
+            json_integer_value(pt) < 0 || json_integer_value(ct) < 0)
+            return bad(p, "usage",
+                       "must be {promptTokens, completionTokens}, non-negative integers");
+        in->usage.present = true;
+        in->usage.prompt_tokens = json_integer_value(pt);
+        in->usage.completion_tokens = json_integer_value(ct);
+    }
+    if ((rc = want_time(p, "firstTokenAt", &in->first_token_at, &in->has_first_token_at)))
+        return rc;
+    return want_str(p, "reasoning", &in->reasoning, true);
+}
+
 static int parse_body(struct parse *p, struct rx_input *in)
 {
     int rc = 0;
@@ -272,12 +309,15 @@ static int parse_body(struct parse *p, struct rx_input *in)
         return parse_review(p, in);
     case RX_IN_USER_SET_TOOL_POLICY:
         return parse_set_policy(p, in);
+    case RX_IN_USER_CONFIGURE:
+        return parse_configure(p, in);
     case RX_IN_BRAIN_SEND_MESSAGE_START:
         return want_id(p, "messageId", &in->message_id, false);
     case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
-        if ((rc = want_id(p, "messageId", &in->message_id, false)))
+        if ((rc = want_id(p, "messageId", &in->message_id, false)) ||
+            (rc = want_str(p, "content", &in->content, false)))
             return rc;
-        return want_str(p, "content", &in->content, false);
+        return parse_answer_extras(p, in);
     case RX_IN_BRAIN_CALL_TOOLS:
         return parse_tool_calls(p, in);
     case RX_IN_BRAIN_COMPRESS_HISTORY:
@@ -386,6 +426,21 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
         PUT(rx_buf_puts(b, ",\"policy\":"));
         PUT(policy ? rx_buf_put_json_str(b, policy) : rx_buf_puts(b, "null"));
     }
+    if (in->type == RX_IN_USER_CONFIGURE)
+        PUT(rx_settings_encode_named(&in->settings, in->settings_named, b));
+    if (in->usage.present) {
+        PUT(rx_buf_puts(b, ",\"usage\":{\"promptTokens\":"));
+        PUT(rx_buf_put_i64(b, in->usage.prompt_tokens));
+        PUT(rx_buf_puts(b, ",\"completionTokens\":"));
+        PUT(rx_buf_put_i64(b, in->usage.completion_tokens));
+        PUT(rx_buf_putc(b, '}'));
+    }
+    if (in->has_first_token_at) {
+        PUT(rx_buf_puts(b, ",\"firstTokenAt\":"));
+        PUT(rx_buf_put_i64(b, in->first_token_at));
+    }
+    if (in->reasoning)
+        PUT(put_key_str(b, "reasoning", in->reasoning));
     if (in->type == RX_IN_BRAIN_COMPRESS_HISTORY) {
         PUT(rx_buf_puts(b, ",\"cutAt\":"));
         PUT(rx_buf_put_i64(b, in->cut_at));
@@ -436,11 +491,15 @@ int rx_input_copy(const struct rx_input *src, struct rx_input *dst)
     struct rx_input t = *src;
 
     t.message_id = t.content = t.tool_call_id = t.text = t.parameters = t.tool = NULL;
+    t.reasoning = NULL;
+    rx_settings_init(&t.settings);
     t.calls = NULL;
     t.n_calls = 0;
     if (dup_opt(&t.message_id, src->message_id) || dup_opt(&t.content, src->content) ||
         dup_opt(&t.tool_call_id, src->tool_call_id) || dup_opt(&t.text, src->text) ||
-        dup_opt(&t.parameters, src->parameters) || dup_opt(&t.tool, src->tool))
+        dup_opt(&t.parameters, src->parameters) || dup_opt(&t.tool, src->tool) ||
+        dup_opt(&t.reasoning, src->reasoning) ||
+        rx_settings_copy(&src->settings, &t.settings))
         goto out_release;
     if (src->n_calls) {
         t.calls = rx_malloc(src->n_calls * sizeof(*t.calls));

@@ -28,6 +28,7 @@
     X(USER_CANCEL, "user-cancel", RX_ORIGIN_USER)                                        \
     X(USER_REVIEW_TOOL_CALL, "user-review-tool-call", RX_ORIGIN_USER)                    \
     X(USER_SET_TOOL_POLICY, "user-set-tool-policy", RX_ORIGIN_USER)                      \
+    X(USER_CONFIGURE, "user-configure", RX_ORIGIN_USER)                                  \
     X(BRAIN_SEND_MESSAGE_START, "brain-send-message-start", RX_ORIGIN_BRAIN)             \
     X(BRAIN_SEND_MESSAGE_COMPLETE, "brain-send-message-complete", RX_ORIGIN_BRAIN)       \
     X(BRAIN_CALL_TOOLS, "brain-call-tools", RX_ORIGIN_BRAIN)                             \
@@ -82,6 +83,16 @@ struct rx_input {
     /* user-set-tool-policy */
     char *tool;            /* `tool`: a non-empty tool name */
     enum rx_policy policy; /* `policy`: auto/ask/deny, or UNSET for null (clear) */
+    /* user-configure: the fields it names (RX_SETTING_*) and their values; a
+       named field unset there is a null (clear) */
+    unsigned settings_named;
+    struct rx_settings settings;
+    /* brain-send-message-complete, each optional: `usage` {promptTokens,
+       completionTokens}, `firstTokenAt` (ms), `reasoning` */
+    struct rx_usage usage;
+    bool has_first_token_at;
+    int64_t first_token_at;
+    char *reasoning;
 };
 
 const char *rx_input_type_name(enum rx_input_type t);
@@ -98,6 +109,12 @@ int rx_input_type_parse(const char *name, enum rx_input_type *out) RX_WUR;
  * decision (a string or null; parameters a JSON object text), then kept only
  * where they mean something: parameters with approve, reason with reject;
  * the other is dropped (not applied, not encoded).
+ * user-configure: systemPrompt (a string), model (1 to RX_SETTINGS_MODEL_MAX
+ * bytes), temperature (a number from 0 to 2), each null to clear; at least
+ * one of them, else the field is "settings".
+ * brain-send-message-complete: usage {promptTokens, completionTokens} (both
+ * non-negative integers), firstTokenAt (a non-negative integer) and
+ * reasoning (a string), each absent or null when not given.
  * On failure `in` needs no release.
  */
 int rx_input_parse(json_t *json, struct rx_input *in, const char **field,

@@ -8,7 +8,7 @@
  *   2. merge: fold the update into the state key by key through the reducers
  *      of SPEC 2 (updatedAt: replace, calledBrainAt: max, message lists:
  *      add_messages, tool records: patch_by_id, toolPolicies: set or remove
- *      one key). It cannot fail.
+ *      one key, settings: replace). It cannot fail.
  * The inputs about tool calls and approval prepare in rx_machine_tools.c.
  * A rejection or -ENOMEM in phase 1 frees the update and leaves the state as
  * it was, which is what makes every transition atomic without copying state.
@@ -48,6 +48,7 @@ static void update_release(struct update *u)
     for (size_t i = 0; i < u->n_assistant; i++) {
         rx_free(u->assistant[i].msg.id);
         rx_free(u->assistant[i].msg.content);
+        rx_free(u->assistant[i].msg.reasoning);
     }
     rx_free(u->assistant);
     for (size_t i = 0; i < u->n_new_tools; i++) {
@@ -64,6 +65,7 @@ static void update_release(struct update *u)
     rx_free(u->tool_patches);
     rx_free(u->summary);
     rx_free(u->policy_tool);
+    rx_settings_release(&u->settings);
 }
 
 int rx_machine__reserve(void **items, size_t len, size_t *cap, size_t extra, size_t size)
@@ -94,7 +96,10 @@ static int reserve_messages(struct rx_message_list *l, size_t extra)
 
 /* ---- phase 1: one prepare function per input type ------------------------- */
 
-/* Record `m` with `content` as the new assistantMessages[index]; copies both strings. */
+/*
+ * Record `m` with `content` as the new assistantMessages[index]; copies its
+ * strings (id, content, reasoning), never its cached encoding.
+ */
 static int add_assistant_put(struct update *u, size_t index, const struct rx_message *m,
                              const char *content)
 {
@@ -102,10 +107,14 @@ static int add_assistant_put(struct update *u, size_t index, const struct rx_mes
 
     p->index = index;
     p->msg = *m;
+    p->msg.json = NULL;
+    p->msg.json_len = 0;
     p->msg.id = rx_strdup(m->id);
     p->msg.content = rx_strdup(content);
+    p->msg.reasoning = m->reasoning ? rx_strdup(m->reasoning) : NULL;
     u->n_assistant++;
-    return p->msg.id && p->msg.content ? 0 : -ENOMEM;
+    return p->msg.id && p->msg.content && (p->msg.reasoning || !m->reasoning) ? 0
+                                                                              : -ENOMEM;
 }
 
 static int prep_user_message(struct rx_state *s, const struct rx_input *in,
@@ -222,6 +231,11 @@ static int prep_message_complete(struct rx_state *s, const struct rx_input *in,
         return *v = INVALID("messageId"), 0;
     if (!in->content)
         return *v = INVALID("content"), 0;
+    if (in->usage.present &&
+        (in->usage.prompt_tokens < 0 || in->usage.completion_tokens < 0))
+        return *v = INVALID("usage"), 0;
+    if (in->has_first_token_at && in->first_token_at < 0)
+        return *v = INVALID("firstTokenAt"), 0;
     old = rx_state_find_assistant(s, in->message_id);
     if (old && old->status != RX_STATUS_STREAMING)
         return *v = REJECT(NOT_STREAMING), 0;
@@ -241,7 +255,29 @@ static int prep_message_complete(struct rx_state *s, const struct rx_input *in,
     }
     m.updated_at = in->timestamp;
     m.status = RX_STATUS_COMPLETE;
+    /* What the brain says about its answer replaces what the record had. */
+    m.usage = in->usage.present ? in->usage : (struct rx_usage){0};
+    m.has_first_token_at = in->has_first_token_at;
+    m.first_token_at = in->has_first_token_at ? in->first_token_at : 0;
+    m.reasoning = in->reasoning;
     return add_assistant_put(u, index, &m, in->content);
+}
+
+static int prep_configure(struct rx_state *s, const struct rx_input *in, struct update *u,
+                          struct verdict *v)
+{
+    const char *bad_field;
+
+    if (!(in->settings_named & RX_SETTINGS_ALL))
+        return *v = INVALID("settings"), 0;
+    if ((bad_field = rx_settings_invalid(&in->settings, in->settings_named)))
+        return *v = INVALID(bad_field), 0;
+    if (rx_settings_merge(&s->settings, &in->settings, in->settings_named, &u->settings))
+        return -ENOMEM;
+    if (rx_settings_equal(&s->settings, &u->settings))
+        return *v = UNCHANGED, 0;
+    u->has_settings = true;
+    return 0;
 }
 
 static int prep_compress(struct rx_state *s, const struct rx_input *in, struct update *u,
@@ -351,6 +387,8 @@ static int prepare(struct rx_state *s, const struct rx_input *in, struct update 
         return rx_machine__prep_review(s, in, u, v);
     case RX_IN_USER_SET_TOOL_POLICY:
         return rx_machine__prep_set_policy(s, in, u, v);
+    case RX_IN_USER_CONFIGURE:
+        return prep_configure(s, in, u, v);
     case RX_IN_BRAIN_SEND_MESSAGE_START:
         return prep_message_start(s, in, u, v);
     case RX_IN_BRAIN_SEND_MESSAGE_COMPLETE:
@@ -386,6 +424,7 @@ static void put_message(struct rx_message_list *l, struct rx_message *m, size_t 
     if (index < l->len) {
         rx_free(l->items[index].id);
         rx_free(l->items[index].content);
+        rx_free(l->items[index].reasoning);
         rx_message_forget(&l->items[index]);
         l->items[index] = *m; /* same id: the index stays right */
     } else {
@@ -393,7 +432,7 @@ static void put_message(struct rx_message_list *l, struct rx_message *m, size_t 
         rx_index_insert(&l->ids, m->id, l->len);
         l->len++;
     }
-    m->id = m->content = NULL; /* moved into the state */
+    m->id = m->content = m->reasoning = NULL; /* moved into the state */
 }
 
 /* patch_by_id: only the fields the patch names change. */
@@ -478,6 +517,12 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
     /* put, never a failure: a new entry's room was reserved in phase 1. */
     if (u->policy_tool && rx_policy_map_put(&s->policies, &u->policy_tool, u->policy))
         out->changed |= RX_CHANGED_POLICIES;
+    if (u->has_settings) {
+        rx_settings_release(&s->settings);
+        s->settings = u->settings; /* moved */
+        rx_settings_init(&u->settings);
+        out->changed |= RX_CHANGED_SETTINGS;
+    }
     if (u->n_assistant > 1 || u->n_tool_patches > 1 ||
         (u->n_assistant && u->n_tool_patches))
         out->changed |= RX_CHANGED_MANY;

@@ -27,6 +27,14 @@
  *    REJECTED (an approved record keeps APPROVED when cancelled).
  *  - toolkit-respond / toolkit-error for a record awaiting approval:
  *    awaiting-approval (no tool ran, so none may answer).
+ * Per-session settings (SPEC 3.2 user-configure): the fields an input names
+ * are set (or cleared, for a null) in `settings`, the others kept; naming
+ * none, a model outside 1..RX_SETTINGS_MODEL_MAX bytes or a temperature
+ * outside 0..2: invalid (field "settings", "model", "temperature"); the
+ * settings as they already are: unchanged.
+ * brain-send-message-complete keeps its optional usage, firstTokenAt and
+ * reasoning on the message (absent when not given); negative token counts or
+ * firstTokenAt: invalid ("usage", "firstTokenAt").
  * Ownership: the state is the caller's and is changed in place; the input is
  * borrowed; `struct rx_outcome` holds no pointers that need freeing.
  */
@@ -73,6 +81,7 @@ enum {
     RX_CHANGED_CALLED_BRAIN = 1 << 4,
     RX_CHANGED_MANY = 1 << 5,     /* user-cancel / compress: several records changed */
     RX_CHANGED_POLICIES = 1 << 6, /* toolPolicies set or cleared */
+    RX_CHANGED_SETTINGS = 1 << 7, /* settings changed (user-configure) */
 };
 
 /* Records changed in place that an outcome lists one by one; past it, "all". */

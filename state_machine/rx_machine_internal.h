@@ -68,6 +68,9 @@ struct update {
        new entry is reserved */
     char *policy_tool;
     enum rx_policy policy;
+    /* has_settings: `settings` (owned) replaces the state's */
+    bool has_settings;
+    struct rx_settings settings;
 };
 
 /* Make room for `extra` more records so the merge phase never allocates. */

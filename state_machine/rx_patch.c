@@ -129,6 +129,12 @@ int rx_patch_encode(const struct rx_state *after, const struct rx_outcome *o,
         PUT(rx_policy_map_encode(&after->policies, b));
         PUT(rx_buf_putc(b, '}'));
     }
+    /* Three keys at most: replaced whole, like toolPolicies. */
+    if (o->changed & RX_CHANGED_SETTINGS) {
+        PUT(rx_buf_puts(b, ",{\"op\":\"replace\",\"path\":\"/settings\",\"value\":"));
+        PUT(rx_settings_encode(&after->settings, b));
+        PUT(rx_buf_putc(b, '}'));
+    }
     PUT(rx_buf_putc(b, ']'));
     return 0;
 

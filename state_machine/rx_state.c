@@ -59,6 +59,7 @@ void rx_state__message_release(struct rx_message *m)
 {
     rx_free(m->id);
     rx_free(m->content);
+    rx_free(m->reasoning);
     rx_message_forget(m);
 }
 
@@ -148,6 +149,7 @@ void rx_state_release(struct rx_state *s)
     rx_index_release(&s->tools.ids);
     rx_free(s->context_summary);
     rx_policy_map_release(&s->policies);
+    rx_settings_release(&s->settings);
     memset(s, 0, sizeof(*s));
 }
 
@@ -226,9 +228,10 @@ static int copy_messages(const struct rx_message_list *src, size_t from,
         struct rx_message *d = &dst->items[i];
 
         *d = *m;
-        d->id = d->content = d->json = NULL;
+        d->id = d->content = d->reasoning = d->json = NULL;
         d->json_len = 0;
-        if (copy_str(&d->id, m->id) || copy_str(&d->content, m->content)) {
+        if (copy_str(&d->id, m->id) || copy_str(&d->content, m->content) ||
+            copy_str(&d->reasoning, m->reasoning)) {
             rx_state__message_release(d);
             return -ENOMEM;
         }
@@ -275,6 +278,7 @@ int rx_state_copy_tail(const struct rx_state *src, size_t user_from,
     s.summary_cut_at = src->summary_cut_at;
     if (copy_str(&s.context_summary, src->context_summary) ||
         rx_policy_map_copy(&src->policies, &s.policies) ||
+        rx_settings_copy(&src->settings, &s.settings) ||
         copy_messages(&src->user, user_from, &s.user) ||
         copy_messages(&src->assistant, assistant_from, &s.assistant) ||
         copy_tools(&src->tools, tools_from, &s.tools) || rx_state__derive(&s))
@@ -305,6 +309,14 @@ static bool messages_sane(const struct rx_message_list *l, int64_t updated_at,
             return false;
         if (assistant && (m->updated_at > updated_at || m->updated_at < m->received_at))
             return false;
+        if (!assistant && (m->usage.present || m->has_first_token_at || m->reasoning))
+            return false;
+        if (m->usage.present
+                ? m->usage.prompt_tokens < 0 || m->usage.completion_tokens < 0
+                : m->usage.prompt_tokens || m->usage.completion_tokens)
+            return false;
+        if (m->has_first_token_at ? m->first_token_at < 0 : m->first_token_at != 0)
+            return false;
         for (size_t j = 0; j < i; j++)
             if (!strcmp(l->items[j].id, m->id))
                 return false;
@@ -324,6 +336,7 @@ bool rx_state_check_invariants(const struct rx_state *s)
     bool latest_seen = false;
 
     if (!s->context_summary || !rx_policy_map_check(&s->policies) ||
+        !rx_settings_check(&s->settings) ||
         !messages_sane(&s->user, s->updated_at, false) ||
         !messages_sane(&s->assistant, s->updated_at, true) || s->tools.len > s->tools.cap)
         return false;

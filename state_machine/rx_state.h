@@ -10,7 +10,9 @@
  * user and assistant messages have content != NULL; tool records have
  * id/name/parameters != NULL and, when answered, a result text != NULL; a
  * record awaiting approval (approval PENDING) has no result yet; toolPolicies
- * keeps rx_policy_map's invariants (rx_policy.h);
+ * keeps rx_policy_map's invariants (rx_policy.h); settings keep
+ * rx_settings' (rx_settings.h); only assistant messages carry usage,
+ * firstTokenAt or reasoning, and token counts are never negative;
  * every time in a record is <= updated_at; `*_len <= *_cap`; the derived
  * aids (id indexes, `settled`, `time_sorted`, latest_result_at) agree with
  * the records.
@@ -34,12 +36,19 @@
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_index.h"
 #include "state_machine/rx_policy.h"
+#include "state_machine/rx_settings.h"
 #include "state_machine/rx_common.h"
 
 enum rx_status { RX_STATUS_STREAMING, RX_STATUS_COMPLETE, RX_STATUS_STOPPED };
 
 /* Longest tool call id: ids become effect keys ("request-toolkit-<id>"). */
 #define RX_ID_MAX 128
+
+/* What an answer cost, as the brain reported it (wire "usage"). */
+struct rx_usage {
+    bool present; /* false: not reported ("usage" absent) */
+    int64_t prompt_tokens, completion_tokens;
+};
 
 struct rx_message {
     char *id;
@@ -49,7 +58,14 @@ struct rx_message {
     int64_t updated_at;
     int64_t called_brain_at;
     enum rx_status status;
-    char *json; /* cached encoding, or NULL; dropped whenever the record changes */
+    /* Given by brain-send-message-complete, absent otherwise (SPEC 3.1). These
+       are measurements, not state times: firstTokenAt (the brain's clock when
+       the first text arrived) may well precede receivedAt. */
+    struct rx_usage usage;
+    bool has_first_token_at;
+    int64_t first_token_at;
+    char *reasoning; /* the model's reasoning text, or NULL */
+    char *json;      /* cached encoding, or NULL; dropped whenever the record changes */
     size_t json_len;
 };
 
@@ -102,6 +118,7 @@ struct rx_state {
     char *context_summary; /* never NULL once initialised; "" = none */
     int64_t summary_cut_at;
     struct rx_policy_map policies; /* toolPolicies: this session's overrides */
+    struct rx_settings settings;   /* settings: this session's brain settings */
     int64_t latest_result_at;      /* derived: newest tool result's receivedAt, or 0 */
 };
 
@@ -144,8 +161,8 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err) RX
 /* Deep copy (for forks and tests). 0 or -ENOMEM. */
 int rx_state_copy(const struct rx_state *src, struct rx_state *dst) RX_WUR;
 /*
- * A state holding the scalars, summary and toolPolicies (at most
- * RX_POLICIES_MAX) of `src` and copies of the tail of each list:
+ * A state holding the scalars, summary, toolPolicies (at most
+ * RX_POLICIES_MAX) and settings of `src` and copies of the tail of each list:
  * user[user_from..], assistant[assistant_from..], tools[tools_from..] (a `from`
  * past the end copies none), with its own derived aids. The part of a state a
  * brain reads (rx_context_view); costs what it copies. 0, or -ENOMEM with dst

@@ -39,6 +39,21 @@ int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf 
         PUT(rx_buf_puts(b, rx_status_name(m->status)));
         PUT(rx_buf_puts(b, "\",\"calledBrainAt\":"));
         PUT(rx_buf_put_i64(b, m->called_brain_at));
+        if (m->usage.present) {
+            PUT(rx_buf_puts(b, ",\"usage\":{\"promptTokens\":"));
+            PUT(rx_buf_put_i64(b, m->usage.prompt_tokens));
+            PUT(rx_buf_puts(b, ",\"completionTokens\":"));
+            PUT(rx_buf_put_i64(b, m->usage.completion_tokens));
+            PUT(rx_buf_putc(b, '}'));
+        }
+        if (m->has_first_token_at) {
+            PUT(rx_buf_puts(b, ",\"firstTokenAt\":"));
+            PUT(rx_buf_put_i64(b, m->first_token_at));
+        }
+        if (m->reasoning) {
+            PUT(rx_buf_puts(b, ",\"reasoning\":"));
+            PUT(rx_buf_put_json_str(b, m->reasoning));
+        }
     }
     PUT(rx_buf_putc(b, '}'));
     return 0;
@@ -173,6 +188,8 @@ int rx_state_encode(const struct rx_state *s, struct rx_buf *b)
     PUT(rx_buf_put_i64(b, s->summary_cut_at));
     PUT(rx_buf_puts(b, ",\"toolPolicies\":"));
     PUT(rx_policy_map_encode(&s->policies, b));
+    PUT(rx_buf_puts(b, ",\"settings\":"));
+    PUT(rx_settings_encode(&s->settings, b));
     PUT(rx_buf_putc(b, '}'));
     return 0;
 
@@ -208,6 +225,36 @@ static int get_str(json_t *o, const char *key, char **out, struct rx_error *err)
     return *out ? 0 : -ENOMEM;
 }
 
+/*
+ * What brain-send-message-complete may add to an assistant message: "usage"
+ * {promptTokens, completionTokens}, "firstTokenAt", "reasoning"; each absent
+ * or null when not given.
+ */
+static int decode_answer_extras(json_t *j, struct rx_message *m, struct rx_error *err)
+{
+    json_t *usage = json_object_get(j, "usage");
+    json_t *first = json_object_get(j, "firstTokenAt");
+    json_t *reasoning = json_object_get(j, "reasoning");
+    int rc;
+
+    if (usage && !json_is_null(usage)) {
+        if (!json_is_object(usage))
+            return fail(err, "usage", "must be {promptTokens, completionTokens}");
+        if ((rc = get_time(usage, "promptTokens", &m->usage.prompt_tokens, err)) ||
+            (rc = get_time(usage, "completionTokens", &m->usage.completion_tokens, err)))
+            return rc;
+        m->usage.present = true;
+    }
+    if (first && !json_is_null(first)) {
+        if ((rc = get_time(j, "firstTokenAt", &m->first_token_at, err)))
+            return rc;
+        m->has_first_token_at = true;
+    }
+    if (reasoning && !json_is_null(reasoning))
+        return get_str(j, "reasoning", &m->reasoning, err);
+    return 0;
+}
+
 static int decode_message(json_t *j, bool assistant, struct rx_message *m,
                           struct rx_error *err)
 {
@@ -234,7 +281,8 @@ static int decode_message(json_t *j, bool assistant, struct rx_message *m,
     }
     if ((rc = get_str(j, "id", &m->id, err)))
         return rc;
-    if ((rc = get_str(j, "content", &m->content, err))) {
+    if ((rc = get_str(j, "content", &m->content, err)) ||
+        (assistant && (rc = decode_answer_extras(j, m, err)))) {
         rx_state__message_release(m);
         return rc;
     }
@@ -340,6 +388,9 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err)
     /* Absent from snapshots older than tool approval: no overrides. */
     if ((rc = rx_policy_map_decode(json_object_get(json, "toolPolicies"), &s.policies,
                                    err)))
+        goto out_release;
+    /* Absent from snapshots older than per-session settings: none. */
+    if ((rc = rx_settings_decode(json_object_get(json, "settings"), &s.settings, err)))
         goto out_release;
     if ((rc = decode_messages(json_object_get(json, "userMessages"), false, &s.user,
                               err)) ||

@@ -10,7 +10,9 @@
  * so every call has a result, runs or awaits a person; no ask for new
  * signals while a tool is pending or awaits), the approval invariants (a
  * call awaiting a person has no result; rx_state_awaiting_approval counts
- * them; an override is what the last input that set it said),
+ * them; an override is what the last input that set it said), the settings
+ * are what the last user-configure named, a complete keeps its usage,
+ * firstTokenAt and reasoning,
  * the context builds, state and input encodings round-trip; and the
  * compression policy (rx_context_choose_cut), for a few budgets, against a
  * brute-force reading of its rules: a cut it gives is legal (forward, keeps
@@ -138,6 +140,48 @@ static void check_approval_input(const struct rx_state *s, const struct rx_input
         CHECK(strcmp(s->tools.items[i].name, c->name) ||
                   s->tools.items[i].approval != RX_APPROVAL_PENDING,
               "%s still awaits after always", s->tools.items[i].id);
+}
+
+/* What an accepted (or unchanged) user-configure or complete must have left. */
+static void check_settings_input(const struct rx_state *s, const struct rx_input *in,
+                                 enum rx_verdict verdict)
+{
+    const struct rx_settings *st = &s->settings, *ch = &in->settings;
+    const struct rx_message *m;
+
+    if (in->type == RX_IN_USER_CONFIGURE) {
+        unsigned named = in->settings_named;
+
+        CHECK(!(named & RX_SETTING_SYSTEM_PROMPT) ||
+                  (st->system_prompt && ch->system_prompt
+                       ? !strcmp(st->system_prompt, ch->system_prompt)
+                       : st->system_prompt == ch->system_prompt),
+              "systemPrompt not as configured");
+        CHECK(!(named & RX_SETTING_MODEL) ||
+                  (st->model && ch->model ? !strcmp(st->model, ch->model)
+                                          : st->model == ch->model),
+              "model not as configured");
+        CHECK(!(named & RX_SETTING_TEMPERATURE) ||
+                  (st->has_temperature == ch->has_temperature &&
+                   (!ch->has_temperature || st->temperature == ch->temperature)),
+              "temperature not as configured");
+        return;
+    }
+    if (in->type != RX_IN_BRAIN_SEND_MESSAGE_COMPLETE || verdict != RX_ACCEPTED)
+        return;
+    m = rx_state_find_assistant(s, in->message_id);
+    CHECK(m && m->status == RX_STATUS_COMPLETE, "%s is not complete", in->message_id);
+    CHECK(m->usage.present == in->usage.present &&
+              (!m->usage.present ||
+               (m->usage.prompt_tokens == in->usage.prompt_tokens &&
+                m->usage.completion_tokens == in->usage.completion_tokens)),
+          "%s: usage not kept", m->id);
+    CHECK(m->has_first_token_at == in->has_first_token_at &&
+              m->first_token_at == (in->has_first_token_at ? in->first_token_at : 0),
+          "%s: firstTokenAt not kept", m->id);
+    CHECK(m->reasoning && in->reasoning ? !strcmp(m->reasoning, in->reasoning)
+                                        : m->reasoning == in->reasoning,
+          "%s: reasoning not kept", m->id);
 }
 
 static void check_context(const struct rx_state *s, int64_t cut)
@@ -390,8 +434,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(s.updated_at >= upd, "updatedAt went back");
         CHECK(s.called_brain_at >= cba, "calledBrainAt went back");
         after = encode_state(&s);
-        if (out.verdict != RX_REJECTED)
+        if (out.verdict != RX_REJECTED) {
             check_approval_input(&s, &in);
+            check_settings_input(&s, &in, out.verdict);
+        }
         if (out.verdict == RX_ACCEPTED) {
             CHECK(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             CHECK(rx_buf_puts(&log, enc.data) == 0 && rx_buf_putc(&log, '\n') == 0,

@@ -538,7 +538,7 @@ static char *read_file(const char *path)
 }
 
 static const char *const golden_cases[] = {"conversation", "cancel", "compress",
-                                           "approval"};
+                                           "approval", "settings"};
 
 START_TEST(test_golden)
 {

@@ -56,11 +56,14 @@ static void teardown(void)
 /* ---- the transition --------------------------------------------------------- */
 
 #define B_RICH                                                                           \
-    STP(5, UM("m1", "hi", 1) "," UM("m2", "yo", 3),                                      \
-        AM("a0", "done", 1, 2, "complete", 1) "," AM("a1", "", 2, 2, "streaming", 1),    \
+    STS(5, UM("m1", "hi", 1) "," UM("m2", "yo", 3),                                      \
+        AMX("a0", "done", 1, 2, "complete", 1,                                           \
+            ",'usage':{'promptTokens':9,'completionTokens':2},'firstTokenAt':1,"         \
+            "'reasoning':'r'") "," AM("a1", "", 2, 2, "streaming", 1),                   \
         TC("c1", "calculator", "{}", 4, "null",                                          \
            true) "," TC("c2", "clock", "{}", 4, OKR("t", 5), true) "," B_WAITING,        \
-        3, "", 0, "'clock':'deny','shell':'ask'")
+        3, "", 0, "'clock':'deny','shell':'ask'",                                        \
+        "'systemPrompt':'P','temperature':0.5")
 /* Calls awaiting a person (SPEC 3.6). */
 #define B_WAITING                                                                        \
     TCA("w1", "shell", "{}", 4, "null", false, "pending")                                \
@@ -146,6 +149,17 @@ static const struct oom_row oom_rows[] = {
     {ST(5, UM("m1", "hi", 1), "", B_WAITING, 1, "", 0),
      "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w1','decision':"
      "'approve','always':true}",
+     RX_ACCEPTED},
+    /* Per-session settings, and what a brain says about its answer. */
+    {B_RICH, "{'type':'user-configure','timestamp':6,'model':'m','temperature':1}",
+     RX_ACCEPTED},
+    {B_RICH, "{'type':'user-configure','timestamp':6,'systemPrompt':null,'model':'m'}",
+     RX_ACCEPTED},
+    {B_RICH, "{'type':'user-configure','timestamp':6,'systemPrompt':'P'}", RX_UNCHANGED},
+    {B_RICH,
+     "{'type':'brain-send-message-complete','timestamp':6,'calledBrainAt':1,'messageId':"
+     "'a1','content':'Hello','usage':{'promptTokens':12,'completionTokens':3},"
+     "'firstTokenAt':2,'reasoning':'Let me think.'}",
      RX_ACCEPTED},
 };
 
@@ -243,6 +257,12 @@ static const char *const parse_inputs[] = {
     "'reason':'no'}",
     "{'type':'user-set-tool-policy','timestamp':1,'tool':'shell','policy':'deny'}",
     "{'type':'user-set-tool-policy','timestamp':1,'tool':'shell','policy':null}",
+    "{'type':'user-configure','timestamp':1,'systemPrompt':'S','model':'m',"
+    "'temperature':0.25}",
+    "{'type':'user-configure','timestamp':1,'systemPrompt':'','model':null}",
+    "{'type':'brain-send-message-complete','timestamp':1,'calledBrainAt':1,'messageId':"
+    "'a','content':'c','usage':{'promptTokens':1,'completionTokens':2},'firstTokenAt':1,"
+    "'reasoning':'r'}",
 };
 
 START_TEST(test_parse_oom)

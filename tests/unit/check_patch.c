@@ -58,7 +58,8 @@ static enum rx_verdict step(struct rx_state *s, const char *input_json,
     return RX_ACCEPTED;
 }
 
-static const char *const golden[] = {"conversation", "cancel", "compress", "approval"};
+static const char *const golden[] = {"conversation", "cancel", "compress", "approval",
+                                     "settings"};
 
 START_TEST(test_patch_golden)
 {
@@ -95,7 +96,7 @@ START_TEST(test_patch_random)
         const char *id = ids[rand_r(&seed) % 4];
 
         t += rand_r(&seed) % 3;
-        switch (rand_r(&seed) % 11) {
+        switch (rand_r(&seed) % 13) {
         case 0:
             snprintf(in, sizeof(in),
                      "{\"type\":\"user-send-message\",\"timestamp\":%lld,"
@@ -170,6 +171,22 @@ START_TEST(test_patch_random)
                      (long long)t, rand_r(&seed) % 2 ? "clock" : "calculator",
                      set_to[rand_r(&seed) % 4]);
             break;
+        case 10:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"user-configure\",\"timestamp\":%lld,\"model\":%s,"
+                     "\"temperature\":%s}",
+                     (long long)t, rand_r(&seed) % 3 ? "\"m\"" : "null",
+                     rand_r(&seed) % 2 ? "0.5" : "null");
+            break;
+        case 11:
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"brain-send-message-complete\",\"timestamp\":%lld,"
+                     "\"calledBrainAt\":%lld,\"messageId\":\"%s%d\",\"content\":\"done\","
+                     "\"usage\":{\"promptTokens\":%d,\"completionTokens\":2},"
+                     "\"firstTokenAt\":%lld,\"reasoning\":\"why %d\"}",
+                     (long long)t, (long long)(t / 2), id, n % 7, n, (long long)(t / 2),
+                     n);
+            break;
         default:
             snprintf(in, sizeof(in),
                      "{\"type\":\"brain-load-tool-call\",\"timestamp\":%lld,"
@@ -186,6 +203,7 @@ START_TEST(test_patch_random)
     ck_assert_int_gt(accepted[RX_IN_BRAIN_CALL_TOOLS], 0);
     ck_assert_int_gt(accepted[RX_IN_USER_REVIEW_TOOL_CALL], 0);
     ck_assert_int_gt(accepted[RX_IN_USER_SET_TOOL_POLICY], 0);
+    ck_assert_int_gt(accepted[RX_IN_USER_CONFIGURE], 0);
     rx_state_release(&s);
 }
 END_TEST

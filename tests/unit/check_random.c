@@ -6,7 +6,8 @@
  * signals while a tool is pending, exactly one request-toolkit key per pending
  * record not awaiting approval, every call without a result either requested
  * or awaiting a person (SPEC 3.6), unique keys. The inputs include the
- * server's policy stamps, reviews and per-session policies. At the end,
+ * server's policy stamps, reviews and per-session policies, per-session
+ * settings (user-configure) and completes with usage and reasoning. At the end,
  * replaying the accepted inputs (encoded with rx_input_encode, parsed back)
  * from the initial state gives the same bytes.
  * RX_TEST_QUICK=1 runs fewer sequences (valgrind).
@@ -68,7 +69,7 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
                       size_t size)
 {
     char ts[48], cba[48];
-    unsigned k = pick(r, 112);
+    unsigned k = pick(r, 118);
     int64_t when;
 
     switch (pick(r, 12)) {
@@ -108,10 +109,19 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
                  "{\"type\":\"brain-send-message-start\",%s%s\"messageId\":\"a%u\"}", ts,
                  cba, pick(r, 6));
     } else if (k < 53) {
+        /* What a brain may say about its answer (SPEC 3.1), or nothing. */
+        static const char *const extras[] = {
+            "",
+            "",
+            ",\"usage\":{\"promptTokens\":12,\"completionTokens\":3}",
+            ",\"usage\":{\"promptTokens\":0,\"completionTokens\":0},\"firstTokenAt\":1,"
+            "\"reasoning\":\"Let me think.\"",
+            ",\"reasoning\":\"\",\"firstTokenAt\":null",
+        };
         snprintf(buf, size,
                  "{\"type\":\"brain-send-message-complete\",%s%s\"messageId\":\"a%u\","
-                 "\"content\":\"%s\"}",
-                 ts, cba, pick(r, 6), texts[pick(r, 7)]);
+                 "\"content\":\"%s\"%s}",
+                 ts, cba, pick(r, 6), texts[pick(r, 7)], extras[pick(r, 5)]);
     } else if (k < 65) {
         unsigned a = pick(r, 8), b = pick(r, 8);
 
@@ -181,6 +191,25 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
         snprintf(buf, size,
                  "{\"type\":\"user-set-tool-policy\",%s\"tool\":\"%s\",\"policy\":%s}",
                  ts, tools[pick(r, 2)], policies[pick(r, 4)]);
+    } else if (k < 114) {
+        static const char *const prompts[] = {"null", "\"\"", "\"Be brief.\""};
+        static const char *const models[] = {"null", "\"text\"", "\"gpt-x\""};
+        static const char *const temps[] = {"null", "0", "0.7", "2"};
+        char fields[160];
+        unsigned which = 1 + pick(r, 7), n = 0;
+
+        /* One to three of the settings, each set or cleared (null). */
+        fields[0] = '\0';
+        if (which & 1)
+            n += (unsigned)snprintf(fields + n, sizeof(fields) - n,
+                                    ",\"systemPrompt\":%s", prompts[pick(r, 3)]);
+        if (which & 2)
+            n += (unsigned)snprintf(fields + n, sizeof(fields) - n, ",\"model\":%s",
+                                    models[pick(r, 3)]);
+        if (which & 4)
+            snprintf(fields + n, sizeof(fields) - n, ",\"temperature\":%s",
+                     temps[pick(r, 4)]);
+        snprintf(buf, size, "{\"type\":\"user-configure\",%s\"colour\":1%s}", ts, fields);
     } else {
         /* Shapes the parser must refuse. */
         static const char *const bad[] = {
@@ -191,8 +220,10 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"c1\",\"decision\":"
             "\"maybe\"}",
             "{\"type\":\"user-set-tool-policy\",\"tool\":\"clock\"}",
+            "{\"type\":\"user-configure\",\"temperature\":3}",
+            "{\"type\":\"user-configure\"}",
         };
-        snprintf(buf, size, "%s", bad[pick(r, 6)]);
+        snprintf(buf, size, "%s", bad[pick(r, 8)]);
     }
 }
 
@@ -269,6 +300,7 @@ struct stats {
     long steps, parse_errors, accepted, unchanged, rejected;
     long reviews, policies, awaiting; /* accepted reviews and policies; steps with a
                                           call awaiting a person */
+    long configures;                  /* accepted user-configure inputs */
 };
 
 static void run_sequence(uint64_t seed, int steps, struct stats *st)
@@ -311,6 +343,7 @@ static void run_sequence(uint64_t seed, int steps, struct stats *st)
             st->accepted++;
             st->reviews += in.type == RX_IN_USER_REVIEW_TOOL_CALL;
             st->policies += in.type == RX_IN_USER_SET_TOOL_POLICY;
+            st->configures += in.type == RX_IN_USER_CONFIGURE;
             REQUIRE(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             REQUIRE0(rx_input_encode(&in, &log));
             REQUIRE0(rx_buf_putc(&log, '\n'));
@@ -372,9 +405,10 @@ START_TEST(test_random_sequences)
     if (getenv("RX_TEST_VERBOSE"))
         fprintf(stderr,
                 "random: %ld steps, %ld accepted, %ld unchanged, %ld rejected, %ld parse "
-                "errors; %ld reviews, %ld policies accepted, %ld steps awaiting\n",
+                "errors; %ld reviews, %ld policies, %ld configures accepted, %ld steps "
+                "awaiting\n",
                 st.steps, st.accepted, st.unchanged, st.rejected, st.parse_errors,
-                st.reviews, st.policies, st.awaiting);
+                st.reviews, st.policies, st.configures, st.awaiting);
     ck_assert_int_gt(st.accepted, st.steps / 5);
     ck_assert_int_gt(st.rejected, st.steps / 10);
     ck_assert_int_gt(st.unchanged, 0);
@@ -382,6 +416,7 @@ START_TEST(test_random_sequences)
     ck_assert_int_gt(st.reviews, st.steps / 400);
     ck_assert_int_gt(st.policies, st.steps / 200);
     ck_assert_int_gt(st.awaiting, st.steps / 20);
+    ck_assert_int_gt(st.configures, st.steps / 200);
 }
 END_TEST
 

@@ -43,7 +43,7 @@ START_TEST(test_spec_example_bytes)
         "\"name\":\"calculator\",\"parameters\":\"{\\\"expression\\\":\\\"2+3\\\"}\","
         "\"calledAt\":3,\"result\":{\"isSuccess\":true,\"content\":\"5\",\"receivedAt\":"
         "4},\"isLoaded\":false}],\"calledBrainAt\":1,\"contextSummary\":\"\","
-        "\"summaryCutAt\":0,\"toolPolicies\":{}}";
+        "\"summaryCutAt\":0,\"toolPolicies\":{},\"settings\":{}}";
     json_t *j = json_loads(spec, 0, NULL);
     struct rx_state s;
     char *got;

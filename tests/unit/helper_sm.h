@@ -32,15 +32,21 @@
 #define ST(upd, um, am, tc, cba, sum, cut) STP(upd, um, am, tc, cba, sum, cut, "")
 /* The same with toolPolicies entries ("'calculator':'ask'"). */
 #define STP(upd, um, am, tc, cba, sum, cut, pol)                                         \
+    STS(upd, um, am, tc, cba, sum, cut, pol, "")
+/* The same with settings members ("'model':'m','temperature':0.5"). */
+#define STS(upd, um, am, tc, cba, sum, cut, pol, set)                                    \
     "{'updatedAt':" #upd ",'userMessages':[" um "],'assistantMessages':[" am             \
     "],'toolCallRecords':[" tc "],'calledBrainAt':" #cba ",'contextSummary':'" sum       \
-    "','summaryCutAt':" #cut ",'toolPolicies':{" pol "}}"
+    "','summaryCutAt':" #cut ",'toolPolicies':{" pol "},'settings':{" set "}}"
 #define S0 ST(0, "", "", "", 0, "", 0)
 #define UM(id, content, t)                                                               \
     "{'kind':'user','id':'" id "','content':'" content "','receivedAt':" #t "}"
 #define AM(id, content, recv, upd, status, cba)                                          \
+    AMX(id, content, recv, upd, status, cba, "")
+/* An assistant message with what a complete may add (",'usage':{...}" ...). */
+#define AMX(id, content, recv, upd, status, cba, extra)                                  \
     "{'kind':'assistant','id':'" id "','content':'" content "','receivedAt':" #recv      \
-    ",'updatedAt':" #upd ",'status':'" status "','calledBrainAt':" #cba "}"
+    ",'updatedAt':" #upd ",'status':'" status "','calledBrainAt':" #cba extra "}"
 #define TC(id, name, params, at, result, loaded)                                         \
     "{'id':'" id "','name':'" name "','parameters':'" params "','calledAt':" #at         \
     ",'result':" result ",'isLoaded':" #loaded "}"
