@@ -5,8 +5,14 @@
  * Depends on state_machine/ only; knows nothing of server/ or HTTP clients.
  * An ask runs on a worker thread and may block (network, sleeps). It reports
  * through `struct brain_ask`: dispatch() for inputs (stamped and applied by the
- * session, one at a time, like client inputs), chunk() for streamed text that
- * never enters the state, and is_cancelled()/cancel_fd for a prompt stop.
+ * session, one at a time, like client inputs), chunk() for streamed text and
+ * reasoning() for the model's streamed reasoning, neither of which enters the
+ * state until the answer completes, and is_cancelled()/cancel_fd for a
+ * prompt stop.
+ * Per-session settings (SPEC 3.2 user-configure) reach the brain in the view
+ * (view->settings): a brain that has a model or a temperature uses the
+ * session's over its configured ones; the system prompt is resolved here
+ * already (`system_prompt`).
  * A brain always ends an ask with a terminal input (complete or call-tools),
  * also on error ("[Error] ..." as the message), unless cancelled.
  * An ask never sees the whole session (SPEC 3.4): it gets the brain's view
@@ -39,8 +45,9 @@ struct brain_ask {
      * an older id finds nothing (use tool_exists).
      */
     const struct rx_state *view;
-    int64_t signals_cut_at;      /* the ask's key time: brain inputs carry it */
-    const char *system_prompt;   /* may be "" */
+    int64_t signals_cut_at; /* the ask's key time: brain inputs carry it */
+    /* The session's settings.systemPrompt when set, else the server's; may be "". */
+    const char *system_prompt;
     const struct toolkit *tools; /* the tools the brain may call */
     /*
      * A message of the session that is already `streaming` for this ask
@@ -57,6 +64,13 @@ struct brain_ask {
     int (*dispatch)(struct brain_ask *ask, struct rx_input *in);
     /* Streamed text of a started message. 0 or -ECANCELED. */
     int (*chunk)(struct brain_ask *ask, const char *message_id, const char *delta);
+    /*
+     * Streamed reasoning of a started message (a model's reasoning_content),
+     * relayed live to the message's followers; the whole reasoning goes with
+     * brain-send-message-complete. 0, -ECANCELED, or -ENOENT (nobody buffers
+     * the message). NULL: not relayed.
+     */
+    int (*reasoning)(struct brain_ask *ask, const char *message_id, const char *delta);
     /* True once the ask is cancelled; cancel_fd becomes readable then too. */
     bool (*is_cancelled)(struct brain_ask *ask);
     int cancel_fd;

@@ -10,6 +10,7 @@
 
 #include "effects/idgen.h"
 #include "effects/log.h"
+#include "effects/now.h"
 #include "effects/openai_config.h"
 #include "effects/openai_http.h"
 #include "effects/openai_stream.h"
@@ -47,8 +48,12 @@ struct oa_ask {
     struct rx_state st;
     char msg_id[RX_ID_MAX + 1]; /* the message being streamed, "" before the first text */
     struct rx_buf text;         /* its whole text so far */
-    json_t *notes;              /* system notes for follow-up requests (bad load ids) */
-    bool relay;                 /* this request's text is the answer (not a summary) */
+    struct rx_buf reasoning;    /* its reasoning so far */
+    struct rx_usage usage;      /* tokens of the answer's requests, summed */
+    bool has_first_token_at;
+    int64_t first_token_at; /* now_wall_ms() of its first text or reasoning */
+    json_t *notes;          /* system notes for follow-up requests (bad load ids) */
+    bool relay;             /* this request's text is the answer (not a summary) */
 };
 
 /* ---- the brain ------------------------------------------------------------ */
@@ -160,6 +165,12 @@ static int dispatch_complete(struct oa_ask *ax, const char *content)
     }
     rc = rx_input_set_str(&in.message_id, ax->msg_id);
     rc = rc ? rc : rx_input_set_str(&in.content, content);
+    /* What the answer cost and thought go with it (SPEC 3.1). */
+    if (!rc && ax->reasoning.len)
+        rc = rx_input_set_str(&in.reasoning, ax->reasoning.data);
+    in.usage = ax->usage;
+    in.has_first_token_at = ax->has_first_token_at;
+    in.first_token_at = ax->first_token_at;
     rc = rc ? rc : dispatch(ax, &in);
     rx_input_release(&in);
     return rc;
@@ -199,6 +210,16 @@ static int finish_error(struct oa_ask *ax, const char *why)
 
 /* ---- one HTTP exchange: relaying the answer ------------------------------------ */
 
+/* The first text or reasoning of the answer: its message opens, the clock is read. */
+static int first_text(struct oa_ask *ax)
+{
+    if (!ax->has_first_token_at) {
+        ax->has_first_token_at = true;
+        ax->first_token_at = now_wall_ms();
+    }
+    return open_message(ax);
+}
+
 static int on_content(void *ctx, const char *delta, size_t len)
 {
     struct oa_ask *ax = ctx;
@@ -206,7 +227,7 @@ static int on_content(void *ctx, const char *delta, size_t len)
 
     if (!ax->relay)
         return 0;
-    rc = open_message(ax);
+    rc = first_text(ax);
     if (rc)
         return rc;
     rc = rx_buf_append(&ax->text, delta, len);
@@ -214,6 +235,39 @@ static int on_content(void *ctx, const char *delta, size_t len)
         return rc;
     /* -ENOENT (nobody buffers this message) is not our failure. */
     return ax->ask->chunk(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
+}
+
+/* Reasoning is relayed like text, on its own channel, and kept for the complete. */
+static int on_reasoning(void *ctx, const char *delta, size_t len)
+{
+    struct oa_ask *ax = ctx;
+    int rc;
+
+    if (!ax->relay)
+        return 0;
+    rc = first_text(ax);
+    if (rc)
+        return rc;
+    rc = rx_buf_append(&ax->reasoning, delta, len);
+    if (rc)
+        return rc;
+    if (!ax->ask->reasoning)
+        return 0;
+    return ax->ask->reasoning(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
+}
+
+/* Add a reply's "usage" (prompt_tokens, completion_tokens) to the answer's. */
+static void add_usage(struct oa_ask *ax, json_t *usage)
+{
+    json_t *p = json_object_get(usage, "prompt_tokens");
+    json_t *c = json_object_get(usage, "completion_tokens");
+
+    if (!json_is_integer(p) || !json_is_integer(c) || json_integer_value(p) < 0 ||
+        json_integer_value(c) < 0)
+        return;
+    ax->usage.present = true;
+    ax->usage.prompt_tokens += json_integer_value(p);
+    ax->usage.completion_tokens += json_integer_value(c);
 }
 
 /*
@@ -228,6 +282,7 @@ static int request(struct oa_ask *ax, json_t *req, struct openai_http *x,
     int rc;
 
     openai_http_init(x, on_content, ax);
+    openai_http_on_reasoning(x, on_reasoning);
     if (!body)
         return -ENOMEM;
     rc = openai_http_post(x, &ax->b->cfg.http, ax->ask, body, why);
@@ -265,14 +320,19 @@ static json_t *tools_json(struct oa_ask *ax)
 static json_t *request_json(struct oa_ask *ax, json_t *msgs, bool summary)
 {
     const struct openai_config *b = &ax->b->cfg;
-    json_t *req = json_pack("{s:s, s:o, s:b, s:{s:b}}", "model", b->model, "messages",
-                            msgs, "stream", 1, "stream_options", "include_usage", 1);
+    const struct rx_settings *set = &ax->st.settings;
+    /* The session's settings (user-configure) over the configured ones. */
+    bool has_temperature = set->has_temperature || b->has_temperature;
+    double temperature = set->has_temperature ? set->temperature : b->temperature;
+    json_t *req =
+        json_pack("{s:s, s:o, s:b, s:{s:b}}", "model", set->model ? set->model : b->model,
+                  "messages", msgs, "stream", 1, "stream_options", "include_usage", 1);
     json_t *tools;
 
     if (!req)
         return NULL;
-    if ((b->has_temperature &&
-         json_object_set_new(req, "temperature", json_real(b->temperature))) ||
+    if ((has_temperature &&
+         json_object_set_new(req, "temperature", json_real(temperature))) ||
         (b->max_tokens &&
          json_object_set_new(req, "max_tokens", json_integer(b->max_tokens))))
         goto out_decref;
@@ -473,6 +533,7 @@ static int answer_round(struct oa_ask *ax, bool *again)
     }
     if (rc)
         goto out_release;
+    add_usage(ax, x.stream.usage);
     for (size_t i = 0; i < x.stream.n_calls && !rc; i++) {
         const struct openai_stream_call *c = &x.stream.calls[i];
 
@@ -517,6 +578,7 @@ static int oa_ask(struct brain *self, struct brain_ask *ask)
     int rc;
 
     rx_buf_init(&ax.text, OPENAI_STREAM_CONTENT_MAX);
+    rx_buf_init(&ax.reasoning, OPENAI_STREAM_CONTENT_MAX);
     /* The view is small (rx_context_view): copying it is not copying the session. */
     rc = rx_state_copy(ask->view, &ax.st);
     if (rc)
@@ -532,6 +594,7 @@ static int oa_ask(struct brain *self, struct brain_ask *ask)
     }
     json_decref(ax.notes);
     rx_buf_release(&ax.text);
+    rx_buf_release(&ax.reasoning);
     rx_state_release(&ax.st);
     /* A dispatch refused because the ask was cancelled is a cancel too. */
     return rc == -ECANCELED ? -ECANCELED : rc;

@@ -11,15 +11,24 @@
  *     kept), asks the model for a summary of what is before the policy's cut
  *     (with tool_choice "none") and dispatches brain-compress-history
  *     {summary, cutAt}; the answer is then built from the compressed copy;
- *  3. POSTs {base_url}/chat/completions with "stream": true and relays every
- *     content delta through ask->chunk: the first text dispatches
+ *  3. POSTs {base_url}/chat/completions with "stream": true and
+ *     stream_options.include_usage, and relays every content delta through
+ *     ask->chunk and every reasoning delta (reasoning_content) through
+ *     ask->reasoning: the first text or reasoning dispatches
  *     brain-send-message-start (or reuses ask->resume_message_id), the end
- *     brain-send-message-complete with the whole text; tool calls then go out
- *     as one brain-call-tools (ids from the provider, or generated);
+ *     brain-send-message-complete with the whole text, its reasoning, the
+ *     usage the provider reported (prompt_tokens and completion_tokens of
+ *     the answer's requests, summed, as promptTokens/completionTokens) and
+ *     firstTokenAt (now_wall_ms() when its first text or reasoning came);
+ *     tool calls then go out as one brain-call-tools (ids from the provider,
+ *     or generated);
  *  4. a call of the extra `load_tool_call` function (offered only while the
  *     context lists older unloaded calls) dispatches brain-load-tool-call for
  *     a listed id and asks again with the record loaded; text of that reply
  *     continues the same message.
+ * Every request uses the session's settings (view->settings, SPEC 3.2
+ * user-configure): its model and temperature over the configured ones; its
+ * system prompt comes resolved in ask->system_prompt.
  * The inputs a brain dispatches are applied to the ask's own copy of the view
  * through rx_machine, so each follow-up request sees what the session sees.
  * A provider's tool call id is used when neither the view nor the session

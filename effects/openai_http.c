@@ -180,6 +180,12 @@ void openai_http_init(struct openai_http *x, openai_stream_content_fn on_content
     rx_buf_init(&x->errbody, OPENAI_HTTP_ERRBODY_MAX);
 }
 
+void openai_http_on_reasoning(struct openai_http *x, openai_stream_content_fn fn)
+{
+    x->on_reasoning = fn;
+    openai_stream_on_reasoning(&x->stream, fn);
+}
+
 void openai_http_release(struct openai_http *x)
 {
     openai_stream_release(&x->stream);
@@ -194,6 +200,7 @@ int openai_http_post(struct openai_http *x, const struct openai_http_config *cfg
 
     why = why ? why : &local;
     for (int attempt = 0;; attempt++) {
+        openai_stream_content_fn on_reasoning;
         bool retry;
         long delay;
 
@@ -213,8 +220,10 @@ int openai_http_post(struct openai_http *x, const struct openai_http_config *cfg
         if (delay > cfg->backoff_max_ms)
             delay = cfg->backoff_max_ms;
         /* A fresh parser and counters: nothing of a failed attempt was relayed. */
+        on_reasoning = x->on_reasoning;
         openai_http_release(x);
         openai_http_init(x, x->on_content, x->ctx);
+        openai_http_on_reasoning(x, on_reasoning);
         if (ask->sleep_ms && (rc = ask->sleep_ms(ask, (int)delay)))
             break;
     }

@@ -60,12 +60,15 @@ struct openai_http {
     int cb_rc;           /* why the write callback stopped the transfer */
     long retry_after_ms; /* a 429's Retry-After, 0: none */
     openai_stream_content_fn on_content;
+    openai_stream_content_fn on_reasoning;
     void *ctx;
 };
 
 /* Set up `x`; every content delta of the reply goes to on_content(ctx, ...). */
 void openai_http_init(struct openai_http *x, openai_stream_content_fn on_content,
                       void *ctx);
+/* Also every reasoning delta to fn(ctx, ...) (openai_stream_on_reasoning). */
+void openai_http_on_reasoning(struct openai_http *x, openai_stream_content_fn fn);
 /* Free what `x` holds; init it again before another post. */
 void openai_http_release(struct openai_http *x);
 

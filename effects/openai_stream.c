@@ -21,8 +21,14 @@ void openai_stream_init(struct openai_stream *st, openai_stream_content_fn on_co
     st->on_content = on_content;
     st->ctx = ctx;
     rx_buf_init(&st->content, OPENAI_STREAM_CONTENT_MAX);
+    rx_buf_init(&st->reasoning, OPENAI_STREAM_CONTENT_MAX);
     sse_parse_init(&st->sse, OPENAI_STREAM_EVENT_MAX, on_event, st);
     rx_buf_init(&st->whole, OPENAI_STREAM_EVENT_MAX);
+}
+
+void openai_stream_on_reasoning(struct openai_stream *st, openai_stream_content_fn fn)
+{
+    st->on_reasoning = fn;
 }
 
 void openai_stream_release(struct openai_stream *st)
@@ -35,6 +41,7 @@ void openai_stream_release(struct openai_stream *st)
     rx_free(st->calls);
     json_decref(st->usage);
     rx_buf_release(&st->content);
+    rx_buf_release(&st->reasoning);
     sse_parse_release(&st->sse);
     rx_buf_release(&st->whole);
     memset(st, 0, sizeof(*st));
@@ -154,10 +161,26 @@ static int take_tool_call(struct openai_stream *st, json_t *entry)
     return rc ? fail_buf(st, rc, "a tool call's arguments") : 0;
 }
 
+/* A text delta: kept in `buf` (bounded; `what` names it) and handed to `fn`. */
+static int take_text(struct openai_stream *st, json_t *text, struct rx_buf *buf,
+                     openai_stream_content_fn fn, const char *what)
+{
+    int rc;
+
+    if (!json_is_string(text) || !json_string_length(text))
+        return 0;
+    rc = rx_buf_append(buf, json_string_value(text), json_string_length(text));
+    if (rc)
+        return fail_buf(st, rc, what);
+    if (fn && (rc = fn(st->ctx, json_string_value(text), json_string_length(text))))
+        return fail(st, rc, "stopped by the receiver");
+    return 0;
+}
+
 /* One parsed chunk (or a whole reply, where `key` is "message"). */
 static int take_chunk(struct openai_stream *st, json_t *root, const char *key)
 {
-    json_t *err, *choices, *c0, *delta, *content, *calls, *finish, *usage;
+    json_t *err, *choices, *c0, *delta, *reasoning, *calls, *finish, *usage;
     int rc;
 
     if (!json_is_object(root))
@@ -189,19 +212,16 @@ static int take_chunk(struct openai_stream *st, json_t *root, const char *key)
     if (!json_is_object(c0))
         return 0; /* the usage chunk has no choices */
     delta = json_object_get(c0, key);
-    content = json_object_get(delta, "content");
-    if (json_is_string(content) && json_string_length(content)) {
-        rc = rx_buf_append(&st->content, json_string_value(content),
-                           json_string_length(content));
-        if (rc)
-            return fail_buf(st, rc, "the reply");
-        if (st->on_content) {
-            rc = st->on_content(st->ctx, json_string_value(content),
-                                json_string_length(content));
-            if (rc)
-                return fail(st, rc, "stopped by the receiver");
-        }
-    }
+    /* Reasoning comes before the answer it leads to. One name per delta:
+       servers that send both send the same text twice. */
+    reasoning = json_object_get(delta, "reasoning_content");
+    if (!json_string_length(reasoning))
+        reasoning = json_object_get(delta, "reasoning");
+    if ((rc = take_text(st, reasoning, &st->reasoning, st->on_reasoning,
+                        "the reasoning")) ||
+        (rc = take_text(st, json_object_get(delta, "content"), &st->content,
+                        st->on_content, "the reply")))
+        return rc;
     calls = json_object_get(delta, "tool_calls");
     for (size_t i = 0; i < json_array_size(calls); i++) {
         rc = take_tool_call(st, json_array_get(calls, i));

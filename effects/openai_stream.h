@@ -12,7 +12,9 @@
  *    carry nothing here; a last event that lacked its blank line still counts;
  *  - on `data: [DONE]` marks the reply complete; bytes after it are ignored;
  *  - parses every other event as JSON: choices[0].delta.content goes to the
- *    content callback and into `content`; delta.tool_calls are assembled by
+ *    content callback and into `content`; delta.reasoning_content (or
+ *    delta.reasoning, which some servers send instead) to the reasoning
+ *    callback and into `reasoning`; delta.tool_calls are assembled by
  *    `index` (id and function.name arrive first, function.arguments in
  *    fragments; several calls may interleave); finish_reason and usage are
  *    kept; an `error` object ends the stream with its message;
@@ -61,11 +63,13 @@ struct openai_stream_call {
 };
 
 struct openai_stream {
-    openai_stream_content_fn on_content; /* may be NULL */
+    openai_stream_content_fn on_content;   /* may be NULL */
+    openai_stream_content_fn on_reasoning; /* may be NULL (openai_stream_on_reasoning) */
     void *ctx;
 
     /* Results, valid at any time; complete once finish() returned 0. */
     struct rx_buf content;
+    struct rx_buf reasoning; /* the model's reasoning, bounded like content */
     struct openai_stream_call *calls;
     size_t n_calls;
     char finish_reason[32]; /* "" until one arrived */
@@ -84,6 +88,8 @@ struct openai_stream {
 /* Set up an empty parser. `on_content` may be NULL. */
 void openai_stream_init(struct openai_stream *st, openai_stream_content_fn on_content,
                         void *ctx);
+/* Also hand each non-empty reasoning delta to `fn` (with the same ctx). */
+void openai_stream_on_reasoning(struct openai_stream *st, openai_stream_content_fn fn);
 /* Free everything; the parser must be initialised again before reuse. */
 void openai_stream_release(struct openai_stream *st);
 

@@ -195,6 +195,18 @@ static int ask_chunk(struct brain_ask *ask, const char *message_id, const char *
     return fx->rt->host.chunk(fx->rt->host.ctx, fx, message_id, delta);
 }
 
+/* The same for reasoning; a host that takes none drops it. */
+static int ask_reasoning(struct brain_ask *ask, const char *message_id, const char *delta)
+{
+    struct effect *fx = ask_effect(ask);
+
+    if (effect_is_cancelled(fx))
+        return -ECANCELED;
+    if (!fx->rt->host.reasoning)
+        return 0;
+    return fx->rt->host.reasoning(fx->rt->host.ctx, fx, message_id, delta);
+}
+
 static bool ask_is_cancelled(struct brain_ask *ask)
 {
     return effect_is_cancelled(ask_effect(ask));
@@ -296,14 +308,16 @@ static int effect_prepare(struct effect *fx, const struct rx_state *s)
 static int run_ask(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
+    const char *prompt = rt->cfg.system_prompt ? rt->cfg.system_prompt : "";
     struct brain_ask ask = {
         .view = &fx->view,
         .signals_cut_at = fx->spec.signals_cut_at,
-        .system_prompt = rt->cfg.system_prompt ? rt->cfg.system_prompt : "",
+        .system_prompt = prompt,
         .tools = rt->cfg.tools,
         .resume_message_id = fx->resume_id,
         .dispatch = ask_dispatch,
         .chunk = ask_chunk,
+        .reasoning = ask_reasoning,
         .is_cancelled = ask_is_cancelled,
         .cancel_fd = fx->cancel_fd,
         .sleep_ms = ask_sleep_ms,
@@ -311,6 +325,9 @@ static int run_ask(struct effect *fx)
         .runtime = fx,
     };
 
+    /* The session's own system prompt ("" included) over the server's. */
+    if (fx->view.settings.system_prompt)
+        ask.system_prompt = fx->view.settings.system_prompt;
     return rt->cfg.brain->ask(rt->cfg.brain, &ask);
 }
 

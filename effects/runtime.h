@@ -42,9 +42,11 @@
  * row (waited on its worker). The wait ends at once when the effect is
  * cancelled. A start by reconcile counts from 0 again.
  *
- * Guarded dispatch: an effect's inputs and chunks reach the host only while
- * it is not cancelled; afterwards they return -ECANCELED and apply nothing.
- * A chunk takes no lock of the runtime or of the pool.
+ * Guarded dispatch: an effect's inputs, chunks and reasoning reach the host
+ * only while it is not cancelled; afterwards they return -ECANCELED and apply
+ * nothing. A chunk (or reasoning) takes no lock of the runtime or of the pool.
+ * An ask's system prompt is the session's settings.systemPrompt (from its
+ * view) when set, else the configured one.
  *
  * Locking: every runtime_* call on a runtime except runtime_create/
  * _wait_idle/_destroy/_backoff_ms is made with the host's lock held, and
@@ -100,6 +102,9 @@ struct runtime_host {
        two checks as dispatch. 0, -ECANCELED or -ENOENT. */
     int (*chunk)(void *ctx, const struct effect *fx, const char *message_id,
                  const char *delta);
+    /* Streamed reasoning of a started message, as chunk(); NULL: dropped. */
+    int (*reasoning)(void *ctx, const struct effect *fx, const char *message_id,
+                     const char *delta);
     /* An effect event (see above); lock held. `type` is "effect-started" etc. */
     void (*event)(void *ctx, const char *type, const struct effect *fx);
     /* Keep the host alive while an effect lives (from its start to its end).

@@ -2,6 +2,7 @@
  * api - the session routes of SPEC section 4. See api.h.
  */
 #include "server/api.h"
+#include "server/api_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,7 +19,7 @@
 #include "server/session_table.h"
 #include "server/sse.h"
 
-static bool content_type_ok(struct MHD_Connection *conn)
+bool api__content_type_ok(struct MHD_Connection *conn)
 {
     const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
     size_t n;
@@ -58,8 +59,6 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
     return ret;
 }
 
-static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err);
-
 /* The answer to a submitted input; `in` is released. */
 static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connection *conn,
                                      int err, const struct submit_result *res,
@@ -74,7 +73,7 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
             return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
                                "not-found", NULL, "the session is gone");
         /* Not stored, so not acknowledged: the store's own status. */
-        return store_error_answer(conn, err);
+        return api__store_error(conn, err);
     }
     if (res->verdict == RX_REJECTED && res->reason == RX_REASON_INVALID) {
         rx_input_release(in);
@@ -201,7 +200,7 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
 
     if (http_server_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
-    if (!content_type_ok(conn))
+    if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send the input as Content-Type: application/json");
     j = json_loadb(body->data ? body->data : "", body->len, 0, &jerr);
@@ -282,8 +281,8 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
  * are exempt from limits.idle_timeout_ms: pings keep them alive, and a peer
  * that went away is noticed by the SSE layer itself.
  */
-static void *attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
-                           size_t n, bool closed)
+void *api__attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
+                         size_t n, bool closed)
 {
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
     return sse_channel_subscribe(ch, conn, first, n, closed);
@@ -297,7 +296,7 @@ static bool wants_sse(struct MHD_Connection *conn)
 }
 
 /* A non-negative integer query value, or -1. */
-static long long parse_seq(const char *v)
+long long api__parse_count(const char *v)
 {
     char *end;
     long long n;
@@ -314,7 +313,7 @@ static long long parse_seq(const char *v)
  * the store is unusable (503, /healthz says why), -ENFILE the session limit
  * (429), never one for another.
  */
-static enum MHD_Result store_error_answer(struct MHD_Connection *conn, int err)
+enum MHD_Result api__store_error(struct MHD_Connection *conn, int err)
 {
     if (err == -ENOENT)
         return reply_error(conn, 404, "not-found", NULL, "no such session in the log");
@@ -361,7 +360,7 @@ static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
 static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
                                 const char *at)
 {
-    long long seq = parse_seq(at);
+    long long seq = api__parse_count(at);
     json_t *j = NULL;
     int err;
 
@@ -369,7 +368,7 @@ static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
         return reply_error(conn, 400, "invalid-input", "at",
                            "'at' must be a non-negative integer");
     err = session_state_at(s, seq, &j);
-    return err ? store_error_answer(conn, err) : reply_json(conn, 200, j);
+    return err ? api__store_error(conn, err) : reply_json(conn, 200, j);
 }
 
 /* GET .../sessions/<sid>/history: pages of `limit` inputs (SPEC 4). */
@@ -386,7 +385,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 {
     const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-    long long after = a ? parse_seq(a) : 0, limit = l ? parse_seq(l) : 0;
+    long long after = a ? api__parse_count(a) : 0, limit = l ? api__parse_count(l) : 0;
     struct rx_buf b;
     int err;
 
@@ -400,7 +399,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
     rx_buf_init(&b, RX_BUF_STATE_MAX);
     if ((err = session_history(s, after, (int)limit, &b))) {
         rx_buf_release(&b);
-        return store_error_answer(conn, err);
+        return api__store_error(conn, err);
     }
     return reply_buf(conn, 200, &b);
 }
@@ -417,7 +416,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
 
     if (http_server_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
-    if (!content_type_ok(conn))
+    if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send {\"at\": seq} as Content-Type: application/json");
     j = json_loadb(body->data ? body->data : "", body->len, 0, &jerr);
@@ -434,7 +433,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     json_decref(j);
     err = session_table_fork(srv->sessions, session_id(s), seq, &f);
     if (err)
-        return store_error_answer(conn, err);
+        return api__store_error(conn, err);
     j = json_pack("{s:s, s:s, s:I}", "id", session_id(f), "from", session_id(s), "at",
                   seq);
     log_info("session %s forked from %s at %lld", session_id(f), session_id(s),
@@ -465,10 +464,12 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
             if (err == -ENOENT)
                 return reply_error(conn, 404, "not-found", NULL, "no such session");
             if (err)
-                return store_error_answer(conn, err);
+                return api__store_error(conn, err);
             return reply_text(conn, MHD_HTTP_NO_CONTENT, "application/json", "", 0);
         }
-        return reply_method_not_allowed(conn, "GET, DELETE");
+        if (!strcmp(method, "PATCH"))
+            return api_session_rename(srv, conn, s, body);
+        return reply_method_not_allowed(conn, "GET, PATCH, DELETE");
     }
     if (!strcmp(rest, "/moorex")) {
         if (get) {
@@ -476,7 +477,7 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
                 MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
 
             return reply_stream(conn, session_subscribe(s, mode && !strcmp(mode, "patch"),
-                                                        attach_stream, conn));
+                                                        api__attach_stream, conn));
         }
         if (!strcmp(method, "POST"))
             return submit_input(srv, conn, s, body, pending);
@@ -486,6 +487,11 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
         if (!get)
             return reply_method_not_allowed(conn, "GET");
         return history(conn, s);
+    }
+    if (!strcmp(rest, "/export")) {
+        if (!get)
+            return reply_method_not_allowed(conn, "GET");
+        return api_session_export(srv, conn, s);
     }
     if (!strcmp(rest, "/fork")) {
         if (strcmp(method, "POST"))
@@ -500,7 +506,7 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
 
         if (!get)
             return reply_method_not_allowed(conn, "GET");
-        err = sse ? session_message_subscribe(s, rest + 10, attach_stream, conn, &r)
+        err = sse ? session_message_subscribe(s, rest + 10, api__attach_stream, conn, &r)
                   : session_message_json(s, rest + 10, &j);
         if (err == -ENOENT)
             return reply_error(conn, 404, "not-found", NULL, "no assistant message '%s'",
@@ -519,14 +525,14 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
     int err;
 
     if (!strcmp(method, "GET"))
-        return reply_json(conn, 200, session_table_list(srv->sessions));
+        return api_sessions_list(srv, conn);
     if (strcmp(method, "POST"))
         return reply_method_not_allowed(conn, "GET, POST");
     if (http_server_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     err = session_table_create_session(srv->sessions, NULL, &s);
     if (err) /* -ENFILE the limit, -ENOSPC the disk, -EIO the store */
-        return store_error_answer(conn, err);
+        return api__store_error(conn, err);
     log_info("session %s created", session_id(s));
     {
         json_t *j = json_pack("{s:s}", "id", session_id(s));
@@ -564,6 +570,17 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
         return sessions_root(srv, conn, method);
     if (!strcmp(path, "/tools"))
         return tools_list(srv, conn, method);
+    if (!strcmp(path, "/events")) {
+        if (strcmp(method, "GET"))
+            return reply_method_not_allowed(conn, "GET");
+        return api_events(srv, conn);
+    }
+    /* Not a session's id: ids are UUIDs (and "default"). */
+    if (!strcmp(path, "/sessions/import")) {
+        if (strcmp(method, "POST"))
+            return reply_method_not_allowed(conn, "POST");
+        return api_sessions_import(srv, conn, body);
+    }
     if (!strncmp(path, "/sessions/", 10)) {
         n = strcspn(path + 10, "/");
         if (!n || n > SESSION_ID_MAX)

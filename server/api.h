@@ -1,6 +1,7 @@
 /*
  * api - the session routes under the API prefix (SPEC section 4): sessions,
- * inputs, streams, messages, history, time travel and forks.
+ * inputs, streams, messages, history, time travel and forks; the sessions
+ * list's search, rename, export, import and feed are in api_sessions.c.
  *
  * Depends on server/session, server/session_table, server/reply and server/sse.
  * Called by server/http once the request's body is read and the client is

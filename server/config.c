@@ -27,6 +27,7 @@ int config_init(struct config *c)
     c->effects = true;
     c->store_fsync = true;
     c->body_max = 1 << 20;
+    c->import_max = 16 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
     c->max_connections = 4096;
@@ -132,9 +133,10 @@ static const struct {
          "retention brain tools mcpServers"},
     {"auth", "token"},
     {"api", "allow_agent_inputs"},
-    {"limits", "body_max message_max max_sessions max_connections http_threads "
-               "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
-               "max_running_effects session_running_effects tool_result_max"},
+    {"limits",
+     "body_max import_max message_max max_sessions max_connections http_threads "
+     "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
+     "max_running_effects session_running_effects tool_result_max"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -242,6 +244,7 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
         c->effects = json_is_true(v);
     }
     INT_FIELD("limits.body_max", c->body_max, 64, 1L << 30);
+    INT_FIELD("limits.import_max", c->import_max, 64, 1L << 30);
     INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);
     INT_FIELD("limits.max_sessions", c->max_sessions, 1, 10000000);
     INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
@@ -349,6 +352,7 @@ int config_apply_reload(struct config *c, const struct config *fresh)
     old = __atomic_exchange_n(&c->auth_token, token, __ATOMIC_ACQ_REL);
     c->retired[c->n_retired++] = old; /* a request may still be reading it */
     __atomic_store_n(&c->body_max, fresh->body_max, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->import_max, fresh->import_max, __ATOMIC_RELAXED);
     __atomic_store_n(&c->message_max, fresh->message_max, __ATOMIC_RELAXED);
     __atomic_store_n(&c->max_sessions, fresh->max_sessions, __ATOMIC_RELAXED);
     __atomic_store_n(&c->session_queue_max, fresh->session_queue_max, __ATOMIC_RELAXED);

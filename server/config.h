@@ -29,6 +29,7 @@ struct config {
     bool effects; /* false: inputs are folded, nothing is carried out (benchmarks) */
     char *brain;  /* "builtin" or "openai" */
     size_t body_max;
+    size_t import_max; /* the body of POST .../sessions/import (a whole chat) */
     size_t message_max;
     int max_sessions;
     int max_connections;
@@ -68,7 +69,7 @@ int config_set_listen(struct config *c, const char *hostport,
 int config_set_str(char **field, const char *value) RX_WUR;
 
 /*
- * SIGHUP: take `fresh`'s auth token and limits (body_max, message_max,
+ * SIGHUP: take `fresh`'s auth token and limits (body_max, import_max, message_max,
  * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes) into the
  * running `c`, for new work. Other threads may be reading `c`: the token
  * pointer is swapped atomically (read it with config_auth_token) and the old

@@ -69,3 +69,46 @@ json_t *event_message_json(const char *id, const char *content, const char *stat
     return json_pack("{s:s, s:s, s:s, s:b}", "messageId", id, "content", content,
                      "status", status, "isComplete", strcmp(status, "streaming") != 0);
 }
+
+/* The list entry's fields, after `{"type":...,` or `{`. */
+static int put_session_fields(struct rx_buf *b, const struct event_session *e)
+{
+    return rx_buf_puts(b, "\"id\":") || rx_buf_put_json_str(b, e->id) ||
+           rx_buf_printf(b, ",\"createdAt\":%lld,\"updatedAt\":%lld,\"title\":",
+                         (long long)e->created_at, (long long)e->updated_at) ||
+           rx_buf_put_json_str(b, e->title) ||
+           rx_buf_printf(b, ",\"messageCount\":%lld}", (long long)e->message_count);
+}
+
+struct sse_frame *event_session(const char *type, const struct event_session *e)
+{
+    struct rx_buf b;
+    struct sse_frame *f;
+
+    rx_buf_init(&b, RX_BUF_SMALL_MAX);
+    f = frame_of(rx_buf_printf(&b, "{\"type\":\"%s\",", type) ||
+                     put_session_fields(&b, e),
+                 -1, &b);
+    rx_buf_release(&b);
+    return f;
+}
+
+struct sse_frame *event_session_deleted(const char *id)
+{
+    struct rx_buf b;
+    struct sse_frame *f;
+
+    rx_buf_init(&b, RX_BUF_SMALL_MAX);
+    f = frame_of(rx_buf_puts(&b, "{\"type\":\"session-deleted\",\"id\":") ||
+                     rx_buf_put_json_str(&b, id) || rx_buf_putc(&b, '}'),
+                 -1, &b);
+    rx_buf_release(&b);
+    return f;
+}
+
+json_t *event_session_json(const struct event_session *e)
+{
+    return json_pack("{s:s, s:I, s:I, s:s, s:I}", "id", e->id, "createdAt",
+                     (json_int_t)e->created_at, "updatedAt", (json_int_t)e->updated_at,
+                     "title", e->title, "messageCount", (json_int_t)e->message_count);
+}

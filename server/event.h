@@ -4,7 +4,9 @@
  * The session stream carries `state-updated`, `input-received`,
  * `state-patch` and `effect-*` events (SPEC section 4, id = the input's seq);
  * a message stream carries `snapshot`, `chunk`, `complete` and `stopped`
- * (id = the text length so far, so a reconnecting reader knows where it is).
+ * (id = the text length so far, so a reconnecting reader knows where it is);
+ * the sessions feed (GET .../events) carries `session-created`,
+ * `session-updated` and `session-deleted` (no id: it replays nothing).
  * Each is encoded once into a shared sse_frame. Also the JSON answer for a
  * message to a client that does not want SSE.
  *
@@ -48,6 +50,25 @@ struct sse_frame *event_effect(const char *type, const char *key, int64_t seq,
  */
 struct sse_frame *event_message(const char *type, const char *field, const char *text,
                                 size_t len, int64_t id);
+/* One session as GET .../sessions lists it; the strings are borrowed. */
+struct event_session {
+    const char *id;
+    int64_t created_at;
+    int64_t updated_at;
+    const char *title;
+    int64_t message_count;
+};
+
+/*
+ * {"type":<type>,"id","createdAt","updatedAt","title","messageCount"} on the
+ * sessions feed: "session-created" or "session-updated". Uses its own buffer.
+ */
+struct sse_frame *event_session(const char *type, const struct event_session *e);
+/* {"type":"session-deleted","id":<id>} on the sessions feed. */
+struct sse_frame *event_session_deleted(const char *id);
+/* NEW reference: the list entry {id, createdAt, updatedAt, title, messageCount}. */
+json_t *event_session_json(const struct event_session *e);
+
 /* NEW reference: {"messageId","content","status","isComplete"}; NULL on ENOMEM. */
 json_t *event_message_json(const char *id, const char *content, const char *status);
 

@@ -34,6 +34,22 @@ struct request {
 };
 
 /*
+ * The most bytes of body a request may send: limits.body_max, or for an
+ * import (a whole chat in one document) limits.import_max. Read atomically:
+ * a SIGHUP may change them.
+ */
+static size_t body_bound(struct http_server *srv, const char *uri)
+{
+    static const char import[] = "/sessions/import";
+    size_t plen = strlen(srv->cfg->prefix), n = uri ? strcspn(uri, "?") : 0;
+
+    if (n == plen + sizeof(import) - 1 && !strncmp(uri, srv->cfg->prefix, plen) &&
+        !strncmp(uri + plen, import, sizeof(import) - 1))
+        return __atomic_load_n(&srv->cfg->import_max, __ATOMIC_RELAXED);
+    return __atomic_load_n(&srv->cfg->body_max, __ATOMIC_RELAXED);
+}
+
+/*
  * MHD's URI log callback sees the request line before it is unescaped: the
  * only place a %00 can be told from the end of the path. Its return value
  * becomes the request's state.
@@ -46,7 +62,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     (void)conn;
     if (!req)
         return NULL;
-    rx_buf_init(&req->body, srv->cfg->body_max);
+    rx_buf_init(&req->body, body_bound(srv, uri));
     /* Anywhere, query included: MHD cuts every unescaped value at a NUL. */
     req->nul_in_path = uri && strstr(uri, "%00");
     return req;
@@ -186,7 +202,7 @@ static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *con
 
     if (req->too_big)
         return reply_error(conn, 413, "too-large", NULL, "the body is over %zu bytes",
-                           srv->cfg->body_max);
+                           req->body.max);
     if (!strncmp(url, srv->cfg->prefix, plen) && (url[plen] == '/' || !url[plen])) {
         if (!authorized(srv, conn))
             return reply_error(conn, 401, "unauthorized", NULL,
@@ -222,10 +238,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return reply_error(conn, 400, "bad-request", NULL,
                                "the path contains a NUL byte (%%00)");
         /* Refuse a body announced too big before reading a byte of it. */
-        if (cl && strtoull(cl, NULL, 10) > srv->cfg->body_max) {
+        if (cl && strtoull(cl, NULL, 10) > req->body.max) {
             req->too_big = true;
             return reply_error(conn, 413, "too-large", NULL, "the body is over %zu bytes",
-                               srv->cfg->body_max);
+                               req->body.max);
         }
         return MHD_YES;
     }
@@ -283,7 +299,6 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     int threads;
 
     memset(srv, 0, sizeof(*srv));
-    srv->listen_fd = MHD_INVALID_SOCKET;
     srv->cfg = cfg;
     srv->sessions = sessions;
     srv->brain_name = brain_name;
@@ -328,12 +343,15 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
 
 void http_server_quiesce(struct http_server *srv)
 {
+    /*
+     * From here every new request is answered 503 "stopping"; connections are
+     * still accepted until MHD_stop_daemon. MHD_quiesce_daemon is not used:
+     * in libmicrohttpd 0.9.75 it races a worker thread that wakes (an open
+     * stream's traffic is enough) and takes the listening socket out of its
+     * epoll set first, and then aborts ("Failed to remove listen FD from
+     * epoll set"); closing the socket here aborted the same way.
+     */
     __atomic_store_n(&srv->stopping, true, __ATOMIC_RELEASE);
-    /* The listening socket is closed only after MHD_stop_daemon: the pool's
-       threads may still have it in their epoll sets until they stop (closing
-       it here made libmicrohttpd abort about once in 60 shutdowns). */
-    if (srv->daemon)
-        srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
 }
 
 void http_server_stop(struct http_server *srv)
@@ -343,9 +361,6 @@ void http_server_stop(struct http_server *srv)
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
-    if (srv->listen_fd != MHD_INVALID_SOCKET)
-        close(srv->listen_fd);
-    srv->listen_fd = MHD_INVALID_SOCKET;
     free(srv->web_root);
     srv->web_root = NULL;
 }

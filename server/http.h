@@ -29,7 +29,6 @@ struct http_server {
     const char *brain_name;
     char *web_root; /* realpath of cfg->web_root, NULL when absent */
     int port;       /* the bound port (useful with port 0) */
-    int listen_fd;  /* handed back by quiesce, closed after the daemon stops */
     int64_t started_ms;
     bool stopping;
 };
@@ -39,7 +38,8 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
                       struct session_table *sessions, const char *brain_name) RX_WUR;
 /* True once http_server_quiesce was called (any thread may ask). */
 bool http_server_is_stopping(const struct http_server *srv);
-/* Stop accepting connections; new inputs get 503. */
+/* From now on requests are answered 503 "stopping" (connections are still
+   accepted until http_server_stop). */
 void http_server_quiesce(struct http_server *srv);
 /* Close every connection and free the daemon. */
 void http_server_stop(struct http_server *srv);

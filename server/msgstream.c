@@ -30,6 +30,7 @@ struct msgstream *msgstream_open(struct msgstream **head, const char *id, size_t
         return NULL;
     }
     rx_buf_init(&m->text, text_max);
+    rx_buf_init(&m->reasoning, text_max);
     sse_channel_init(&m->ch, queue_max);
     m->next = *head;
     *head = m;
@@ -40,6 +41,7 @@ static void msgstream_free(struct msgstream *m)
 {
     sse_channel_release(&m->ch);
     rx_buf_release(&m->text);
+    rx_buf_release(&m->reasoning);
     free(m->id);
     free(m);
 }
@@ -62,6 +64,74 @@ int msgstream_append(struct msgstream *m, const char *delta)
         return err;
     publish(m, event_message("chunk", "delta", delta, n, (int64_t)m->text.len));
     return 0;
+}
+
+int msgstream_append_reasoning(struct msgstream *m, const char *delta)
+{
+    size_t n = strlen(delta);
+    int err = rx_buf_append(&m->reasoning, delta, n);
+
+    if (err)
+        return err;
+    publish(m, event_message("reasoning", "delta", delta, n, (int64_t)m->text.len));
+    return 0;
+}
+
+/* The text and reasoning to tell: the live buffers, else the state's record. */
+static void texts_of(const struct msgstream *m, const struct rx_message *msg,
+                     const char **text, size_t *text_len, const char **reasoning,
+                     size_t *reasoning_len)
+{
+    if (m) {
+        *text = m->text.data ? m->text.data : "";
+        *text_len = m->text.len;
+        *reasoning = m->reasoning.data ? m->reasoning.data : "";
+        *reasoning_len = m->reasoning.len;
+    } else {
+        *text = msg->content;
+        *text_len = strlen(msg->content);
+        *reasoning = msg->reasoning ? msg->reasoning : "";
+        *reasoning_len = strlen(*reasoning);
+    }
+}
+
+struct sse_frame *msgstream_snapshot(const struct msgstream *m,
+                                     const struct rx_message *msg)
+{
+    const char *text, *reasoning;
+    size_t text_len, reasoning_len;
+    struct sse_frame *f;
+    struct rx_buf b;
+
+    texts_of(m, msg, &text, &text_len, &reasoning, &reasoning_len);
+    if (!reasoning_len)
+        return event_message("snapshot", "content", text, text_len, (int64_t)text_len);
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    f = rx_buf_puts(&b, "{\"type\":\"snapshot\",\"content\":") ||
+                rx_buf_put_json_strn(&b, text, text_len) ||
+                rx_buf_puts(&b, ",\"reasoning\":") ||
+                rx_buf_put_json_strn(&b, reasoning, reasoning_len) || rx_buf_putc(&b, '}')
+            ? NULL
+            : sse_frame_event((int64_t)text_len, b.data, b.len);
+    rx_buf_release(&b);
+    return f;
+}
+
+json_t *msgstream_json(const char *id, const struct msgstream *m,
+                       const struct rx_message *msg)
+{
+    const char *text, *reasoning;
+    size_t text_len, reasoning_len;
+    json_t *j;
+
+    texts_of(m, msg, &text, &text_len, &reasoning, &reasoning_len);
+    j = event_message_json(id, text, rx_status_name(msg->status));
+    if (j && reasoning_len &&
+        json_object_set_new(j, "reasoning", json_stringn(reasoning, reasoning_len))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 void msgstream_settle(struct msgstream **head, const struct rx_state *st)

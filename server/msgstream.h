@@ -5,6 +5,9 @@
  * Streaming text never enters the state (seed principle): each answer being
  * streamed has a buffer here until its message completes or stops in the
  * state; then its followers get the final frame and the stream is freed.
+ * A model's reasoning streams beside the text: `reasoning` frames live, kept
+ * here until the message completes (then the state's message holds it), so a
+ * late follower's `snapshot` carries it too.
  * A session keeps its streams in a singly linked list.
  *
  * Depends on state_machine/ (the state tells when a message settles),
@@ -17,6 +20,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "server/sse.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
@@ -25,7 +30,8 @@
 struct msgstream {
     struct msgstream *next;
     char *id;
-    struct rx_buf text; /* what has streamed so far */
+    struct rx_buf text;      /* what has streamed so far */
+    struct rx_buf reasoning; /* the reasoning streamed so far (same bound) */
     struct sse_channel ch;
 };
 
@@ -39,6 +45,26 @@ struct msgstream *msgstream_open(struct msgstream **head, const char *id, size_t
                                  size_t queue_max) RX_WUR;
 /* Append `delta` and send it to the followers as a chunk. 0, -E2BIG or -ENOMEM. */
 int msgstream_append(struct msgstream *m, const char *delta) RX_WUR;
+/*
+ * Append reasoning `delta` and send it to the followers as
+ * {"type":"reasoning","delta":...} (id: the text's length, as chunks have).
+ * 0, -E2BIG or -ENOMEM.
+ */
+int msgstream_append_reasoning(struct msgstream *m, const char *delta) RX_WUR;
+/*
+ * NEW frame {"type":"snapshot","content":...,"reasoning":...} ("reasoning"
+ * only when there is some), id = the content's length: from `m`'s buffers
+ * when it streams, else from the state's message `msg`. NULL on ENOMEM.
+ */
+struct sse_frame *msgstream_snapshot(const struct msgstream *m,
+                                     const struct rx_message *msg);
+/*
+ * NEW reference: the JSON answer for a client that does not want SSE
+ * (event_message_json, plus "reasoning" when there is some), from `m` when
+ * it streams, else from `msg`. NULL on ENOMEM.
+ */
+json_t *msgstream_json(const char *id, const struct msgstream *m,
+                       const struct rx_message *msg);
 /*
  * Finish the streams whose message no longer streams in `st`: followers get
  * a `complete` or `stopped` frame with the final content, and the stream is

@@ -86,6 +86,27 @@ static int host_chunk(void *ctx, const struct effect *fx, const char *message_id
     return err;
 }
 
+/* The same for the model's reasoning: a `reasoning` frame on the message's stream. */
+static int host_reasoning(void *ctx, const struct effect *fx, const char *message_id,
+                          const char *delta)
+{
+    struct session *s = ctx;
+    struct msgstream *m;
+    int err = 0;
+
+    pthread_mutex_lock(&s->lock);
+    m = msgstream_find(s->streams, message_id);
+    if (effect_is_cancelled(fx))
+        err = -ECANCELED;
+    else if (!m)
+        err = -ENOENT;
+    else if (msgstream_append_reasoning(m, delta))
+        log_warn("session %s: reasoning of %s is over limits.message_max; dropped", s->id,
+                 message_id);
+    pthread_mutex_unlock(&s->lock);
+    return err;
+}
+
 static void host_event(void *ctx, const char *type, const struct effect *fx)
 {
     struct session *s = ctx;
@@ -121,6 +142,7 @@ static const struct runtime_host host_ops = {
     .state = host_state,
     .dispatch = host_dispatch,
     .chunk = host_chunk,
+    .reasoning = host_reasoning,
     .event = host_event,
     .ref = host_ref,
     .unref = host_unref,
@@ -230,14 +252,18 @@ void session_reconcile(struct session *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* A title from the first user message: its first line, cut at a word. */
-void session_set_title(struct session *s)
+/*
+ * A title from the first user message: its first line, cut at a word. Never
+ * over a title already there (one a person gave is kept). True when it set
+ * one now.
+ */
+static bool auto_title(struct session *s)
 {
     const char *c;
     size_t n;
 
     if (s->title || !s->state.user.len)
-        return;
+        return false;
     c = s->state.user.items[0].content;
     c += strspn(c, " \t\r\n");
     n = strcspn(c, "\r\n");
@@ -250,6 +276,19 @@ void session_set_title(struct session *s)
             n--;
     }
     s->title = strndup(c, n);
+    return s->title != NULL;
+}
+
+/*
+ * Called after every input published (session_pipeline.c): the title from
+ * the first message, once, and the sessions feed told when the title or the
+ * messages changed (session_feed.c, coalesced).
+ */
+void session_set_title(struct session *s)
+{
+    if (auto_title(s))
+        s->feed_title = true;
+    session_feed_changed(&s->table->feed, s);
 }
 
 /* A buffer for a streaming answer's text, bounded like a message. */
@@ -268,7 +307,7 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
     s->seq = s->applied = seq;
     s->created_at = created_at;
     s->last_stamp = s->state.updated_at;
-    session_set_title(s);
+    (void)auto_title(s); /* not told: the session is not listed yet */
     for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
         if (s->state.assistant.items[i].status == RX_STATUS_STREAMING &&
             !session_stream_open(s, s->state.assistant.items[i].id))
@@ -324,10 +363,30 @@ int session_state_at(struct session *s, int64_t seq, json_t **out)
 
 int session_history(struct session *s, int64_t after, int limit, struct rx_buf *out)
 {
+    int64_t last;
+
+    return session_history_page(s, after, limit, out, &last);
+}
+
+int session_history_page(struct session *s, int64_t after, int limit, struct rx_buf *out,
+                         int64_t *last)
+{
     /* Straight from the log's read-only connection: no session lock either. */
     if (!s->table->env.store)
         return -ENOSYS;
-    return store_history_text(s->table->env.store, s->id, after, limit, out);
+    return store_history_page(s->table->env.store, s->id, after, limit, out, last);
+}
+
+int session_title(struct session *s, char **out)
+{
+    int err = 0;
+
+    pthread_mutex_lock(&s->lock);
+    *out = NULL;
+    if (s->title && !(*out = strdup(s->title)))
+        err = -ENOMEM;
+    pthread_mutex_unlock(&s->lock);
+    return err;
 }
 
 /* ---- following ---------------------------------------------------------------- */
@@ -387,9 +446,7 @@ int session_message_json(struct session *s, const char *message_id, json_t **out
     session_settle_wait(s); /* only what is durable is told */
     err = find_message(s, message_id, &msg, &m);
     if (!err) {
-        *out = event_message_json(message_id,
-                                  m && m->text.data ? m->text.data : msg->content,
-                                  rx_status_name(msg->status));
+        *out = msgstream_json(message_id, m, msg);
         err = *out ? 0 : -ENOMEM;
     }
     pthread_mutex_unlock(&s->lock);
@@ -410,16 +467,12 @@ int session_message_subscribe(struct session *s, const char *message_id,
     if ((err = find_message(s, message_id, &msg, &m)))
         goto out_unlock;
     first[n++] = sse_retry_frame(s->table->env.cfg->sse_retry_ms);
-    if (m) {
-        first[n++] =
-            event_message("snapshot", "content", m->text.data ? m->text.data : "",
-                          m->text.len, (int64_t)m->text.len);
-    } else {
+    /* The text and the reasoning so far (a finished one: the state's). */
+    first[n++] = msgstream_snapshot(m, msg);
+    if (!m) {
         /* Finished: the whole sequence at once, from what the state knows. */
         size_t len = strlen(msg->content);
 
-        first[n++] =
-            event_message("snapshot", "content", msg->content, len, (int64_t)len);
         first[n++] = event_message(rx_status_name(msg->status), "content", msg->content,
                                    len, (int64_t)len);
     }

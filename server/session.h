@@ -106,6 +106,18 @@ int session_history(struct session *s, int64_t after, int limit,
                     struct rx_buf *out) RX_WUR;
 
 /*
+ * session_history that also gives the seq of the page's last input in
+ * *last (`after` when the page is empty), to ask for the next one.
+ */
+int session_history_page(struct session *s, int64_t after, int limit, struct rx_buf *out,
+                         int64_t *last) RX_WUR;
+/*
+ * The session's title (given by a person, or from its first message): a
+ * malloc'd copy in *out, NULL when it has none yet. 0 or -ENOMEM.
+ */
+int session_title(struct session *s, char **out) RX_WUR;
+
+/*
  * How a caller turns a channel into a stream (server/http: an MHD response):
  * called under the session's lock, so nothing is published between the
  * `first` frames (n of them, borrowed) and the live ones; `closed` ends the
@@ -123,14 +135,15 @@ typedef void *(*session_attach_fn)(void *arg, struct sse_channel *ch,
 void *session_subscribe(struct session *s, bool patch, session_attach_fn attach,
                         void *arg);
 /*
- * Follow one assistant message: snapshot, chunks, then complete or stopped
- * (at once for a finished message). 0 with *out from `attach`, -ENOENT for an
+ * Follow one assistant message: snapshot (with the reasoning so far),
+ * reasoning and chunks, then complete or stopped (at once for a finished
+ * message). 0 with *out from `attach`, -ENOENT for an
  * unknown message, -ENOMEM.
  */
 int session_message_subscribe(struct session *s, const char *message_id,
                               session_attach_fn attach, void *arg, void **out) RX_WUR;
-/* NEW reference in *out: one message as JSON (event_message_json). 0, -ENOENT, -ENOMEM.
- */
+/* NEW reference in *out: one message as JSON (msgstream_json: with its reasoning).
+   0, -ENOENT, -ENOMEM. */
 int session_message_json(struct session *s, const char *message_id, json_t **out) RX_WUR;
 
 #endif

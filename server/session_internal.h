@@ -1,6 +1,7 @@
 /*
- * session_internal - what server/session.c, server/session_pipeline.c and
- * server/session_table.c share. Private to those three files.
+ * session_internal - what server/session.c, server/session_pipeline.c,
+ * server/session_table.c and the table's helpers (session_feed.c,
+ * session_search.c) share. Private to those files.
  *
  * Lock order (docs/ARCHITECTURE.md): table -> session -> store. A session's
  * lock is taken under the table's lock only to read or cancel; inputs are
@@ -20,6 +21,7 @@
 #include "effects/runtime.h"
 #include "server/msgstream.h"
 #include "server/session.h"
+#include "server/session_feed.h"
 #include "server/session_table.h"
 #include "server/sse.h"
 #include "state_machine/rx_buf.h"
@@ -61,7 +63,13 @@ struct session {
         snapshot_bytes; /* the last snapshot's size (session_pipeline.c snapshot_due) */
     size_t logged_since_snapshot; /* bytes of inputs logged since */
     int64_t created_at;
-    char *title;
+    char *title; /* given by a person (rename, import) or from the first message */
+    /* The sessions feed (session_feed.c): what it last announced, and when. */
+    size_t feed_count;           /* messageCount announced */
+    bool feed_title;             /* the title changed since */
+    bool feed_due;               /* waiting in the feed's list (feed_next: its lock) */
+    int64_t feed_at_ms;          /* monotonic ms of the last announcement */
+    struct session *feed_next;   /* in the feed's list of held-back updates */
     struct sse_channel ch;       /* whole states */
     struct sse_channel patch_ch; /* JSON Patches (?mode=patch) */
     struct msgstream *streams;   /* answers being streamed */
@@ -71,7 +79,9 @@ struct session {
 
 struct session_table {
     struct session_env env;
-    pthread_mutex_t lock; /* guards the list and the counts */
+    struct session_feed feed;   /* GET .../events */
+    pthread_mutex_t title_lock; /* one rename at a time: store, then memory */
+    pthread_mutex_t lock;       /* guards the list and the counts */
     struct session *head;
     size_t count;
     int live; /* sessions not yet freed, in the table or not */
@@ -99,7 +109,7 @@ void session_reconcile(struct session *s);
 /* Send each frame made (NULL: could not be encoded, logged) to `ch`, at once. */
 void session_publish_frames(struct session *s, struct sse_channel *ch,
                             struct sse_frame *const *f, size_t n);
-/* Set the title from the first user message, once. */
+/* Set the title from the first user message, once; tell the sessions feed. */
 void session_set_title(struct session *s);
 /* A buffer for a streaming answer's text, owned by s->streams. NULL on ENOMEM. */
 struct msgstream *session_stream_open(struct session *s, const char *id);

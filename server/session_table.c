@@ -11,6 +11,8 @@
 #include "effects/now.h"
 #include "server/config.h"
 #include "effects/log.h"
+#include "server/event.h"
+#include "server/session_import.h"
 #include "server/session_internal.h"
 #include "server/store.h"
 
@@ -21,6 +23,12 @@ struct session_table *session_table_create(const struct session_env *env)
     if (!t)
         return NULL;
     t->env = *env;
+    if (session_feed_init(&t->feed, (size_t)env->cfg->sse_queue_max,
+                          env->cfg->sse_retry_ms)) {
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_init(&t->title_lock, NULL);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->all_freed, NULL);
     return t;
@@ -49,13 +57,16 @@ static struct session *table_find(struct session_table *t, const char *id)
 
 /*
  * Add a session to the table: a fresh one (state NULL, recorded in the store)
- * or one rebuilt from the store (`state` moved in, `seq` inputs folded).
- * -ENFILE is the session limit (limits.max_sessions), kept apart from the
- * store's -ENOSPC (no room on disk) and -EIO (store unusable) so that a full
- * disk is never answered as "too many sessions".
+ * or one rebuilt from the store or an import (`state` moved in, `seq` inputs
+ * folded, `title` the one a person gave it or NULL; borrowed). The sessions
+ * feed hears of it before anyone can find it. -ENFILE is the session limit
+ * (limits.max_sessions), kept apart from the store's -ENOSPC (no room on
+ * disk) and -EIO (store unusable) so that a full disk is never answered as
+ * "too many sessions". On failure `state` is still the caller's.
  */
 static int table_add(struct session_table *t, const char *id, int64_t created_at,
-                     struct rx_state *state, int64_t seq, struct session **out)
+                     const char *title, struct rx_state *state, int64_t seq,
+                     struct session **out)
 {
     struct session *s;
     int err = 0;
@@ -67,7 +78,9 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
         err = -EEXIST;
     } else if (t->count >= (size_t)t->env.cfg->max_sessions) {
         err = -ENFILE;
-    } else if (!(s = session_create(t, id))) {
+    } else if (!(s = session_create(t, id)) || (title && !(s->title = strdup(title)))) {
+        if (s)
+            session_destroy(s);
         err = -ENOMEM;
     } else if (!state && t->env.store &&
                (err = store_create_session(t->env.store, id, s->created_at))) {
@@ -79,6 +92,7 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
         t->head = s;
         t->count++;
         t->live++;
+        session_feed_created(&t->feed, s);
         if (out) {
             session_ref(s);
             *out = s;
@@ -110,6 +124,9 @@ static bool table_remove(struct session_table *t, const char *id)
     if (!s)
         return false;
     session_stop(s);
+    /* After the stop: no update of it can follow its deletion. */
+    if (id)
+        session_feed_deleted(&t->feed, id);
     session_unref(s);
     return true;
 }
@@ -123,7 +140,7 @@ int session_table_create_session(struct session_table *t, const char *id,
         idgen_uuid(fresh);
         id = fresh;
     }
-    return table_add(t, id, 0, NULL, 0, out);
+    return table_add(t, id, 0, NULL, NULL, 0, out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
@@ -189,6 +206,8 @@ void session_table_destroy(struct session_table *t)
 {
     if (!t)
         return;
+    /* The feed's held-back updates hold sessions: let them go first. */
+    session_feed_stop(&t->feed);
     session_table_cancel_all(t);
     while (table_remove(t, NULL))
         ;
@@ -197,8 +216,10 @@ void session_table_destroy(struct session_table *t)
     while (t->live)
         pthread_cond_wait(&t->all_freed, &t->lock);
     pthread_mutex_unlock(&t->lock);
+    session_feed_release(&t->feed);
     pthread_cond_destroy(&t->all_freed);
     pthread_mutex_destroy(&t->lock);
+    pthread_mutex_destroy(&t->title_lock);
     free(t);
 }
 
@@ -230,15 +251,12 @@ json_t *session_table_list(struct session_table *t)
         return NULL;
     pthread_mutex_lock(&t->lock);
     for (struct session *s = t->head; s; s = s->next) {
+        struct event_session e;
         json_t *o;
 
         pthread_mutex_lock(&s->lock);
-        o = json_pack(
-            "{s:s, s:I, s:I, s:s, s:I}", "id", s->id, "createdAt",
-            (json_int_t)s->created_at, "updatedAt",
-            (json_int_t)(s->state.updated_at ? s->state.updated_at : s->created_at),
-            "title", s->title ? s->title : "New chat", "messageCount",
-            (json_int_t)(s->state.user.len + s->state.assistant.len));
+        session_feed_entry(s, &e);
+        o = event_session_json(&e);
         pthread_mutex_unlock(&s->lock);
         if (json_array_append_new(arr, o)) {
             json_decref(arr);
@@ -252,11 +270,11 @@ json_t *session_table_list(struct session_table *t)
 
 /* ---- the log: recovery, forks, retention ---------------------------------------- */
 
-static int load_one(void *ctx, const char *sid, int64_t created_at,
+static int load_one(void *ctx, const char *sid, int64_t created_at, const char *title,
                     struct rx_state *state, int64_t seq)
 {
     struct session_table *t = ctx;
-    int err = table_add(t, sid, created_at, state, seq, NULL);
+    int err = table_add(t, sid, created_at, title, state, seq, NULL);
 
     if (err) {
         log_error("session %s: cannot restore: %s", sid, strerror(-err));
@@ -291,7 +309,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
                        struct session **out)
 {
     struct rx_state state;
-    char fresh[RX_UUID_LEN];
+    char fresh[RX_UUID_LEN], *title = NULL;
     int64_t seq;
     int err;
 
@@ -303,16 +321,20 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
     idgen_uuid(fresh);
     if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
         return err;
-    if ((err = store_session_load(t->env.store, fresh, &state, &seq)))
+    /* A fork keeps the title a person gave (edit and regenerate fork). */
+    if ((err = store_session_title(t->env.store, fresh, &title)) ||
+        (err = store_session_load(t->env.store, fresh, &state, &seq)))
         goto out_drop;
-    if ((err = table_add(t, fresh, now_wall_ms(), &state, seq, out))) {
+    if ((err = table_add(t, fresh, now_wall_ms(), title, &state, seq, out))) {
         rx_state_release(&state);
         goto out_drop;
     }
+    free(title);
     session_reconcile(*out);
     return 0;
 
 out_drop:
+    free(title);
     if (store_delete_session(t->env.store, fresh))
         log_warn("session %s: half-made fork left in the log", fresh);
     return err;
@@ -337,4 +359,96 @@ int session_table_sweep(struct session_table *t, int64_t older_than_ms)
         log_info("retention: removed %d session(s), %lld input(s)", n, (long long)inputs);
     json_decref(ids);
     return n;
+}
+
+/* ---- titles, the feed, import ------------------------------------------------------ */
+
+/*
+ * The log first, then memory, one rename at a time (title_lock), so the two
+ * never disagree about which rename came last. The feed hears of it like of
+ * any change (coalesced).
+ */
+int session_table_rename(struct session_table *t, const char *id, const char *title)
+{
+    struct session *s = session_table_get(t, id);
+    char *copy;
+    int err = 0;
+
+    if (!s)
+        return -ENOENT;
+    if (!(copy = strdup(title))) {
+        session_unref(s);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&t->title_lock);
+    if (t->env.store && (err = store_set_title(t->env.store, id, title)) &&
+        err != -ENOENT) {
+        struct rx_error why;
+
+        store_last_error(t->env.store, &why);
+        log_warn("session %s: not renamed, the log refused: %s", id, why.text);
+    }
+    if (!err) {
+        pthread_mutex_lock(&s->lock);
+        if (s->deleted) {
+            err = -ENOENT;
+        } else {
+            free(s->title);
+            s->title = copy;
+            copy = NULL;
+            s->feed_title = true;
+            session_feed_changed(&t->feed, s);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->title_lock);
+    free(copy);
+    session_unref(s);
+    return err;
+}
+
+void *session_table_follow(struct session_table *t, session_attach_fn attach, void *arg)
+{
+    return session_feed_subscribe(&t->feed, attach, arg);
+}
+
+/*
+ * The replayed log becomes a session: in the store first (all of it in one
+ * transaction), then in the table, then its effects are reconciled once, as
+ * after a restart (session_table_load): only what its final state still
+ * wants runs.
+ */
+int session_table_import(struct session_table *t, json_t *doc,
+                         struct session_import_error *e, struct session **out)
+{
+    struct session_import log;
+    char fresh[RX_UUID_LEN];
+    int64_t now = now_wall_ms();
+    int err;
+
+    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+        return -ENFILE;
+    if ((err = session_import_replay(doc, t->env.store != NULL, &log, e)))
+        goto out_release;
+    idgen_uuid(fresh);
+    if (t->env.store &&
+        (err = store_import(t->env.store, fresh, now, log.title, log.inputs, log.n,
+                            log.n ? &log.snapshot : NULL))) {
+        struct rx_error why;
+
+        store_last_error(t->env.store, &why);
+        log_warn("import: not stored: %s", why.text);
+        goto out_release;
+    }
+    if ((err = table_add(t, fresh, now, log.title, &log.state, (int64_t)log.n, out))) {
+        if (t->env.store && store_delete_session(t->env.store, fresh))
+            log_warn("session %s: half-made import left in the log", fresh);
+        goto out_release;
+    }
+    log.state_moved = true;
+    session_reconcile(*out);
+
+out_release:
+    session_import_release(&log);
+    return err;
 }

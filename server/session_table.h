@@ -1,10 +1,13 @@
 /*
  * session_table - the sessions of the server: create, load from the log,
- * fork, delete and sweep (all removals take one path), list and count.
+ * fork, import, rename, delete and sweep (all removals take one path), list,
+ * search and count, and the sessions feed that tells every tab of it
+ * (server/session_feed). Search is in session_search.c.
  *
  * Depends on server/session and server/store. The table's lock guards the
  * list only; it is held while a session's lock is taken (table -> session),
- * never the other way round.
+ * never the other way round. Renames take the table's title_lock, then the
+ * store, then the session's lock.
  * Ownership: the table holds one reference to each listed session; calls
  * that hand a session out give a NEW reference (drop it: session_unref).
  */
@@ -16,9 +19,11 @@
 
 #include <jansson.h>
 
+#include "server/session.h"
 #include "state_machine/rx_common.h"
 
 struct session;
+struct session_import_error;
 struct session_table;
 struct config;
 struct brain;
@@ -75,6 +80,57 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
                        struct session **out) RX_WUR;
 /* Retention: drop sessions idle since before `older_than_ms`. Number removed. */
 int session_table_sweep(struct session_table *t, int64_t older_than_ms);
+/*
+ * Rename: `title` (borrowed; session_title_is_valid) is stored, then shown,
+ * and never replaced by the title from the first message. 0, -ENOENT, -ENOMEM,
+ * or the store's -ENOSPC / -EIO (nothing changed).
+ */
+int session_table_rename(struct session_table *t, const char *id,
+                         const char *title) RX_WUR;
+
+/* A page of the sessions list (session_table_search). */
+struct session_page {
+    json_t *list; /* NEW: [{id, createdAt, updatedAt, title, messageCount}] */
+    int64_t next; /* `before` for the next page, or -1 on the last */
+};
+
+/* The longest query, in bytes, and the page sizes of session_table_search. */
+#define SESSION_SEARCH_QUERY_MAX 1000
+#define SESSION_PAGE_DEFAULT     50
+#define SESSION_PAGE_MAX         200
+
+/*
+ * The sessions whose title or messages hold every word of `q` (NULL or
+ * blank: every session), with updatedAt < `before` (< 0: no bound), newest
+ * first (updatedAt, then id, descending), `limit` of them (1 to
+ * SESSION_PAGE_MAX) and those that share the last one's updatedAt, so that
+ * `next` (that updatedAt) loses none. Words are runs of letters and digits,
+ * case-insensitive; the last word also matches as a prefix. With a store the
+ * full-text index finds them (store_search: case and diacritics folded);
+ * without one (--db :memory:) the sessions are scanned (ASCII case folded).
+ * 0 and `page` filled; -E2BIG (more than STORE_SEARCH_WORDS_MAX words or
+ * SESSION_SEARCH_QUERY_MAX bytes), -ENOMEM or the store's -EIO.
+ */
+int session_table_search(struct session_table *t, const char *q, int64_t before,
+                         int limit, struct session_page *page) RX_WUR;
+
+/*
+ * Follow the sessions feed (session_feed.h): the retry line, then
+ * session-created, -updated and -deleted events. What `attach` returned, or
+ * NULL on ENOMEM.
+ */
+void *session_table_follow(struct session_table *t, session_attach_fn attach, void *arg);
+
+/*
+ * A new session from an exported log (session_import.h): every input replayed
+ * through the machine; the session is stored and listed, and only the effects
+ * its final state wants start. 0 and a new reference in *out; -EINVAL with
+ * `e` filled (nothing made); -ENFILE (the session limit), -ENOSPC, -EIO,
+ * -ENOMEM.
+ */
+int session_table_import(struct session_table *t, json_t *doc,
+                         struct session_import_error *e, struct session **out) RX_WUR;
+
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);
 /* Number of running effects across sessions. */

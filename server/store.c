@@ -627,10 +627,12 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
         snprintf(sql, sizeof(sql), "PRAGMA application_id=%d; PRAGMA user_version=%d",
                  STORE_APP_ID, STORE_SCHEMA_VERSION);
         if ((rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL)) ||
+            (rc = sqlite3_exec(db, store__search_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "creating the schema", why, n);
             goto out_rollback;
         }
+        ver = STORE_SCHEMA_VERSION;
     } else if ((uint32_t)app_id != STORE_APP_ID) {
         snprintf(why, n, "not a reflexor database (application_id %lld, %lld tables)",
                  app_id, ntables);
@@ -645,12 +647,16 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
         snprintf(why, n, "unknown schema version %lld", ver);
         goto out_rollback;
     }
-    if (ver == 1) {
-        /* Version 2 adds inputs_recent (group commit); nothing else moves. */
+    /* Version 2 adds inputs_recent (group commit), 3 the full-text index,
+       filled from the log; nothing else moves. */
+    if (ver < STORE_SCHEMA_VERSION) {
         char sql[64];
 
         snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
-        if ((rc = sqlite3_exec(db, STORE_RECENT_SQL, NULL, NULL, NULL)) ||
+        if ((ver < 2 && (rc = sqlite3_exec(db, STORE_RECENT_SQL, NULL, NULL, NULL))) ||
+            (ver < 3 &&
+             ((rc = sqlite3_exec(db, store__search_schema_sql, NULL, NULL, NULL)) ||
+              (rc = sqlite3_exec(db, store__search_backfill_sql, NULL, NULL, NULL)))) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "upgrading the schema", why, n);
             goto out_rollback;

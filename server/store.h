@@ -26,8 +26,12 @@
  * state-at, stats) take both tables through a second, read-only connection:
  * in WAL mode it reads the last commit while the writer writes, so a long
  * read never holds up a commit, nor a commit a read (":memory:" has one
- * connection). Schema 2 (inputs_recent); a file of schema 1 is upgraded at
- * open.
+ * connection). Schema 3: 2 added inputs_recent, 3 the full-text index
+ * (search_docs and the FTS5 table search_fts: what people read of each input
+ * and the titles they gave). Commits never index: the writer indexes what
+ * was committed when it has nothing to commit, and a search or a fork first
+ * indexes what is left (store_search.c). A file of schema 1 or 2 is
+ * upgraded at open, the index filled from its log.
  *
  * Depends on SQLite and state_machine/ only; nothing from effects/ or the
  * rest of server/. Thread-safe: the writer's connection, the reader's and
@@ -61,7 +65,8 @@
  * Files: store.c (open, schema, settings, health, the shared statement and
  * transaction helpers), store_writer.c (group commit: the writer, notifier
  * and checkpointer threads), store_read.c (load, history, state-at, fork,
- * gc, through the read-only connection); store_internal.h is what they share.
+ * gc, through the read-only connection), store_search.c (the full-text
+ * index, titles, search, import); store_internal.h is what they share.
  * store.c stays over 600 lines because the statement table and the helpers
  * every write and read use are one piece.
  */
@@ -79,7 +84,7 @@
 #include "state_machine/rx_common.h"
 
 /* The schema this code writes; files with a newer one are refused. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 /* The most bytes of inputs one history page carries (store_history_text). */
 #define STORE_HISTORY_PAGE_MAX (16u << 20)
 
@@ -209,10 +214,12 @@ int store_append(struct store *st, const char *sid, int64_t seq,
  * Called by store_load once per session, oldest first. `state` is initialised
  * and, when the callback returns 0, moved to it (the callback releases it);
  * when it returns non-zero, store_load releases it and stops with that value.
- * `seq` is the number of inputs folded into it. The store's lock is not held.
+ * `seq` is the number of inputs folded into it; `title` (borrowed for the
+ * call) the one a person gave it (store_set_title), or NULL. The store's lock
+ * is not held.
  */
 typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
-                             struct rx_state *state, int64_t seq);
+                             const char *title, struct rx_state *state, int64_t seq);
 
 /*
  * Rebuild every session: its newest snapshot (or rx_state_init), then the
@@ -244,6 +251,12 @@ int store_session_load(struct store *st, const char *sid, struct rx_state *out,
 int store_history_text(struct store *st, const char *sid, int64_t after_seq, int limit,
                        struct rx_buf *out) RX_WUR;
 /*
+ * store_history_text that also says where the page ended: *last is the seq
+ * of its last input (after_seq when it is empty), to ask for the next page.
+ */
+int store_history_page(struct store *st, const char *sid, int64_t after_seq, int limit,
+                       struct rx_buf *out, int64_t *last) RX_WUR;
+/*
  * The same as a NEW reference in `*out` (parsed: for tests and tools).
  * 0, -ENOENT (no such session), -EPROTO, -ENOMEM or -EIO.
  */
@@ -260,6 +273,7 @@ int store_state_at(struct store *st, const char *sid, int64_t seq,
 
 /*
  * A new session `new_sid` whose log is inputs 1..at of `sid` (at 0: empty),
+ * with its title (store_set_title) and their part of the full-text index,
  * created at `created_at`, in one transaction. Its state is then
  * store_session_load(new_sid). 0, -ENOENT (no `sid`), -EEXIST (`new_sid`
  * taken), -ERANGE (at < 0 or past the last input), -ENOSPC or -EIO.
@@ -279,6 +293,53 @@ int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
 /* store_gc_list with counts only. */
 int store_gc(struct store *st, int64_t older_than_ms, int *removed_sessions,
              int64_t *removed_inputs) RX_WUR;
+
+/* ---- titles, search and import (store_search.c) ---- */
+
+/* The longest query store_search takes, in words. */
+#define STORE_SEARCH_WORDS_MAX 16
+
+/*
+ * The title a person gave the session (NULL: none, the server derives one),
+ * kept in its row and in the full-text index, in one transaction. 0, -ENOENT,
+ * -ENOSPC or -EIO.
+ */
+int store_set_title(struct store *st, const char *sid, const char *title) RX_WUR;
+/*
+ * The title a person gave it: a malloc'd copy in *out (the caller frees it),
+ * or NULL when none. 0, -ENOENT, -ENOMEM or -EIO.
+ */
+int store_session_title(struct store *st, const char *sid, char **out) RX_WUR;
+/*
+ * The sessions whose indexed text (user messages, finished or stopped
+ * answers, the title given) holds every one of `words` (n of them, 1 to
+ * STORE_SEARCH_WORDS_MAX, each non-empty; the last one also as a prefix),
+ * each anywhere in the session. Words are matched as SQLite's unicode61
+ * tokenizer cuts text: runs of letters and digits, case and diacritics
+ * folded; a word of several tokens is a phrase. A NEW array of their ids
+ * (in no order) in *out, read through the read-only connection. 0, -EINVAL
+ * (n out of range), -ENOMEM or -EIO.
+ */
+int store_search(struct store *st, const char *const *words, size_t n,
+                 json_t **out) RX_WUR;
+
+/* One input's text (rx_input_encode's compact JSON), not NUL-terminated. */
+struct store_text {
+    const char *data;
+    size_t len;
+};
+
+/*
+ * A new session `sid` whose log is inputs[0..n) (seq 1..n), with `title`
+ * (NULL: none), created (and, for retention, last updated) at `created_at`,
+ * and a snapshot of its state after them (NULL: none), indexed for search,
+ * in one transaction: all of it is stored, or nothing. The caller has
+ * folded the inputs (they must fold, or the next load fails). 0, -EEXIST,
+ * -ENOSPC or -EIO.
+ */
+int store_import(struct store *st, const char *sid, int64_t created_at, const char *title,
+                 const struct store_text *inputs, size_t n,
+                 const struct store_text *snapshot) RX_WUR;
 
 /*
  * Size figures: the number of stored inputs, and the bytes of the database

@@ -1,8 +1,9 @@
 /*
- * store_internal - what server/store.c, server/store_writer.c and
- * server/store_read.c share: struct store, its statements, and the helpers
- * for errors, statements, transactions, reads and the writer's threads.
- * Private to server/store*.c; everyone else uses store.h.
+ * store_internal - what server/store.c, server/store_writer.c,
+ * server/store_read.c and server/store_search.c share: struct store, its
+ * statements, and the helpers for errors, statements, transactions, reads,
+ * the writer's threads and the full-text index. Private to server/store*.c;
+ * everyone else uses store.h.
  *
  * Depends on SQLite and state_machine/ only (through store.h), like the store.
  * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
@@ -39,6 +40,15 @@
  */
 #define STORE_TOUCH_SLACK_MS "1000"
 
+/*
+ * The inputs the full-text index reads (store_search.c), told by the type
+ * rx_input_encode writes first: a compare, no JSON parse.
+ */
+#define STORE_IS_MESSAGE                                                                 \
+    "substr(input, 1, 28) = '{\"type\":\"user-send-message\",' OR substr(input, 1, 38)"  \
+    " = '{\"type\":\"brain-send-message-complete\",'"
+#define STORE_IS_CANCEL "substr(input, 1, 22) = '{\"type\":\"user-cancel\",'"
+
 /* Every statement, prepared once per connection at open and kept. */
 #define STORE_STATEMENTS(X)                                                              \
     X(BEGIN, "BEGIN IMMEDIATE")                                                          \
@@ -51,10 +61,58 @@
     X(SESSION_TOUCH, "UPDATE sessions SET updated_at=?2 WHERE id=?1"                     \
                      " AND updated_at<?2-" STORE_TOUCH_SLACK_MS)                         \
     X(SESSION_DELETE, "DELETE FROM sessions WHERE id=?1")                                \
-    X(SESSION_LIST, "SELECT id, created_at FROM sessions ORDER BY created_at, id")       \
+    X(SESSION_LIST,                                                                      \
+      "SELECT id, created_at, title FROM sessions ORDER BY created_at, id")              \
+    X(SESSION_TITLE_SET, "UPDATE sessions SET title=?2 WHERE id=?1")                     \
+    X(SESSION_TITLE_GET, "SELECT title FROM sessions WHERE id=?1")                       \
+    X(SESSION_IMPORT, "INSERT INTO sessions(id, created_at, updated_at, title)"          \
+                      " VALUES(?1,?2,?3,?4)")                                            \
+    X(INPUT_INSERT, "INSERT INTO inputs(session_id, seq, input) VALUES(?1,?2,?3)")       \
     X(INPUTS_DELETE, "DELETE FROM inputs WHERE session_id=?1")                           \
     X(RECENT_DELETE, "DELETE FROM inputs_recent WHERE session_id=?1")                    \
     X(SNAPSHOTS_DELETE, "DELETE FROM snapshots WHERE session_id=?1")                     \
+    X(DOCS_DELETE, "DELETE FROM search_docs WHERE session_id=?1")                        \
+    X(DOCS_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT ?1, ?2, b"    \
+                    " FROM (SELECT json_extract(?3, '$.content') AS b) WHERE b != ''")   \
+    X(DOCS_PARTIALS, "INSERT INTO search_docs(session_id, seq, body) SELECT ?1, ?2,"     \
+                     " value FROM json_each(?3, '$.partialContents')"                    \
+                     " WHERE type = 'text' AND value != ''")                             \
+    X(INDEX_MARK, "SELECT upto FROM search_mark")                                        \
+    X(INDEX_MARK_SET, "UPDATE search_mark SET upto=?1")                                  \
+    X(INDEX_MARK_CLAMP, "UPDATE search_mark SET upto=min(upto, (SELECT"                  \
+                        " coalesce(max(rowid), 0) FROM inputs_recent))")                 \
+    X(RECENT_TOP, "SELECT coalesce(max(rowid), 0) FROM inputs_recent")                   \
+    X(PENDING_ADD, "INSERT INTO search_pending(session_id, lo, hi) SELECT session_id,"   \
+                   " min(seq), max(seq) FROM inputs_recent WHERE rowid >"                \
+                   " (SELECT upto FROM search_mark) GROUP BY session_id")                \
+    X(PENDING_FIRST, "SELECT rowid, session_id, lo, hi FROM search_pending LIMIT 1")     \
+    X(PENDING_DROP, "DELETE FROM search_pending WHERE rowid=?1")                         \
+    X(PENDING_LO, "UPDATE search_pending SET lo=?2 WHERE rowid=?1")                      \
+    X(PENDING_DELETE, "DELETE FROM search_pending WHERE session_id=?1")                  \
+    X(LOG_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT"               \
+                   " session_id, seq, b FROM (SELECT session_id, seq,"                   \
+                   " json_extract(input, '$.content') AS b FROM inputs"                  \
+                   " WHERE session_id=?1 AND seq>=?2 AND seq<=?3 AND (" STORE_IS_MESSAGE \
+                   ")) WHERE b != ''")                                                   \
+    X(LOG_PARTIALS, "INSERT INTO search_docs(session_id, seq, body) SELECT"              \
+                    " r.session_id, r.seq, p.value FROM (SELECT * FROM inputs"           \
+                    " WHERE session_id=?1 AND seq>=?2 AND seq<=?3 AND " STORE_IS_CANCEL  \
+                    ") AS r, json_each(r.input, '$.partialContents')"                    \
+                    " AS p WHERE p.type = 'text' AND p.value != '' ORDER BY r.seq")      \
+    X(INDEX_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT"             \
+                     " session_id, seq, b FROM (SELECT session_id, seq,"                 \
+                     " json_extract(input, '$.content') AS b FROM inputs_recent"         \
+                     " WHERE rowid>?1 AND rowid<=?2 AND (" STORE_IS_MESSAGE "))"         \
+                     " WHERE b != '' ORDER BY session_id, seq")                          \
+    X(INDEX_PARTIALS, "INSERT INTO search_docs(session_id, seq, body) SELECT"            \
+                      " r.session_id, r.seq, p.value FROM (SELECT * FROM inputs_recent"  \
+                      " WHERE rowid>?1 AND rowid<=?2 AND " STORE_IS_CANCEL ") AS r,"     \
+                      " json_each(r.input, '$.partialContents') AS p"                    \
+                      " WHERE p.type = 'text' AND p.value != ''"                         \
+                      " ORDER BY r.session_id, r.seq")                                   \
+    X(DOCS_TITLE_DELETE, "DELETE FROM search_docs WHERE session_id=?1 AND seq=0")        \
+    X(DOCS_TITLE_INSERT, "INSERT INTO search_docs(session_id, seq, body)"                \
+                         " VALUES(?1, 0, ?2)")                                           \
     X(RECENT_INSERT, "INSERT INTO inputs_recent(session_id, seq, input)"                 \
                      " VALUES(?1,?2,?3)")                                                \
     X(APPEND_CHECK, "SELECT EXISTS(SELECT 1 FROM sessions WHERE id=?1),"                 \
@@ -84,6 +142,10 @@
     X(FORK_SNAPSHOT, "INSERT INTO snapshots(session_id, seq, state) SELECT ?1, seq,"     \
                      " state FROM snapshots WHERE session_id=?2 AND seq<=?3"             \
                      " ORDER BY seq DESC LIMIT 1")                                       \
+    X(FORK_DOCS, "INSERT INTO search_docs(session_id, seq, body) SELECT ?1, seq, body"   \
+                 " FROM search_docs WHERE session_id=?2 AND seq<=?3 ORDER BY id")        \
+    X(FORK_TITLE, "UPDATE sessions SET title=(SELECT title FROM sessions WHERE id=?2)"   \
+                  " WHERE id=?1")                                                        \
     X(EXPIRED, "SELECT id, (SELECT count(*) FROM inputs WHERE session_id=id)"            \
                " + (SELECT count(*) FROM inputs_recent WHERE session_id=id)"             \
                " FROM sessions WHERE updated_at<?1 ORDER BY created_at, id")             \
@@ -91,6 +153,10 @@
                  " (SELECT id FROM sessions WHERE updated_at<?1)")                       \
     X(GC_RECENT, "DELETE FROM inputs_recent WHERE session_id IN"                         \
                  " (SELECT id FROM sessions WHERE updated_at<?1)")                       \
+    X(GC_DOCS, "DELETE FROM search_docs WHERE session_id IN"                             \
+               " (SELECT id FROM sessions WHERE updated_at<?1)")                         \
+    X(GC_PENDING, "DELETE FROM search_pending WHERE session_id IN"                       \
+                  " (SELECT id FROM sessions WHERE updated_at<?1)")                      \
     X(GC_SNAPSHOTS, "DELETE FROM snapshots WHERE session_id IN"                          \
                     " (SELECT id FROM sessions WHERE updated_at<?1)")                    \
     X(GC_SESSIONS, "DELETE FROM sessions WHERE updated_at<?1")                           \
@@ -250,6 +316,58 @@ void store__reader_unlock(struct store *st);
 /* A read transaction on c (one snapshot of the log): 0 or -EIO. */
 int store__read_begin(struct store *st, struct store_conn *c);
 void store__read_end(struct store_conn *c);
+
+/* ---- store_search.c: the full-text index (schema 3) ---- */
+
+/*
+ * The index's schema (search_docs, the FTS5 table search_fts over it, and the
+ * triggers that keep them together), and the text that fills it from a log
+ * of an older schema. For check_schema, inside its transaction.
+ */
+extern const char store__search_schema_sql[];
+extern const char store__search_backfill_sql[];
+/*
+ * Index what a person reads of one input written straight into `inputs`
+ * (import): the content of a user-send-message or a
+ * brain-send-message-complete, the partial texts of a user-cancel; other
+ * inputs cost a prefix compare. Inside the caller's transaction. 0 or an
+ * errno. lock held.
+ */
+int store__index_input(struct store *st, const char *sid, int64_t seq, const char *text,
+                       size_t len);
+/* Rows one step of indexing takes (store__index_step): bounds how long it holds the
+   writer. */
+#define STORE_INDEX_CHUNK 2048
+/* The writer indexes after this long with nothing to commit. */
+#define STORE_INDEX_IDLE_MS 200
+
+/*
+ * One step of catching up the index (see store_search.c): the first range
+ * of `inputs` a merge left unindexed, or else the rows of inputs_recent past
+ * the mark, at most `max_rows` of them; *more: there may be more to do.
+ * Inside the caller's transaction. 0 or an errno. lock held.
+ */
+int store__index_step(struct store *st, int64_t max_rows, bool *more);
+/* Every step, inside the caller's transaction (a fork copies the index). lock held. */
+int store__index_all(struct store *st);
+/*
+ * The writer, idle for STORE_INDEX_IDLE_MS: one step in a transaction of its
+ * own. 1 when more may remain, 0 when the index is caught up, or an errno.
+ * lock held.
+ */
+int store__index_idle(struct store *st);
+/*
+ * Before inputs_recent moves into `inputs`: note the seq ranges of its rows
+ * past the mark (search_pending), to index from `inputs` later. Inside the
+ * caller's transaction. 0 or an errno. lock held.
+ */
+int store__index_defer(struct store *st);
+/*
+ * After rows of inputs_recent were deleted: the mark no higher than the
+ * last row left, so rows that take the freed rowids are indexed. Inside the
+ * caller's transaction. 0 or an errno. lock held.
+ */
+int store__index_clamp(struct store *st);
 
 /* ---- store_writer.c: the sessions' last seqs (lock held) ---- */
 

@@ -25,9 +25,10 @@
 /* Room for one history row's framing: {"seq":N,"input":...}, */
 #define STORE_HISTORY_ROW_OVERHEAD 40
 
-/* One session id and its creation time, as store_load lists them. */
+/* One session id, its creation time and given title, as store_load lists them. */
 struct store_entry {
     char *id;
+    char *title; /* NULL: none given */
     int64_t created_at;
 };
 
@@ -156,6 +157,15 @@ static int build_state(struct store *st, struct store_conn *c, const char *sid,
     return 0;
 }
 
+static void entries_free(struct store_entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].id);
+        free(v[i].title);
+    }
+    free(v);
+}
+
 /* The sessions, oldest first, copied out so no lock is held while each runs. */
 static int list_sessions(struct store *st, struct store_conn *c, struct store_entry **out,
                          size_t *n_out)
@@ -177,7 +187,12 @@ static int list_sessions(struct store *st, struct store_conn *c, struct store_en
         }
         v[n].id = strdup((const char *)sqlite3_column_text(q, 0));
         v[n].created_at = sqlite3_column_int64(q, 1);
-        if (!v[n].id) {
+        v[n].title = sqlite3_column_type(q, 2) == SQLITE_NULL
+                         ? NULL
+                         : strdup((const char *)sqlite3_column_text(q, 2));
+        if (!v[n].id || (sqlite3_column_type(q, 2) != SQLITE_NULL && !v[n].title)) {
+            free(v[n].id);
+            free(v[n].title);
             err = -ENOMEM;
             break;
         }
@@ -189,9 +204,7 @@ static int list_sessions(struct store *st, struct store_conn *c, struct store_en
         store__set_error(st, "out of memory listing sessions");
     store__done(q);
     if (err) {
-        for (size_t i = 0; i < n; i++)
-            free(v[i].id);
-        free(v);
+        entries_free(v, n);
         return err;
     }
     *out = v;
@@ -220,13 +233,11 @@ int store_load(struct store *st, store_each_fn each, void *ctx)
         store__reader_unlock(st);
         if (err)
             break;
-        err = each(ctx, v[i].id, v[i].created_at, &s, seq);
+        err = each(ctx, v[i].id, v[i].created_at, v[i].title, &s, seq);
         if (err)
             rx_state_release(&s);
     }
-    for (i = 0; i < n; i++)
-        free(v[i].id);
-    free(v);
+    entries_free(v, n);
     return err;
 }
 
@@ -247,8 +258,8 @@ int store_session_load(struct store *st, const char *sid, struct rx_state *out,
 
 /* ---- time travel ------------------------------------------------------------------ */
 
-int store_history_text(struct store *st, const char *sid, int64_t after_seq, int limit,
-                       struct rx_buf *out)
+int store_history_page(struct store *st, const char *sid, int64_t after_seq, int limit,
+                       struct rx_buf *out, int64_t *last)
 {
     struct store_conn *c = store__reader_lock(st);
     size_t start = out->len, rows = 0;
@@ -290,6 +301,7 @@ int store_history_text(struct store *st, const char *sid, int64_t after_seq, int
         if (err)
             err = -ENOMEM;
         rows++;
+        after_seq = seq;
     }
     if (!err && !full && rc != SQLITE_DONE)
         err = store__sql_fail(st, c, rc, "reading history");
@@ -301,9 +313,19 @@ int store_history_text(struct store *st, const char *sid, int64_t after_seq, int
         store__set_error(st, "session '%s': out of memory reading history", sid);
     if (err)
         rx_buf_truncate(out, start);
+    else
+        *last = after_seq;
     store__read_end(c);
     store__reader_unlock(st);
     return err;
+}
+
+int store_history_text(struct store *st, const char *sid, int64_t after_seq, int limit,
+                       struct rx_buf *out)
+{
+    int64_t last;
+
+    return store_history_page(st, sid, after_seq, limit, out, &last);
 }
 
 int store_history(struct store *st, const char *sid, int64_t after_seq, int limit,
@@ -358,7 +380,8 @@ int store_state_at(struct store *st, const char *sid, int64_t seq, struct rx_sta
 int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
                int64_t created_at)
 {
-    static const int copies[] = {Q_FORK_INPUTS, Q_FORK_SNAPSHOT};
+    static const int copies[] = {Q_FORK_INPUTS, Q_FORK_SNAPSHOT, Q_FORK_DOCS,
+                                 Q_FORK_TITLE};
     struct store_conn *c = &st->w;
     sqlite3_stmt *q;
     int rc, err;
@@ -366,7 +389,9 @@ int store_fork(struct store *st, const char *sid, int64_t at, const char *new_si
     pthread_mutex_lock(&st->lock);
     if ((err = store__tx_begin(st)))
         goto out_unlock;
-    if ((err = store__session_get(st, c, sid, NULL)) || (err = check_seq(st, c, sid, at)))
+    /* The source's recent inputs are indexed first: the fork copies the index. */
+    if ((err = store__session_get(st, c, sid, NULL)) ||
+        (err = check_seq(st, c, sid, at)) || (err = store__index_all(st)))
         goto out_rollback;
     q = store__stmt(c, Q_SESSION_INSERT);
     store__bind_text(q, 1, new_sid, strlen(new_sid));
@@ -424,8 +449,8 @@ static int list_expired(struct store *st, int64_t older_than_ms, json_t *ids,
 int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                   int64_t *removed_inputs)
 {
-    static const int deletes[] = {Q_GC_INPUTS, Q_GC_RECENT, Q_GC_SNAPSHOTS,
-                                  Q_GC_SESSIONS};
+    static const int deletes[] = {Q_GC_INPUTS, Q_GC_RECENT,  Q_GC_SNAPSHOTS,
+                                  Q_GC_DOCS,   Q_GC_PENDING, Q_GC_SESSIONS};
     json_t *ids = json_array();
     int64_t inputs = 0;
     int rc, err;
@@ -446,6 +471,8 @@ int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
             goto out_rollback;
         }
     }
+    if ((err = store__index_clamp(st)))
+        goto out_rollback;
     if ((err = store__tx_commit(st)))
         goto out_unlock;
     for (size_t i = 0; i < json_array_size(ids); i++)

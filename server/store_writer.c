@@ -147,8 +147,8 @@ out_unlock:
 /* Delete the rows of one session. Inside a transaction. */
 static int delete_rows(struct store *st, const char *sid)
 {
-    static const int ids[] = {Q_INPUTS_DELETE, Q_RECENT_DELETE, Q_SNAPSHOTS_DELETE,
-                              Q_SESSION_DELETE};
+    static const int ids[] = {Q_INPUTS_DELETE, Q_RECENT_DELETE,  Q_SNAPSHOTS_DELETE,
+                              Q_DOCS_DELETE,   Q_PENDING_DELETE, Q_SESSION_DELETE};
     int rc;
 
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
@@ -158,7 +158,7 @@ static int delete_rows(struct store *st, const char *sid)
         if ((rc = store__run(q)))
             return store__sql_fail(st, &st->w, rc, "deleting a session");
     }
-    return 0;
+    return store__index_clamp(st);
 }
 
 int store_delete_session(struct store *st, const char *sid)
@@ -308,14 +308,22 @@ int store__recent_merge(struct store *st)
 
     if ((err = store__tx_begin(st)))
         return err;
+    /* What is not indexed yet is noted, not indexed: merges stay as cheap as
+       they were (store_search.c). */
+    if ((err = store__index_defer(st))) {
+        store__tx_rollback(st);
+        goto out_retry;
+    }
     if ((rc = store__run(store__stmt(&st->w, Q_RECENT_MERGE))) ||
-        (rc = store__run(store__stmt(&st->w, Q_RECENT_CLEAR)))) {
+        (rc = store__run(store__stmt(&st->w, Q_RECENT_CLEAR))) ||
+        (rc = store__run(store__stmt(&st->w, Q_INDEX_MARK_CLAMP)))) {
         err = store__sql_fail(st, &st->w, rc, "moving recent inputs");
         store__tx_rollback(st);
-        return err;
+        goto out_retry;
     }
     if (!(err = store__tx_commit(st)))
         st->recent_rows = 0;
+out_retry:
     /* After a failure, not at every batch: once as many rows again came. */
     st->merge_at = st->recent_rows + STORE_RECENT_MERGE;
     return err;
@@ -407,23 +415,58 @@ static void gather(struct store *st, size_t want, int64_t last_commit_ns)
  * The writer: take everything queued (up to STORE_BATCH_MAX), commit it as
  * one transaction, and hand the batch to the notifier, which calls each
  * write's `done` in queue order while the next batch commits. What is queued
- * while one commit syncs is the next batch. At store_close it empties the
- * queue, then tells the notifier it is done.
+ * while one commit syncs is the next batch. Idle, it catches up the
+ * full-text index (wait_for_writes). At store_close it empties the queue,
+ * then tells the notifier it is done.
  */
+/*
+ * Wait, qlock held, until something is queued or the store stops. With the
+ * full-text index behind (`index_due`), a wait of STORE_INDEX_IDLE_MS with
+ * nothing queued is the writer's idle time: one step of indexing then
+ * (store__index_idle), with qlock let go, so a commit waits at most one
+ * step. *index_due is the writer thread's own.
+ */
+static void wait_for_writes(struct store *st, bool *index_due)
+{
+    while (!st->head && !st->stopping) {
+        struct timespec until;
+        int r;
+
+        if (!*index_due) {
+            pthread_cond_wait(&st->queued_cond, &st->qlock);
+            continue;
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += STORE_INDEX_IDLE_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        if (pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) != ETIMEDOUT ||
+            st->head || st->stopping)
+            continue;
+        pthread_mutex_unlock(&st->qlock);
+        pthread_mutex_lock(&st->lock);
+        r = store__index_idle(st);
+        pthread_mutex_unlock(&st->lock);
+        /* Done, or failed: again once something new is committed. */
+        *index_due = r > 0;
+        pthread_mutex_lock(&st->qlock);
+    }
+}
+
 void *store__writer_main(void *arg)
 {
     struct store *st = arg;
     struct store_write *batch[STORE_BATCH_MAX];
     size_t last_n = 0;
     int64_t last_ns = 0;
+    bool index_due = true; /* what a last run left unindexed */
 
     for (;;) {
         size_t n = 0;
         int64_t t0;
 
         pthread_mutex_lock(&st->qlock);
-        while (!st->head && !st->stopping)
-            pthread_cond_wait(&st->queued_cond, &st->qlock);
+        wait_for_writes(st, &index_due);
         gather(st, last_n, last_ns);
         while (st->head && n < STORE_BATCH_MAX) {
             batch[n++] = st->head;
@@ -439,6 +482,7 @@ void *store__writer_main(void *arg)
         commit_batch(st, batch, n);
         last_ns = mono_ns() - t0;
         last_n = n;
+        index_due = true;
         /* To the notifier, in order: the writes are linked again as queued. */
         for (size_t i = 0; i + 1 < n; i++)
             batch[i]->next = batch[i + 1];

@@ -16,6 +16,9 @@
  *
  * Scenarios (the model name):
  *   text            "Hello", " world", "!" streamed, usage, [DONE]
+ *   reasoning       reasoning_content "Let me " then, 800 ms later, "think.";
+ *                   400 ms later the content "Answer."; a usage chunk
+ *                   (prompt_tokens 12, completion_tokens 3), [DONE]
  *   tools           two parallel calls, arguments interleaved in fragments
  *   text-tools      "Let me check." then a calculator call
  *   tool-then-text  a calculator call; once the last message is a tool
@@ -34,6 +37,10 @@
  *   stall           "Hel", then 5 s of silence, then the rest
  *   hang            no response at all for 30 s
  *   slow            "tick " every 20 ms, 200 times
+ *   repeat          the last message's text after its first line, said as
+ *                   many times as that line's number (1 to 100; blank lines
+ *                   between), 16 bytes every 4 ms: a long answer to a short
+ *                   question ("20\n<1 KB of markdown>" streams 20 KB)
  *   cut             "Hel", then the body ends cleanly without [DONE]
  *   reset           "Hel", then the connection is dropped
  *   garbage         "Hi", then an event that is not JSON
@@ -128,6 +135,15 @@ static void add_text(struct script *s, int delay_ms, const char *model, const ch
     add_chunk(s, delay_ms, model,
               json_pack("{s:i, s:{s:s}, s:n}", "index", 0, "delta", "content", t,
                         "finish_reason"));
+}
+
+/* A reasoning delta, as llama.cpp, DeepSeek and vLLM send it. */
+static void add_reasoning(struct script *s, int delay_ms, const char *model,
+                          const char *t)
+{
+    add_chunk(s, delay_ms, model,
+              json_pack("{s:i, s:{s:s}, s:n}", "index", 0, "delta", "reasoning_content",
+                        t, "finish_reason"));
 }
 
 static void add_role(struct script *s, const char *model)
@@ -286,6 +302,40 @@ static size_t count_model(const char *model)
     return n;
 }
 
+/* The "repeat" scenario's text, in pieces of 16 bytes (never splitting a
+ * UTF-8 character) 4 ms apart. */
+static void add_repeat(struct script *s, const char *model, const char *msg)
+{
+    const char *nl = strchr(msg, '\n'), *text = nl ? nl + 1 : "";
+    long times = strtol(msg, NULL, 10);
+    size_t len = strlen(text), total = 0, off = 0;
+    char *all, piece[24];
+
+    times = times < 1 ? 1 : times > 100 ? 100 : times;
+    all = malloc((size_t)times * (len + 2) + 1);
+    if (!all)
+        die("out of memory");
+    for (long i = 0; i < times; i++) {
+        if (i) {
+            memcpy(all + total, "\n\n", 2);
+            total += 2;
+        }
+        memcpy(all + total, text, len);
+        total += len;
+    }
+    while (off < total) {
+        size_t n = total - off < 16 ? total - off : 16;
+
+        while (off + n < total && ((unsigned char)all[off + n] & 0xc0) == 0x80)
+            n++;
+        memcpy(piece, all + off, n);
+        piece[n] = '\0';
+        add_text(s, off ? 4 : 0, model, piece);
+        off += n;
+    }
+    free(all);
+}
+
 static enum MHD_Result play(struct MHD_Connection *c, json_t *body)
 {
     const char *model = json_string_value(json_object_get(body, "model"));
@@ -304,6 +354,20 @@ static enum MHD_Result play(struct MHD_Connection *c, json_t *body)
         add_text(s, 0, model, " world");
         add_text(s, 0, model, "!");
         add_finish(s, model, "stop");
+    } else if (!strcmp(model, "reasoning")) {
+        /* The pauses let a test follow the message while it thinks. */
+        add_role(s, model);
+        add_reasoning(s, 0, model, "Let me ");
+        add_reasoning(s, 800, model, "think.");
+        add_text(s, 400, model, "Answer.");
+        add_chunk(
+            s, 0, model,
+            json_pack("{s:i, s:{}, s:s}", "index", 0, "delta", "finish_reason", "stop"));
+        add_raw(s, 0,
+                "data: {\"id\":\"chatcmpl-fake\",\"object\":\"chat.completion.chunk\","
+                "\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,"
+                "\"total_tokens\":15}}\n\n");
+        add_raw(s, 0, "data: [DONE]\n\n");
     } else if (!strcmp(model, "tools")) {
         add_role(s, model);
         add_call(s, model, 0, "call_calc", "calculator", "");
@@ -425,6 +489,10 @@ static enum MHD_Result play(struct MHD_Connection *c, json_t *body)
         add_raw(s, 0,
                 "data: {\"error\":{\"message\":\"The model overloaded mid-stream\","
                 "\"type\":\"server_error\"}}\n\n");
+    } else if (!strcmp(model, "repeat")) {
+        add_role(s, model);
+        add_repeat(s, model, last ? last : "");
+        add_finish(s, model, "stop");
     } else if (!strcmp(model, "empty")) {
         add_raw(s, 0, "data: [DONE]\n\n");
     } else {

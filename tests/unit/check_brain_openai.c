@@ -172,6 +172,8 @@ struct session {
     struct rx_state st;   /* the session's state: dispatched inputs go here */
     json_t *inputs;       /* every dispatched input, encoded */
     json_t *chunks;       /* [[message id, delta], ...] */
+    json_t *reasonings;   /* the same, of reasoning deltas */
+    size_t reasoned;      /* reasoning deltas relayed before the first chunk */
     int efd;
     atomic_bool cancelled;
     int cancel_after_chunks; /* cancel from inside the n-th chunk; 0 never */
@@ -223,10 +225,23 @@ static int s_chunk(struct brain_ask *ask, const char *id, const char *delta)
 
     if (atomic_load(&s->cancelled))
         return -ECANCELED;
+    if (!json_array_size(s->chunks))
+        s->reasoned = json_array_size(s->reasonings);
     ck_assert_int_eq(json_array_append_new(s->chunks, json_pack("[s, s]", id, delta)), 0);
     if (s->cancel_after_chunks &&
         json_array_size(s->chunks) == (size_t)s->cancel_after_chunks)
         cancel(s); /* the user presses stop; the brain must notice by itself */
+    return 0;
+}
+
+static int s_reasoning(struct brain_ask *ask, const char *id, const char *delta)
+{
+    struct session *s = (struct session *)ask;
+
+    if (atomic_load(&s->cancelled))
+        return -ECANCELED;
+    ck_assert_int_eq(json_array_append_new(s->reasonings, json_pack("[s, s]", id, delta)),
+                     0);
     return 0;
 }
 
@@ -265,6 +280,7 @@ static void session_init(struct session *s, const char *state, int64_t cut)
     json_decref(j);
     s->inputs = json_array();
     s->chunks = json_array();
+    s->reasonings = json_array();
     s->efd = eventfd(0, EFD_CLOEXEC);
     ck_assert_int_ge(s->efd, 0);
     s->ask = (struct brain_ask){.view = &s->snap,
@@ -273,6 +289,7 @@ static void session_init(struct session *s, const char *state, int64_t cut)
                                 .tools = tools,
                                 .dispatch = s_dispatch,
                                 .chunk = s_chunk,
+                                .reasoning = s_reasoning,
                                 .is_cancelled = s_is_cancelled,
                                 .cancel_fd = s->efd,
                                 .sleep_ms = s_sleep_ms};
@@ -294,6 +311,7 @@ static void session_release(struct session *s)
     rx_state_release(&s->st);
     json_decref(s->inputs);
     json_decref(s->chunks);
+    json_decref(s->reasonings);
     close(s->efd);
 }
 
@@ -351,6 +369,10 @@ static int run_ask(struct session *s, const char *config)
     "{'updatedAt':10,'userMessages':[{'kind':'user','id':'m1','content':'hi',"           \
     "'receivedAt':10}],'assistantMessages':[],'toolCallRecords':[],'calledBrainAt':0,"   \
     "'contextSummary':'','summaryCutAt':0}"
+
+/* What a complete reports about its answer: the fake's usage, and a clock. */
+#define USED(p, c)                                                                       \
+    ",'usage':{'promptTokens':" #p ",'completionTokens':" #c "},'firstTokenAt':'*'"
 
 /* Compare JSON with an expected text (' for "); "*" in a string matches any. */
 static bool match(json_t *got, json_t *want)
@@ -425,7 +447,7 @@ START_TEST(test_text)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':10,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':10,'messageId':'*',"
-        "'content':'Hello world!'}]",
+        "'content':'Hello world!'" USED(10, 5) "}]",
         "inputs");
     ck_assert_str_eq(input_str(&s, 0, "messageId"), input_str(&s, 1, "messageId"));
     ck_assert_uint_eq(strlen(input_str(&s, 0, "messageId")), 36);
@@ -476,7 +498,7 @@ START_TEST(test_api_key_and_resume)
     /* The streaming message is reused: no second start. */
     expect_json(s.inputs,
                 "[{'type':'brain-send-message-complete','calledBrainAt':10,"
-                "'messageId':'a1','content':'Hello world!'}]",
+                "'messageId':'a1','content':'Hello world!'" USED(10, 5) "}]",
                 "inputs");
     reqs = requests();
     ck_assert_str_eq(
@@ -503,12 +525,15 @@ START_TEST(test_resume_tool_only)
     session_init(&s, S_STREAMING, 10);
     s.ask.resume_message_id = "a1";
     ck_assert_int_eq(run_ask(&s, CONFIG("text-tools", "")), 0);
-    expect_json(s.inputs,
-                "[{'type':'brain-send-message-complete','calledBrainAt':10,"
-                "'messageId':'a1','content':'Let me check.'},"
-                "{'type':'brain-call-tools','calledBrainAt':10,'toolCalls':{'call_calc':"
-                "{'name':'calculator','parameters':'{\\'expression\\':\\'6*7\\'}'}}}]",
-                "text and tools");
+    expect_json(
+        s.inputs,
+        "[{'type':'brain-send-message-complete','calledBrainAt':10,"
+        "'messageId':'a1','content':'Let me check.'" USED(
+            10,
+            5) "},"
+               "{'type':'brain-call-tools','calledBrainAt':10,'toolCalls':{'call_calc':"
+               "{'name':'calculator','parameters':'{\\'expression\\':\\'6*7\\'}'}}}]",
+        "text and tools");
     session_release(&s);
     session_init(&s, S_STREAMING, 10);
     s.ask.resume_message_id = "a1";
@@ -516,7 +541,8 @@ START_TEST(test_resume_tool_only)
     ck_assert_uint_eq(json_array_size(s.inputs), 2);
     expect_json(json_array_get(s.inputs, 0),
                 "{'type':'brain-send-message-complete','calledBrainAt':10,"
-                "'messageId':'a1','content':''}",
+                "'messageId':'a1','content':'','usage':{'promptTokens':10,"
+                "'completionTokens':5}}",
                 "tools only");
     ck_assert_int_eq(s.st.assistant.items[0].status, RX_STATUS_COMPLETE);
     session_release(&s);
@@ -559,10 +585,12 @@ START_TEST(test_text_then_tools)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':10,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':10,'messageId':'*',"
-        "'content':'Let me check.'},"
-        "{'type':'brain-call-tools','calledBrainAt':10,'toolCalls':{"
-        "'call_calc':{'name':'calculator','parameters':'{\\'expression\\':\\'6*7\\'}'}}}"
-        "]",
+        "'content':'Let me check.'" USED(
+            10, 5) "},"
+                   "{'type':'brain-call-tools','calledBrainAt':10,'toolCalls':{"
+                   "'call_calc':{'name':'calculator','parameters':'{\\'expression\\':\\'"
+                   "6*7\\'}'}}}"
+                   "]",
         "inputs");
     session_release(&s);
 }
@@ -593,7 +621,7 @@ START_TEST(test_tool_round_trip)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':12,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':12,'messageId':'*',"
-        "'content':'2+3 = 5'}]",
+        "'content':'2+3 = 5'" USED(10, 5) "}]",
         "second ask");
     reqs = requests();
     ck_assert_uint_eq(json_array_size(reqs), 2);
@@ -635,7 +663,7 @@ START_TEST(test_load_tool_call)
         "[{'type':'brain-load-tool-call','calledBrainAt':30,'toolCallId':'c-old'},"
         "{'type':'brain-send-message-start','calledBrainAt':30,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':30,'messageId':'*',"
-        "'content':'It was 42.'}]",
+        "'content':'It was 42.'" USED(20, 10) "}]",
         "inputs");
     reqs = requests();
     ck_assert_uint_eq(json_array_size(reqs), 2);
@@ -689,7 +717,7 @@ START_TEST(test_load_unknown_id)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':30,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':30,'messageId':'*',"
-        "'content':'Sorry.'}]",
+        "'content':'Sorry.'" USED(20, 10) "}]",
         "inputs");
     reqs = requests();
     ck_assert_uint_eq(json_array_size(reqs), 2);
@@ -725,7 +753,7 @@ START_TEST(test_compress)
         "'summary':'The user said hello several times.','cutAt':12},"
         "{'type':'brain-send-message-start','calledBrainAt':14,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':14,'messageId':'*',"
-        "'content':'Fine.'}]",
+        "'content':'Fine.'" USED(10, 5) "}]",
         "inputs");
     /* The summary's text is not relayed as answer chunks. */
     expect_json(s.chunks, "[['*','Fine.']]", "chunks");
@@ -762,8 +790,90 @@ START_TEST(test_whole_json_reply)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':10,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':10,'messageId':'*',"
-        "'content':'Whole reply'}]",
+        "'content':'Whole reply','firstTokenAt':'*'}]",
         "inputs");
+    session_release(&s);
+}
+END_TEST
+
+/*
+ * A reasoning model: reasoning_content deltas are relayed (before the answer's
+ * text) on their own channel, and the complete carries the whole reasoning,
+ * the provider's usage and when the first token came.
+ */
+START_TEST(test_reasoning)
+{
+    struct session s;
+    const char *id;
+    json_t *done;
+
+    session_init(&s, S_HI, 10);
+    ck_assert_int_eq(run_ask(&s, CONFIG("reasoning", "")), 0);
+    expect_json(
+        s.inputs,
+        "[{'type':'brain-send-message-start','calledBrainAt':10,'messageId':'*'},"
+        "{'type':'brain-send-message-complete','calledBrainAt':10,'messageId':'*',"
+        "'content':'Answer.'" USED(12, 3) ",'reasoning':'Let me think.'}]",
+        "inputs");
+    id = input_str(&s, 0, "messageId");
+    expect_json(s.reasonings, "[['*','Let me '],['*','think.']]", "reasoning deltas");
+    expect_json(s.chunks, "[['*','Answer.']]", "chunks");
+    ck_assert_str_eq(
+        json_string_value(json_array_get(json_array_get(s.reasonings, 0), 0)), id);
+    ck_assert_uint_eq(s.reasoned, 2);
+    /* The brain's wall clock, read when the first reasoning came. */
+    done = json_array_get(s.inputs, 1);
+    ck_assert_int_gt(json_integer_value(json_object_get(done, "firstTokenAt")),
+                     1700000000000LL);
+    ck_assert_str_eq(s.st.assistant.items[0].reasoning, "Let me think.");
+    ck_assert_int_eq(s.st.assistant.items[0].usage.prompt_tokens, 12);
+    ck_assert_int_eq(s.st.assistant.items[0].usage.completion_tokens, 3);
+    session_release(&s);
+}
+END_TEST
+
+#define S_SET(set)                                                                       \
+    "{'updatedAt':10,'userMessages':[{'kind':'user','id':'m1','content':'hi',"           \
+    "'receivedAt':10}],'assistantMessages':[],'toolCallRecords':[],'calledBrainAt':0,"   \
+    "'contextSummary':'','summaryCutAt':0,'settings':{" set "}}"
+
+/* The session's settings (user-configure) win over the brain's configuration. */
+START_TEST(test_session_settings)
+{
+    struct session s;
+    json_t *reqs, *body;
+
+    session_init(&s, S_SET("'model':'text','temperature':0.25"), 10);
+    ck_assert_int_eq(run_ask(&s, CONFIG("no-such-model", ",'temperature':0.9")), 0);
+    reqs = requests();
+    body = request_body(reqs, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(body, "model")), "text");
+    ck_assert(json_real_value(json_object_get(body, "temperature")) == 0.25);
+    json_decref(reqs);
+    session_release(&s);
+
+    /* What the session leaves unset stays the brain's; a brain without the
+       reasoning hook still reports the reasoning with the answer. */
+    fake_reset();
+    session_init(&s, S_SET("'model':'reasoning'"), 10);
+    s.ask.reasoning = NULL;
+    ck_assert_int_eq(run_ask(&s, CONFIG("text", ",'temperature':0.9")), 0);
+    reqs = requests();
+    body = request_body(reqs, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(body, "model")), "reasoning");
+    ck_assert(json_real_value(json_object_get(body, "temperature")) == 0.9);
+    ck_assert_str_eq(input_str(&s, 1, "reasoning"), "Let me think.");
+    ck_assert_uint_eq(json_array_size(s.reasonings), 0);
+    json_decref(reqs);
+    session_release(&s);
+
+    /* No temperature anywhere: none is sent. */
+    fake_reset();
+    session_init(&s, S_SET("'model':'text'"), 10);
+    ck_assert_int_eq(run_ask(&s, CONFIG("x", "")), 0);
+    reqs = requests();
+    ck_assert_ptr_null(json_object_get(request_body(reqs, 0), "temperature"));
+    json_decref(reqs);
     session_release(&s);
 }
 END_TEST
@@ -837,7 +947,7 @@ START_TEST(test_rate_limit_then_success)
         s.inputs,
         "[{'type':'brain-send-message-start','calledBrainAt':10,'messageId':'*'},"
         "{'type':'brain-send-message-complete','calledBrainAt':10,'messageId':'*',"
-        "'content':'Hello'}]",
+        "'content':'Hello'" USED(10, 5) "}]",
         "inputs");
     ck_assert_int_eq(s.sleeps, 1);
     reqs = requests();
@@ -1007,6 +1117,8 @@ Suite *brain_openai_suite(void)
     tcase_add_test(tc, test_load_unknown_id);
     tcase_add_test(tc, test_compress);
     tcase_add_test(tc, test_whole_json_reply);
+    tcase_add_test(tc, test_reasoning);
+    tcase_add_test(tc, test_session_settings);
     tcase_add_loop_test(tc, test_failure, 0,
                         (int)(sizeof(failures) / sizeof(failures[0])));
     tcase_add_test(tc, test_rate_limit_then_success);

@@ -2,7 +2,8 @@
  * check_openai_stream - the incremental Chat Completions stream parser.
  *
  * Every case is a recorded body and the exact result it must give (a one-line
- * summary of content, deltas, calls, finish reason, usage and error). Each
+ * summary of content, deltas, calls, finish reason, usage and error, and the
+ * reasoning with its deltas when there is some). Each
  * body is fed whole, split in two at every byte position, one byte at a time,
  * and in three pieces at every pair of positions, as http-parser's test_scan
  * does: the summary must be identical every time.
@@ -134,6 +135,44 @@ static const struct scase {
          "null") "\n\ndata: [DONE]\n\n",
      "rc=-71 content=[] deltas=[] calls=[] finish= usage=null "
      "err=[tool call index -1 is out of range]"},
+    /* Reasoning models (llama.cpp, DeepSeek, vLLM: reasoning_content). */
+    {"reasoning_content, then the answer, then usage",
+     CH0("{'role':'assistant','content':null,'reasoning_content':'Let me '}",
+         "null") "\n\n" CH0("{'reasoning_content':'think.'}",
+                            "null") "\n\n" CH0("{'content':'Answer.'}",
+                                               "'stop'") "\n\n" CHUNK("'choices':[],'"
+                                                                      "usage':{'prompt_"
+                                                                      "tokens':12,'"
+                                                                      "completion_tokens'"
+                                                                      ":3}") "\n\ndata: "
+                                                                             "[DONE]\n\n",
+     "rc=0 content=[Answer.] deltas=[Answer.] calls=[] finish=stop "
+     "usage={'prompt_tokens':12,'completion_tokens':3} err=[] "
+     "reasoning=[Let me think.] rdeltas=[Let me |think.]"},
+    /* OpenRouter and some vLLM versions: delta.reasoning. */
+    {"delta.reasoning",
+     CH0("{'reasoning':'Hm.'}", "null") "\n\n" CH0("{'reasoning':null,'content':'Ok'}",
+                                                   "'stop'") "\n\ndata: [DONE]\n\n",
+     "rc=0 content=[Ok] deltas=[Ok] calls=[] finish=stop usage=null err=[] "
+     "reasoning=[Hm.] rdeltas=[Hm.]"},
+    {"both names in one delta: the text once",
+     CH0("{'reasoning_content':'Why','reasoning':'Why'}",
+         "null") "\n\n" CH0("{'reasoning_content':'','reasoning':'?','content':'!'}",
+                            "'stop'") "\n\ndata: [DONE]\n\n",
+     "rc=0 content=[!] deltas=[!] calls=[] finish=stop usage=null err=[] "
+     "reasoning=[Why?] rdeltas=[Why|?]"},
+    {"reasoning before tool calls",
+     CH0("{'reasoning_content':'Need the clock.'}", "null") "\n\n" CH0(
+         "{'tool_calls':[{'index':0,'id':'c1','function':{'name':'clock',"
+         "'arguments':'{}'}}]}",
+         "'tool_calls'") "\n\ndata: [DONE]\n\n",
+     "rc=0 content=[] deltas=[] calls=[0:c1:clock:{};] finish=tool_calls usage=null "
+     "err=[] reasoning=[Need the clock.] rdeltas=[Need the clock.]"},
+    {"whole JSON body with reasoning",
+     "{'choices':[{'index':0,'message':{'role':'assistant','content':'Hi',"
+     "'reasoning_content':'Greet.'},'finish_reason':'stop'}]}",
+     "rc=0 content=[Hi] deltas=[Hi] calls=[] finish=stop usage=null err=[] "
+     "reasoning=[Greet.] rdeltas=[Greet.]"},
 };
 
 static char *q(const char *s)
@@ -154,6 +193,8 @@ struct rec {
     struct rx_buf deltas;
     int stop_after; /* return -ECANCELED at this delta (1-based), 0 never */
     int n;
+    struct rx_buf rdeltas; /* reasoning deltas, '|' between */
+    int rn;
 };
 
 static int on_content(void *ctx, const char *delta, size_t len)
@@ -169,6 +210,18 @@ static int on_content(void *ctx, const char *delta, size_t len)
     return r->stop_after && r->n == r->stop_after ? -ECANCELED : 0;
 }
 
+/* Reasoning callback: the same, into rdeltas. */
+static int on_reasoning(void *ctx, const char *delta, size_t len)
+{
+    struct rec *r = ctx;
+
+    ck_assert_uint_eq(strlen(delta), len);
+    ck_assert_uint_gt(len, 0);
+    if (r->rn++ && rx_buf_putc(&r->rdeltas, '|'))
+        return -ENOMEM;
+    return rx_buf_append(&r->rdeltas, delta, len) ? -ENOMEM : 0;
+}
+
 /* Feed `body` in pieces cut at a < b (clamped), then finish; the summary. */
 static char *run(const char *body, size_t len, size_t a, size_t b, bool bytewise)
 {
@@ -179,8 +232,10 @@ static char *run(const char *body, size_t len, size_t a, size_t b, bool bytewise
     int rc = 0;
 
     rx_buf_init(&r.deltas, 1 << 20);
+    rx_buf_init(&r.rdeltas, 1 << 20);
     rx_buf_init(&out, 1 << 20);
     openai_stream_init(&st, on_content, &r);
+    openai_stream_on_reasoning(&st, on_reasoning);
     if (bytewise) {
         for (size_t i = 0; i < len && !rc; i++)
             rc = openai_stream_feed(&st, body + i, 1);
@@ -204,10 +259,14 @@ static char *run(const char *body, size_t len, size_t a, size_t b, bool bytewise
                                  st.calls[i].args.data ? st.calls[i].args.data : ""));
     ck_assert(!rx_buf_printf(&out, "] finish=%s usage=%s err=[%s]", st.finish_reason,
                              usage ? usage : "null", st.error.text));
+    if (st.reasoning.len)
+        ck_assert(!rx_buf_printf(&out, " reasoning=[%s] rdeltas=[%s]", st.reasoning.data,
+                                 r.rdeltas.data ? r.rdeltas.data : ""));
     ck_assert_int_eq(openai_stream_has_calls(&st), st.n_calls > 0);
     free(usage);
     openai_stream_release(&st);
     rx_buf_release(&r.deltas);
+    rx_buf_release(&r.rdeltas);
     return rx_buf_take(&out, NULL);
 }
 

@@ -52,7 +52,7 @@ struct world {
     const struct effect *log_fx[LOG_MAX];
     int n_log;
     int refs; /* host_ref - host_unref, atomic */
-    int host_dispatches, host_chunks;
+    int host_dispatches, host_chunks, host_reasonings;
     bool unlocked_call; /* event or state called without the lock */
 
     /* The fake brain: a script per test, and what the asks saw. */
@@ -63,6 +63,7 @@ struct world {
     int rc[RC_MAX];
     int n_rc;
     char resume[ASKS_MAX][RX_ID_MAX + 1]; /* each ask's resume_message_id, or "" */
+    char prompt[ASKS_MAX][64];            /* each ask's system prompt */
     int64_t order[ASKS_MAX];              /* each ask's signals_cut_at, in start order */
     int in_flight, max_in_flight;         /* asks running at once, and the most */
     struct runtime_pool *pool; /* the runtime's pool, or NULL: the shared one */
@@ -305,6 +306,23 @@ static int host_chunk(void *ctx, const struct effect *fx, const char *message_id
     return err;
 }
 
+static int host_reasoning(void *ctx, const struct effect *fx, const char *message_id,
+                          const char *delta)
+{
+    int err = 0;
+
+    (void)ctx;
+    (void)delta;
+    pthread_mutex_lock(&w.lock);
+    w.host_reasonings++;
+    if (effect_is_cancelled(fx))
+        err = -ECANCELED;
+    else if (!rx_state_find_assistant(&w.state, message_id))
+        err = -ENOENT;
+    pthread_mutex_unlock(&w.lock);
+    return err;
+}
+
 static void host_event(void *ctx, const char *type, const struct effect *fx)
 {
     (void)ctx;
@@ -337,6 +355,7 @@ static const struct runtime_host host_ops = {
     .state = host_state,
     .dispatch = host_dispatch,
     .chunk = host_chunk,
+    .reasoning = host_reasoning,
     .event = host_event,
     .ref = host_ref,
     .unref = host_unref,
@@ -369,6 +388,7 @@ static int fake_ask(struct brain *self, struct brain_ask *ask)
     if (n < ASKS_MAX) {
         snprintf(w.resume[n], sizeof(w.resume[n]), "%s",
                  ask->resume_message_id ? ask->resume_message_id : "");
+        snprintf(w.prompt[n], sizeof(w.prompt[n]), "%s", ask->system_prompt);
         w.order[n] = ask->signals_cut_at;
     }
     pthread_cond_broadcast(&w.cond);
@@ -482,6 +502,20 @@ static int script_compress_then_stream(struct brain_ask *ask, int n)
     return 0;
 }
 
+/* Start, relay reasoning then text, complete. */
+static int script_reason(struct brain_ask *ask, int n)
+{
+    char id[32];
+
+    (void)n;
+    message_id(ask, id, sizeof(id));
+    note(brain_start(ask, id));
+    note(ask->reasoning(ask, id, "why"));
+    note(ask->chunk(ask, id, "hel"));
+    note(brain_complete(ask, id, "hello"));
+    return 0;
+}
+
 /* Hold until cancelled (or gate 1), and end without a word. */
 static int script_hold(struct brain_ask *ask, int n)
 {
@@ -498,6 +532,7 @@ static int script_probe_after_cancel(struct brain_ask *ask, int n)
     note(ask->is_cancelled(ask));
     note(brain_start(ask, "late"));
     note(ask->chunk(ask, "late", "x"));
+    note(ask->reasoning(ask, "late", "y"));
     /* An hour: only the cancel fd can end this sleep in a test's time. */
     note(ask->sleep_ms(ask, 3600 * 1000));
     return 0;
@@ -924,15 +959,37 @@ START_TEST(test_cancelled_ask_cannot_dispatch)
     ck_assert_int_eq(rc_at(0), true);                 /* it knows it was cancelled */
     ck_assert_int_eq(rc_at(1), -ECANCELED);           /* dispatch */
     ck_assert_int_eq(rc_at(2), -ECANCELED);           /* chunk */
-    ck_assert_int_eq(rc_at(3), -ECANCELED);           /* a sleep ends at once */
+    ck_assert_int_eq(rc_at(3), -ECANCELED);           /* reasoning */
+    ck_assert_int_eq(rc_at(4), -ECANCELED);           /* a sleep ends at once */
     ck_assert_int_eq(counter(&w.host_dispatches), 0); /* the runtime refused itself */
     ck_assert_int_eq(counter(&w.host_chunks), 0);
+    ck_assert_int_eq(counter(&w.host_reasonings), 0);
     after = world_state_bytes();
     ck_assert_str_eq(after, before); /* nothing was applied */
     free(before);
     free(after);
     /* It returned 0, yet it is not reported as completed. */
     ck_assert_log(0, false, "effect-started ask-brain-1, effect-canceled ask-brain-1");
+}
+END_TEST
+
+/*
+ * An ask gets the session's own system prompt (settings, user-configure) over
+ * the configured one (""), and its reasoning reaches the host like chunks.
+ */
+START_TEST(test_ask_settings_and_reasoning)
+{
+    w.script = script_reason;
+    world_start(STS(1, UM("m1", "hi", 1), "", "", 0, "", 0, "",
+                    "'systemPrompt':'Be brief.','model':'m'"));
+    WAIT_RCS(4);
+    WAIT_RUNNING(0);
+    ck_assert_str_eq(w.prompt[0], "Be brief.");
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(rc_at(i), 0);
+    ck_assert_int_eq(counter(&w.host_reasonings), 1);
+    ck_assert_int_eq(counter(&w.host_chunks), 1);
+    assert_message("a-1", RX_STATUS_COMPLETE, "hello");
 }
 END_TEST
 
@@ -1427,6 +1484,7 @@ Suite *runtime_suite(void)
     tcase_add_loop_test(own, test_own_input_then_client_input_cancels, 0, 2);
     tcase_add_test(own, test_same_input_from_elsewhere_cancels);
     tcase_add_test(guard, test_cancelled_ask_cannot_dispatch);
+    tcase_add_test(guard, test_ask_settings_and_reasoning);
     tcase_add_test(guard, test_cancelled_tool_reports_nothing);
     tcase_add_loop_test(restart, test_restart_backoff, 0,
                         sizeof(backoff_rows) / sizeof(backoff_rows[0]));

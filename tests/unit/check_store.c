@@ -252,23 +252,25 @@ static long long raw_count(const char *path, const char *sql)
     return n;
 }
 
-/* What store_load hands over: ids, seqs and encoded states, in order. */
+/* What store_load hands over: ids, titles, seqs and encoded states, in order. */
 struct loaded {
     int n;
     char id[8][32];
+    char title[8][64]; /* "" for none */
     int64_t created_at[8];
     int64_t seq[8];
     char *state[8];
 };
 
-static int collect(void *ctx, const char *sid, int64_t created_at, struct rx_state *state,
-                   int64_t seq)
+static int collect(void *ctx, const char *sid, int64_t created_at, const char *title,
+                   struct rx_state *state, int64_t seq)
 {
     struct loaded *l = ctx;
 
     ck_assert_int_lt(l->n, 8);
     ck_assert(rx_state_check_invariants(state));
     snprintf(l->id[l->n], sizeof(l->id[0]), "%s", sid);
+    snprintf(l->title[l->n], sizeof(l->title[0]), "%s", title ? title : "");
     l->created_at[l->n] = created_at;
     l->seq[l->n] = seq;
     l->state[l->n] = state_bytes(state);
@@ -568,8 +570,8 @@ END_TEST
 START_TEST(test_newer_schema)
 {
     store_close(open_ok(dbpath));
-    raw_sql(dbpath, "PRAGMA user_version=3");
-    open_fails(dbpath, "schema version 3 is newer than this reflexor supports (2)");
+    raw_sql(dbpath, "PRAGMA user_version=4");
+    open_fails(dbpath, "schema version 4 is newer than this reflexor supports (3)");
     raw_sql(dbpath, "PRAGMA user_version=0");
     open_fails(dbpath, "unknown schema version 0");
 }
@@ -584,7 +586,10 @@ START_TEST(test_schema_1_upgrades)
 
     fill_session(st, "s", 6, 0, NULL);
     store_close(st);
-    raw_sql(dbpath, "DROP TABLE inputs_recent; PRAGMA user_version=1");
+    raw_sql(dbpath,
+            "DROP TABLE inputs_recent; DROP TABLE search_fts;"
+            " DROP TABLE search_docs; DROP TABLE search_mark; DROP TABLE search_pending;"
+            " PRAGMA user_version=1");
     st = open_ok(dbpath);
     {
         struct rx_state s;
@@ -893,11 +898,12 @@ START_TEST(test_quota_full)
     store_close(mem);
     ck_store_ok(st, store_create_session(st, "s", 1));
     ck_assert_int_eq(store_set_max_bytes(st, -1), -EINVAL);
-    ck_store_ok(st, store_set_max_bytes(st, 65536));
+    /* Room for the schema (the full-text index is a dozen pages) and some inputs. */
+    ck_store_ok(st, store_set_max_bytes(st, 262144));
     expect_health(st, STORE_OK, NULL);
     ck_assert_int_eq(append_until_refused(st, "s", 0, &stored), -ENOSPC);
     ck_assert_int_gt(stored, 0);
-    expect_health(st, STORE_FULL, "65536");
+    expect_health(st, STORE_FULL, "262144");
     expect_history(st, "s", (size_t)stored);
     ck_assert_int_eq(store_fork(st, "s", stored, "f", 2), -ENOSPC);
     ck_assert_int_eq(store_history(st, "f", 0, 0, &(json_t *){NULL}), -ENOENT);
@@ -1499,6 +1505,356 @@ START_TEST(test_pipeline_failed_batch_restores)
 }
 END_TEST
 
+/* ---- the full-text index, titles and import (schema 3) -------------------------- */
+
+/* Append the user message `text` as input `seq` of `sid`, whose state is *s. */
+static void say(struct store *st, const char *sid, struct rx_state *s, int64_t seq,
+                const char *text)
+{
+    const char *field = NULL;
+    struct rx_error err = {""};
+    struct rx_outcome out;
+    struct rx_input in;
+    char id[32];
+    json_t *j;
+
+    snprintf(id, sizeof(id), "m%lld", (long long)seq);
+    j = json_pack("{s:s, s:I, s:s, s:s}", "type", "user-send-message", "timestamp",
+                  (json_int_t)(s->updated_at ? s->updated_at + 1 : BASE_MS), "messageId",
+                  id, "content", text);
+    ck_assert_msg(rx_input_parse(j, &in, &field, &err) == 0, "%s", err.text);
+    json_decref(j);
+    ck_assert_int_eq(rx_machine_apply(s, &in, &out), 0);
+    ck_assert_int_eq(out.verdict, RX_ACCEPTED);
+    ck_store_ok(st, store_append(st, sid, seq, &in, s, 0));
+    rx_input_release(&in);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The sessions store_search finds for the words of `q`, sorted, comma-joined. */
+static const char *found(struct store *st, const char *q)
+{
+    static char out[512];
+    char buf[256], *save = NULL, *w;
+    const char *words[STORE_SEARCH_WORDS_MAX], *ids[64];
+    size_t n = 0, k = 0, i;
+    json_t *arr = NULL, *v;
+
+    snprintf(buf, sizeof(buf), "%s", q);
+    for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        words[n++] = w;
+    ck_store_ok(st, store_search(st, words, n, &arr));
+    json_array_foreach(arr, i, v)
+    {
+        ck_assert_uint_lt(k, 64);
+        ids[k++] = json_string_value(v);
+    }
+    qsort(ids, k, sizeof(ids[0]), str_cmp);
+    out[0] = '\0';
+    for (i = 0; i < k; i++)
+        snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? "," : "",
+                 ids[i]);
+    json_decref(arr);
+    return out;
+}
+
+/* Sessions with states, created in the store. */
+static void new_sessions(struct store *st, struct rx_state *s, const char *const *ids,
+                         size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS - 1));
+        ck_assert_int_eq(rx_state_init(&s[i]), 0);
+    }
+}
+
+static void release_states(struct rx_state *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        rx_state_release(&s[i]);
+}
+
+/*
+ * Messages are found by every word, each anywhere in the session, case and
+ * diacritics folded, the last word as a prefix; a search sees each committed
+ * input (the index catches up first), and after a restart too.
+ */
+START_TEST(test_search_index)
+{
+    static const char *const ids[] = {"a", "b", "c"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[3];
+
+    new_sessions(st, s, ids, 3);
+    say(st, "a", &s[0], 1, "Hello brave new world");
+    say(st, "b", &s[1], 1, "hello there");
+    say(st, "c", &s[2], 1, "Nothing to see");
+    ck_assert_str_eq(found(st, "hello"), "a,b");
+    say(st, "c", &s[2], 2, "the world is BRAVE, isn't it?");
+    say(st, "b", &s[1], 2, "caf\xc3\xa9 cr\xc3\xa8me");
+    ck_assert_str_eq(found(st, "HELLO"), "a,b");
+    ck_assert_str_eq(found(st, "brave world"), "a,c");
+    ck_assert_str_eq(found(st, "hello world"), "a");
+    ck_assert_str_eq(found(st, "wor"), "a,c");
+    ck_assert_str_eq(found(st, "wor hello"), "");
+    ck_assert_str_eq(found(st, "cafe"), "b");
+    ck_assert_str_eq(found(st, "\"isn't\""), "c");
+    ck_assert_str_eq(found(st, "zebra"), "");
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 5);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT upto FROM search_mark"), 5);
+    {
+        const char *none[1] = {"x"};
+        json_t *arr = NULL;
+
+        ck_assert_int_eq(store_search(st, none, 0, &arr), -EINVAL);
+        ck_assert_int_eq(store_search(st, none, STORE_SEARCH_WORDS_MAX + 1, &arr),
+                         -EINVAL);
+    }
+    store_close(st);
+    /* The close moved every input into `inputs`, indexed; the mark starts over. */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT upto FROM search_mark"), 0);
+    st = open_ok(dbpath);
+    ck_assert_str_eq(found(st, "brave"), "a,c");
+    store_close(st);
+    release_states(s, 3);
+}
+END_TEST
+
+/* A title given is stored with the session, searchable, and comes back at load. */
+START_TEST(test_titles)
+{
+    static const char *const ids[] = {"t"};
+    struct store *st = open_ok(dbpath);
+    struct loaded l = {0};
+    struct rx_state s[1];
+    char *title = NULL;
+
+    new_sessions(st, s, ids, 1);
+    say(st, "t", &s[0], 1, "first words");
+    ck_store_ok(st, store_session_title(st, "t", &title));
+    ck_assert_ptr_null(title);
+    ck_store_ok(st, store_set_title(st, "t", "Quarterly Plans"));
+    ck_assert_int_eq(store_set_title(st, "ghost", "x"), -ENOENT);
+    ck_assert_int_eq(store_session_title(st, "ghost", &title), -ENOENT);
+    ck_store_ok(st, store_session_title(st, "t", &title));
+    ck_assert_str_eq(title, "Quarterly Plans");
+    free(title);
+    ck_assert_str_eq(found(st, "quarterly"), "t");
+    ck_store_ok(st, store_set_title(st, "t", "Other name"));
+    ck_assert_str_eq(found(st, "quarterly"), "");
+    ck_assert_str_eq(found(st, "other first"), "t");
+    store_close(st);
+
+    st = open_ok(dbpath);
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_str_eq(l.title[0], "Other name");
+    loaded_release(&l);
+    ck_store_ok(st, store_set_title(st, "t", NULL));
+    ck_assert_str_eq(found(st, "other"), "");
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_str_eq(l.title[0], "");
+    loaded_release(&l);
+    store_close(st);
+    release_states(s, 1);
+}
+END_TEST
+
+/* A fork takes its part of the index and the title; delete and retention clean it. */
+START_TEST(test_index_follows_the_log)
+{
+    static const char *const ids[] = {"a", "b"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[2];
+    char *title = NULL;
+    int removed = 0;
+
+    new_sessions(st, s, ids, 2);
+    say(st, "a", &s[0], 1, "alpha words");
+    say(st, "a", &s[0], 2, "beta words");
+    say(st, "b", &s[1], 1, "alpha gamma");
+    ck_store_ok(st, store_set_title(st, "a", "Named"));
+    ck_store_ok(st, store_fork(st, "a", 1, "fa", BASE_MS + 100));
+    ck_assert_str_eq(found(st, "alpha"), "a,b,fa");
+    ck_assert_str_eq(found(st, "beta"), "a");
+    ck_assert_str_eq(found(st, "named"), "a,fa");
+    ck_store_ok(st, store_session_title(st, "fa", &title));
+    ck_assert_str_eq(title, "Named");
+    free(title);
+    ck_store_ok(st, store_delete_session(st, "b"));
+    ck_assert_str_eq(found(st, "gamma"), "");
+    ck_assert_int_eq(
+        raw_count(dbpath, "SELECT count(*) FROM search_docs WHERE session_id='b'"), 0);
+    ck_store_ok(st, store_gc(st, INT64_MAX, &removed, NULL));
+    ck_assert_int_eq(removed, 2);
+    ck_assert_str_eq(found(st, "alpha"), "");
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 0);
+    store_close(st);
+    release_states(s, 2);
+}
+END_TEST
+
+/*
+ * Rows deleted at the end of inputs_recent free their rowids for the next
+ * inputs: the mark comes down with them, so those inputs are indexed too.
+ */
+START_TEST(test_index_mark_after_delete)
+{
+    static const char *const ids[] = {"a", "b"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[2];
+
+    new_sessions(st, s, ids, 2);
+    say(st, "a", &s[0], 1, "one");
+    say(st, "b", &s[1], 1, "two");
+    ck_assert_str_eq(found(st, "two"), "b"); /* indexed up to b's row */
+    ck_store_ok(st, store_delete_session(st, "b"));
+    ck_assert_int_eq(raw_count(dbpath, "SELECT upto FROM search_mark"), 1);
+    say(st, "a", &s[0], 2, "three");
+    ck_assert_str_eq(found(st, "three"), "a");
+    store_close(st);
+    release_states(s, 2);
+}
+END_TEST
+
+/*
+ * What a merge moves into `inputs` before it was indexed is noted (search_pending)
+ * and indexed later; a session deleted meanwhile leaves nothing behind.
+ */
+START_TEST(test_index_deferred)
+{
+    static const char *const ids[] = {"a", "b"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[2];
+
+    new_sessions(st, s, ids, 2);
+    say(st, "a", &s[0], 1, "late words");
+    say(st, "b", &s[1], 1, "gone words");
+    store_close(st); /* the close merges: nothing was indexed */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), 2);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 0);
+    st = open_ok(dbpath);
+    ck_store_ok(st, store_delete_session(st, "b"));
+    ck_assert_int_eq(
+        raw_count(dbpath, "SELECT count(*) FROM search_pending WHERE session_id='b'"), 0);
+    ck_assert_str_eq(found(st, "late"), "a");
+    ck_assert_str_eq(found(st, "gone"), "");
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), 0);
+    store_close(st);
+    release_states(s, 2);
+}
+END_TEST
+
+/* The writer indexes by itself once it has had nothing to commit for a moment. */
+START_TEST(test_index_when_idle)
+{
+    static const char *const ids[] = {"a"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[1];
+    int waited = 0;
+
+    new_sessions(st, s, ids, 1);
+    say(st, "a", &s[0], 1, "indexed while idle");
+    while (raw_count(dbpath, "SELECT count(*) FROM search_docs") != 1 && waited < 10000) {
+        usleep(20000);
+        waited += 20;
+    }
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 1);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT upto FROM search_mark"), 1);
+    store_close(st);
+    release_states(s, 1);
+}
+END_TEST
+
+/* A file of schema 2 gets the index at open, filled from its log and titles. */
+START_TEST(test_schema_2_upgrades)
+{
+    static const char *const ids[] = {"s"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[1];
+
+    new_sessions(st, s, ids, 1);
+    say(st, "s", &s[0], 1, "upgrade me please");
+    ck_store_ok(st, store_set_title(st, "s", "Old Title"));
+    store_close(st);
+    raw_sql(dbpath,
+            "DROP TABLE search_fts; DROP TABLE search_docs;"
+            " DROP TABLE search_mark; DROP TABLE search_pending; PRAGMA user_version=2");
+    st = open_ok(dbpath);
+    ck_assert_int_eq(raw_count(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    ck_assert_str_eq(found(st, "upgrade"), "s");
+    ck_assert_str_eq(found(st, "old title"), "s");
+    say(st, "s", &s[0], 2, "after the upgrade");
+    ck_assert_str_eq(found(st, "after"), "s");
+    store_close(st);
+    release_states(s, 1);
+}
+END_TEST
+
+/* An imported log is stored whole, folds as it was, and is indexed at once. */
+START_TEST(test_import)
+{
+    enum { N = 30 };
+    struct store_text texts[N], snap;
+    struct rx_buf enc[N], sb;
+    struct loaded l = {0};
+    struct rx_state s;
+    char *want = fold_bytes(N), *got;
+    int64_t seq;
+    struct store *st = open_ok(dbpath);
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (int i = 0; i < N; i++) {
+        struct rx_input in;
+        struct rx_outcome out;
+
+        gen_parse(i, &in);
+        ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
+        rx_buf_init(&enc[i], RX_BUF_SMALL_MAX);
+        ck_assert_int_eq(rx_input_encode(&in, &enc[i]), 0);
+        texts[i] = (struct store_text){enc[i].data, enc[i].len};
+        rx_input_release(&in);
+    }
+    rx_buf_init(&sb, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(rx_state_encode(&s, &sb), 0);
+    snap = (struct store_text){sb.data, sb.len};
+    ck_store_ok(st, store_import(st, "imp", BASE_MS, "Imported chat", texts, N, &snap));
+    ck_assert_int_eq(store_import(st, "imp", BASE_MS, NULL, texts, N, &snap), -EEXIST);
+    ck_assert_str_eq(found(st, "thanks"), "imp");
+    ck_assert_str_eq(found(st, "imported"), "imp");
+    rx_state_release(&s);
+    ck_store_ok(st, store_session_load(st, "imp", &s, &seq));
+    ck_assert_int_eq(seq, N);
+    got = state_bytes(&s);
+    ck_assert_str_eq(got, want);
+    free(got);
+    rx_state_release(&s);
+    store_close(st);
+
+    st = open_ok(dbpath);
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_str_eq(l.title[0], "Imported chat");
+    ck_assert_int_eq(l.seq[0], N);
+    ck_assert_str_eq(l.state[0], want);
+    loaded_release(&l);
+    /* It goes on like any session: the next input appends as N + 1. */
+    ck_store_ok(st, store_session_load(st, "imp", &s, &seq));
+    say(st, "imp", &s, N + 1, "one more");
+    rx_state_release(&s);
+    ck_assert_str_eq(found(st, "more"), "imp");
+    store_close(st);
+    for (int i = 0; i < N; i++)
+        rx_buf_release(&enc[i]);
+    rx_buf_release(&sb);
+    free(want);
+}
+END_TEST
+
 Suite *store_suite(void);
 
 Suite *store_suite(void)
@@ -1525,6 +1881,13 @@ Suite *store_suite(void)
     tcase_add_test(tc, test_history);
     tcase_add_test(tc, test_state_at);
     tcase_add_test(tc, test_fork);
+    tcase_add_test(tc, test_search_index);
+    tcase_add_test(tc, test_titles);
+    tcase_add_test(tc, test_index_follows_the_log);
+    tcase_add_test(tc, test_index_mark_after_delete);
+    tcase_add_test(tc, test_index_deferred);
+    tcase_add_test(tc, test_index_when_idle);
+    tcase_add_test(tc, test_import);
     tcase_add_test(files, test_newer_schema);
     tcase_add_test(files, test_schema_1_upgrades);
     tcase_add_test(files, test_foreign_database);
@@ -1532,6 +1895,7 @@ Suite *store_suite(void)
     tcase_add_test(files, test_corrupt_pages);
     tcase_add_test(files, test_unusable_directory);
     tcase_add_test(files, test_in_use);
+    tcase_add_test(files, test_schema_2_upgrades);
     tcase_add_test(more, test_gc);
     tcase_add_test(more, test_threads);
     tcase_add_test(more, test_growth_is_linear);

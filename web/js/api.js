@@ -8,6 +8,8 @@
  * "Authorization: Bearer" on fetches and as ?token= on the EventSource URL,
  * which cannot carry headers. A 401 asks for a token through the asker that
  * auth.js (the dialog) registers with setTokenAsker(), then repeats the call.
+ * Besides the session routes: rename (PATCH), search, export and import,
+ * fork and history, and the chat list's own stream (GET /events).
  * The JSON calls resolve to the parsed body (null for 204) or throw ApiError,
  * whose message is ready to show a person and whose `retryable` says whether
  * the same request may work later (network down, 5xx, 408, 429).
@@ -152,6 +154,33 @@ export const createSession = () => api('POST', '/sessions', {});
 export const getSession = (sid) => api('GET', sessionPath(sid));
 export const removeSession = (sid) => api('DELETE', sessionPath(sid));
 
+/* Rename: {"title": text}. */
+export const renameSession = (sid, title) => api('PATCH', sessionPath(sid), { title });
+
+/* Search titles and message text (served by the server's full-text index):
+ * {sessions: [list entries, newest first], next}, `limit` at a time; `next`
+ * given back as `before` asks for the next page (null: no more). */
+export function searchSessions(q, { limit = 0, before = null } = {}) {
+  const p = new URLSearchParams({ q });
+  if (limit) p.set('limit', String(limit));
+  if (before !== null && before !== undefined) p.set('before', String(before));
+  return api('GET', `/sessions?${p}`);
+}
+
+/* The input log as one document {"format":"reflexor-session","version":1,
+ * "title","inputs":[{seq,input}]}, and back: import answers {id}, or throws
+ * an ApiError whose data names the refused input ({index, reason}). */
+export const exportSession = (sid) => api('GET', `${sessionPath(sid)}/export`);
+export const importSession = (doc) => api('POST', '/sessions/import', doc);
+
+/* A new session made of the inputs up to and including `at` (a seq):
+ * {id, from, at}. */
+export const forkSession = (sid, at) => api('POST', `${sessionPath(sid)}/fork`, { at });
+
+/* One page of the input log: [{seq, input}] strictly after `after`. */
+export const sessionHistory = (sid, after = 0, limit = 1000) =>
+  api('GET', `${sessionPath(sid)}/history?after=${after}&limit=${limit}`);
+
 /* {tools: [{name, description, parameters, source, policy, annotations}], servers}. */
 export const listTools = () => api('GET', '/tools');
 
@@ -165,6 +194,12 @@ export const postInput = (sid, input) => api('POST', `${sessionPath(sid)}/moorex
 export function sessionStreamUrl(sid) {
   const auth = token ? `&token=${enc(token)}` : '';
   return `${API}${sessionPath(sid)}/moorex?mode=patch${auth}`;
+}
+
+/* The process-wide stream of the chat list (session-created, -updated,
+ * -deleted), for an EventSource; the token rides in the URL as above. */
+export function eventsStreamUrl() {
+  return `${API}/events${token ? `?token=${enc(token)}` : ''}`;
 }
 
 /* The SSE of one answer, as a fetch Response: the caller reads the body and

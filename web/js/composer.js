@@ -1,7 +1,8 @@
 /*
  * composer - writing and sending: the message box (Enter sends, Shift+Enter
- * breaks the line), sends kept locally until the state has them (sending,
- * sent, failed with Retry and Discard), the resend after a reconnect, Stop.
+ * breaks the line), the suggestions of an empty chat (a click sends one),
+ * sends kept locally until the state has them (sending, sent, failed with
+ * Retry and Discard), the resend after a reconnect, Stop.
  * Depends on api.js, controls.js, dom.js, sessions.js (the first send of a
  * page with no chat creates one), state.js.
  */
@@ -95,8 +96,10 @@ export function bindComposer() {
   });
   input.addEventListener('input', () => { autosize(); renderControls(); });
   $('stop').addEventListener('click', stop);
+  // A suggestion is sent as it is; offline it waits in the box instead.
   for (const b of document.querySelectorAll('.suggestion')) {
-    b.addEventListener('click', () => {
+    b.addEventListener('click', async () => {
+      if (await send(b.dataset.text)) return;
       input.value = b.dataset.text;
       autosize();
       renderControls();

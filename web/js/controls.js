@@ -1,6 +1,7 @@
 /*
  * controls - the page around the thread: connection status, chat title, the
- * send and stop buttons with the composer hint, the sidebar drawer of phones,
+ * send and stop buttons with the composer hint (the Enter / Shift+Enter hint
+ * only where there is a keyboard), the sidebar drawer of phones,
  * and scrolling (stay with the newest message, the jump button).
  * Depends on dom.js, inspector.js (Escape closes it), state.js.
  */
@@ -10,6 +11,12 @@ import { currentTitle, isBusy, ui } from './state.js';
 
 const NEAR_BOTTOM_PX = 120;   // this close to the end still counts as following it
 const JUMP_AFTER_PX = 200;    // this far up, offer the jump button
+
+const touchOnly = matchMedia('(pointer: coarse) and (not (any-pointer: fine))');
+const narrow = matchMedia('(max-width: 720px)');
+
+/* A person at a keyboard: the Enter / Shift+Enter hint means something. */
+const keyboardHint = () => !touchOnly.matches && !narrow.matches;
 
 export function renderControls() {
   const online = ui.conn === 'online';
@@ -26,14 +33,18 @@ export function renderControls() {
     hint.classList.add('warn');
     send.title = 'Sending is disabled while offline';
   } else {
-    hint.textContent = 'Enter to send, Shift+Enter for a new line';
+    // Phones and tablets have no Shift key to speak of: no keyboard hint there.
+    hint.textContent = keyboardHint() ? 'Enter to send, Shift+Enter for a new line' : '';
     hint.classList.remove('warn');
-    send.title = 'Send (Enter)';
+    send.title = keyboardHint() ? 'Send (Enter)' : 'Send';
   }
+  hint.hidden = !hint.textContent;
   $('stop').hidden = !isBusy();
   $('stop').disabled = !online;
   const title = currentTitle();
   $('chat-title').textContent = title;
+  $('rename-chat').disabled = !ui.sid;
+  $('export-chat').disabled = !ui.sid;
   document.title = ui.sid && title !== 'New chat' ? `${title} · Reflexor` : 'Reflexor';
 }
 
@@ -65,6 +76,8 @@ export function updateJump() {
 }
 
 export function bindControls() {
+  touchOnly.addEventListener('change', renderControls);
+  narrow.addEventListener('change', renderControls);
   $('open-sidebar').addEventListener('click', openSidebar);
   $('close-sidebar').addEventListener('click', closeSidebar);
   $('scrim').addEventListener('click', () => { closeSidebar(); });

@@ -57,3 +57,38 @@ export function inlineResult(text) {
   } catch { /* plain text */ }
   return clip(text, 48);
 }
+
+/*
+ * A title as plain text: the first line of `text` without its markdown
+ * (heading and quote marks, list bullets, emphasis, code ticks, links and
+ * images as their text, HTML tags), on one line. "# Release notes" ->
+ * "Release notes".
+ */
+export function plainTitle(text) {
+  let t = String(text ?? '').trim();
+  t = t.replace(/^```[^\n]*\n?/, '');
+  const line = t.split('\n').find((l) => l.trim() && !/^\s*(```|---+\s*$|===+\s*$)/.test(l)) || '';
+  t = line
+    .replace(/^\s{0,3}(?:#{1,6}\s+|>\s*)+/, '')
+    .replace(/^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?/, '')
+    .replace(/\s+#+\s*$/, '')
+    .replace(/!\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/\[([^\]]+)\]\([^)]*\)/g, '$1')
+    .replace(/\[([^\]]+)\]\[[^\]]*\]/g, '$1')
+    .replace(/<\/?[A-Za-z][^>]*>/g, '')
+    .replace(/(`+)(.+?)\1/g, '$2')
+    .replace(/(?<![\w*])(\*\*|__)(?=\S)(.+?)(?<=\S)\1(?![\w*])/g, '$2')
+    .replace(/(?<![\w*])(\*|_)(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])/g, '$2')
+    .replace(/~~(?=\S)(.+?)(?<=\S)~~/g, '$1')
+    .replace(/\\([\\`*_{}[\]()#+\-.!>~|])/g, '$1');
+  return t.replace(/\s+/g, ' ').trim();
+}
+
+/* "1.2 s", "14 s", "2 min 5 s". */
+export function fmtDuration(ms) {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 10) return `${Math.round(s * 10) / 10} s`;
+  if (s < 60) return `${Math.round(s)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}

@@ -52,6 +52,10 @@ export function inputSummary(i) {
     case 'user-review-tool-call':
       return `${i.toolCallId} ${i.decision}${i.always ? ' always' : ''}${i.parameters ? ` (${inlineArgs(i.parameters)})` : ''}${i.reason ? `: ${clip(i.reason, 40)}` : ''}`;
     case 'user-set-tool-policy': return `${i.tool} → ${i.policy ?? 'default'}`;
+    case 'user-configure':
+      return ['model', 'temperature', 'systemPrompt'].filter((k) => k in i)
+        .map((k) => `${k === 'systemPrompt' ? 'system prompt' : k} ${i[k] === null ? '→ default' : clip(String(i[k]), 40)}`)
+        .join(' · ');
     default: return '';
   }
 }
@@ -87,7 +91,8 @@ function timelineRow(e) {
     el('span', { class: 'tl-type', text: e.type }),
     el('time', { class: 'tl-time', text: fmtTime(e.at, true) }));
   const sum = e.summary ? el('div', { class: 'tl-sum', text: e.summary }) : null;
-  const li = el('li', { class: `tl ${e.cls || ''}`, 'data-type': e.type });
+  // "conn" is also the top bar's status pill: the row is styled as "connection".
+  const li = el('li', { class: `tl ${(e.cls || '').replace(/\bconn\b/, 'connection')}`, 'data-type': e.type });
   if (e.detail) {
     li.append(el('details', { class: 'tl-detail' },
       el('summary', { title: 'Show the JSON' }, head, sum),

@@ -9,8 +9,11 @@
  *                                      snapshot, chunks, complete|stopped
  *   POST .../sessions/:sid/moorex      user-send-message (client id, so a retry is
  *                                      idempotent), user-cancel, user-review-tool-call,
- *                                      user-set-tool-policy
+ *                                      user-set-tool-policy, user-configure
  *   GET  .../tools                     the tools, their servers and default policies
+ *   GET  .../events                    the chat list live (one tab holds it for all)
+ *   GET/PATCH .../sessions[?q=]        the list, search, rename; export, import;
+ *   POST .../sessions/:sid/fork        edit and regenerate, read against .../history
  * The state is the truth; the only local extras are sends not yet in the state
  * (sending / failed), the text of answers still streaming, and the timeline.
  * Text from the network is only ever put in the DOM as textContent, or as
@@ -26,10 +29,15 @@
  *   markdown, settings    marked + DOMPurify; theme and remembered preferences
  *   tools                 the tool catalogue and this chat's permissions (a tab)
  *   inspector, controls   raw state, timeline, tools; status, buttons, sidebar, scroll
- *   sessions              the chat list: new, switch, delete, titles
+ *   forks                 which chats are versions of which (localStorage)
+ *   sessions              the chat list: new, switch, rename, delete, search,
+ *                         export, import, live across tabs
  *   composer              writing, sending, retrying, stopping
+ *   chatsettings          this chat's system prompt, model, temperature
  *   streams               the session stream and the answer streams
  *   approvals             the card of a call awaiting approval, the waiting banner
+ *   answer, versions      an answer's reasoning, usage, error, Stop mark;
+ *                         edit, regenerate and the versions pager
  *   thread                messages and tool cards
  * Two calls go against that order, so they are set here: state draws with
  * render() below, and sessions follows a session with streams.followSession().
@@ -37,9 +45,11 @@
 import { configure } from './api.js';
 import { bindApprovals, renderApprovalBanner } from './approvals.js';
 import { bindAuth } from './auth.js';
+import { bindChatSettings, renderSettingsButton } from './chatsettings.js';
 import { bindComposer } from './composer.js';
 import { bindControls, isNearBottom, renderControls, updateJump } from './controls.js';
 import { $ } from './dom.js';
+import { bindForks } from './forks.js';
 import { bindInspector, renderInspector, restoreInspector } from './inspector.js';
 import { bindSessions, openFirstSession, setFollower } from './sessions.js';
 import { bindTheme, renderTheme } from './settings.js';
@@ -57,6 +67,7 @@ function render() {
   renderThread();
   renderApprovalBanner();
   renderControls();
+  renderSettingsButton();
   renderInspector();
   if (ui.stickToBottom || nearBottom) box.scrollTop = box.scrollHeight;
   updateJump();
@@ -87,6 +98,8 @@ async function start() {
   bindStreams();
   bindTools();
   bindApprovals();
+  bindForks();
+  bindChatSettings();
   renderTheme();
   restoreInspector();
   renderControls();

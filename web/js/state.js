@@ -9,7 +9,7 @@
  * draw function to setRenderer(); the others call scheduleRender() (once per
  * animation frame, however many changes) or renderNow().
  */
-import { clip } from './format.js';
+import { clip, plainTitle } from './format.js';
 
 export const ui = {
   sid: null,
@@ -21,12 +21,16 @@ export const ui = {
   reconnectTimer: 0,
   backoff: 1000,
   sessions: [],
+  sessionsLoaded: false,   // ui.sessions is the server's whole list
   timeline: [],
   running: new Map(),      // effect key -> started at (ms)
   streams: new Map(),      // message id -> {content, done, ctrl, active, retry}
   pending: new Map(),      // message id -> {id, sid, content, status, error, at}
   openTools: new Set(),    // tool card ids the user expanded
   summaryOpen: false,
+  openReasoning: new Set(), // answers whose reasoning the user expanded
+  editing: null,           // {id, text}: the user message being edited
+  branching: false,        // an edit or regenerate is forking the chat
   nodes: new Map(),        // thread key -> {el, sig}
   stickToBottom: true,
 };
@@ -84,10 +88,11 @@ export function isBusy() {
   return isStreaming(ui.state) || pendingTools(ui.state) || isThinking();
 }
 
-/* The server's title of the open chat, else its first message, else "New chat". */
+/* The server's title of the open chat, else its first message, else "New
+ * chat"; as plain text, since titles come from messages written in markdown. */
 export function currentTitle() {
-  const fromList = ui.sessions.find((x) => x.id === ui.sid)?.title;
+  const fromList = plainTitle(ui.sessions.find((x) => x.id === ui.sid)?.title);
   if (fromList) return fromList;
-  const first = ui.state?.userMessages?.[0]?.content;
+  const first = plainTitle(ui.state?.userMessages?.[0]?.content);
   return first ? clip(first, 60) : 'New chat';
 }

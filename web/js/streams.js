@@ -5,7 +5,8 @@
  *     page goes offline and reconnects (the browser's own retry, or ours with
  *     backoff after an HTTP error); the first whole state after that resyncs.
  *   the answer streams: one fetch-read SSE per message the state says is
- *     streaming (snapshot, chunks, complete|stopped), retried while it streams.
+ *     streaming (snapshot, chunks, reasoning, complete|stopped), retried
+ *     while it streams.
  * Depends on api.js, composer.js and sessions.js (what a resync or a deleted
  * session asks of them), controls.js, inspector.js (the timeline), state.js.
  */
@@ -212,8 +213,11 @@ async function streamAnswer(sid, mid) {
         if (!data) continue;
         let f;
         try { f = JSON.parse(data); } catch { continue; }
-        if (f.type === 'snapshot') st.content = f.content || '';
-        else if (f.type === 'chunk') st.content += f.delta || '';
+        if (f.type === 'snapshot') {
+          st.content = f.content || '';
+          if (typeof f.reasoning === 'string') st.reasoning = f.reasoning;
+        } else if (f.type === 'chunk') st.content += f.delta || '';
+        else if (f.type === 'reasoning') st.reasoning = (st.reasoning || '') + (f.delta ?? f.content ?? '');
         else if (f.type === 'complete' || f.type === 'stopped') {
           st.content = f.content ?? st.content;
           st.done = true;

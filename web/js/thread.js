@@ -3,19 +3,28 @@
  * answers as markdown, tool calls as cards (name, arguments, pending /
  * success / error, result; a call awaiting approval is approvals.js's card),
  * the compressed-history banner, the thinking dots.
- * Depends on approvals.js, composer.js (Retry and Discard of a failed send),
- * dom.js, format.js, markdown.js, state.js, tools.js.
+ * An exchange is a user message and what came after it up to the next one:
+ * its message has Edit, its last answer Regenerate, and both the "‹ 1/2 ›"
+ * of its versions (versions.js); an answer also shows its reasoning, usage,
+ * and an error or an early Stop as such, with Retry (answer.js).
+ * Depends on answer.js, approvals.js, composer.js (Retry and Discard of a
+ * failed send), dom.js, format.js, markdown.js, state.js, tools.js,
+ * versions.js.
  * Each item is a node kept in ui.nodes under a key with a signature of what
  * it shows: a draw rebuilds (or updates) only the nodes whose signature
  * changed, and moves nodes only when the order did.
  */
+import {
+  errorCallout, fillReasoning, reasoningOf, splitError, stoppedNote, usageInfo, usageNode,
+} from './answer.js';
 import { approvalCard, fillApprovalCard, isAwaiting, restoreReviewFocus, reviewLabel, reviewTag } from './approvals.js';
 import { discardMessage, postUserMessage } from './composer.js';
 import { $, ICONS, copyText, el, icon } from './dom.js';
 import { fmtTime, inlineArgs, inlineResult, prettyJson } from './format.js';
 import { renderMarkdown } from './markdown.js';
-import { isThinking, scheduleRender, ui } from './state.js';
+import { isBusy, isThinking, scheduleRender, ui } from './state.js';
 import { toolsVersion } from './tools.js';
+import { editBox, editButton, exchangeVersions, regenerateButton, versionPager, versionSig } from './versions.js';
 
 /* Messages and tool calls in time order, then the sends not yet in the state. */
 function threadItems() {
@@ -37,10 +46,41 @@ function threadItems() {
   return items;
 }
 
+/* Each answer's exchange: {u (its user message), last (the exchange's last
+ * answer), final (the chat's last answer)}, by answer id. */
+function exchanges(items) {
+  const out = new Map();
+  let u = null;
+  let lastId = null;
+  const close = () => { if (lastId) out.get(lastId).last = true; lastId = null; };
+  const final = items.findLast((it) => it.kind !== 'tool');
+  if (final?.kind === 'assistant') out.set(final.m.id, { final: true });
+  for (const it of items) {
+    if (it.kind === 'user') {
+      close();
+      u = it.pending ? null : it.m;
+    } else if (it.kind === 'assistant') {
+      out.set(it.m.id, { u, last: false, final: !!out.get(it.m.id)?.final });
+      lastId = it.m.id;
+    }
+  }
+  close();
+  return out;
+}
+
+/* The last user message, when a Stop came before anything answered it. */
+function stoppedUnanswered(items) {
+  const last = items[items.length - 1];
+  const s = ui.state;
+  if (!last || last.kind !== 'user' || last.pending || !s || isBusy()) return null;
+  return (s.calledBrainAt || 0) >= last.m.receivedAt ? last.m : null;
+}
+
 export function renderThread() {
   const thread = $('thread');
   const s = ui.state;
   const items = threadItems();
+  const ex = exchanges(items);
   const want = [];
   const cut = s?.summaryCutAt || 0;
   let bannerPlaced = !(s && s.contextSummary);
@@ -51,10 +91,12 @@ export function renderThread() {
     }
     const compressed = !!(s?.contextSummary) && it.t <= cut;
     if (it.kind === 'user') want.push(userNode(it.m, it.pending, compressed));
-    else if (it.kind === 'assistant') want.push(assistantNode(it.m, compressed));
+    else if (it.kind === 'assistant') want.push(assistantNode(it.m, compressed, ex.get(it.m.id)));
     else want.push(toolNode(it.m, compressed));
   }
   if (!bannerPlaced) want.push(summaryNode(s));
+  const unanswered = stoppedUnanswered(items);
+  if (unanswered) want.push(stoppedNode(unanswered));
   if (isThinking()) want.push(thinkingNode());
 
   const keep = new Set(want.map((n) => n.key));
@@ -88,7 +130,11 @@ function node(key, sig, build, update) {
 
 function userNode(m, pending, compressed) {
   const status = pending ? pending.status : 'stored';
-  const sig = `${status}|${pending?.error || ''}|${compressed}`;
+  const editing = !pending && ui.editing?.id === m.id;
+  // Its versions show here when one of them is an edit (else on the answer).
+  const v = pending ? null : exchangeVersions(m);
+  const shownV = v && v.kinds.includes('edit') ? v : null;
+  const sig = `${status}|${pending?.error || ''}|${compressed}|${editing}|${versionSig(shownV)}|${ui.branching}`;
   return node(`u:${m.id}`, sig, () => {
     const meta = el('div', { class: 'msg-meta' });
     if (pending?.status === 'sending' || pending?.status === 'sent') {
@@ -105,14 +151,19 @@ function userNode(m, pending, compressed) {
           onclick: () => discardMessage(pending),
         }, el('span', { text: 'Discard' })),
       );
-    } else {
-      meta.append(el('time', { text: fmtTime(m.receivedAt) }));
+    } else if (!editing) {
+      const copy = el('button', {
+        type: 'button', class: 'link-btn copy-msg', 'aria-label': 'Copy message',
+        onclick: () => copyText(m.content, copy),
+      }, icon(ICONS.copy), el('span', { text: 'Copy' }));
+      meta.append(el('time', { text: fmtTime(m.receivedAt) }), copy, editButton(m));
+      if (shownV) meta.append(versionPager(shownV, 'message'));
     }
     return el('article', {
-      class: `msg user${compressed ? ' is-compressed' : ''}`, 'data-id': m.id, 'data-kind': 'user',
+      class: `msg user${compressed ? ' is-compressed' : ''}${editing ? ' editing' : ''}`, 'data-id': m.id, 'data-kind': 'user',
       'data-pending': pending ? pending.status : null, 'aria-label': 'You',
     },
-    el('div', { class: 'bubble', text: m.content }),
+    editing ? editBox(m) : el('div', { class: 'bubble', text: m.content }),
     meta);
   });
 }
@@ -126,19 +177,54 @@ function assistantText(m) {
   return m.content || '';
 }
 
-function assistantNode(m, compressed) {
+/* What an answer shows besides its text, and a signature of it. */
+function answerExtras(m, x) {
+  const u = x?.u || null;
+  const last = !!x?.last;
+  const v = last && u ? exchangeVersions(u) : null;
+  const usage = usageInfo(m);
+  const final = !!x?.final;
+  const sig = `${reasoningOf(m).length}|${usage?.sig || ''}|${last}|${final}|${!!u}|${versionSig(v)}|${ui.branching}`;
+  return { u, last, final, v, usage, sig };
+}
+
+/* The answer's meta line and callouts, rebuilt when answerExtras changed. */
+function fillAnswerExtras(art, m, xt, shown, error) {
+  const sig = `${xt.sig}|${m.status}|${error}|${!shown.trim()}`;
+  if (art._extras === sig) return;
+  art._extras = sig;
+  art.dataset.final = xt.final ? 'true' : 'false';
+  const slot = art.querySelector('.answer-extra');
+  slot.textContent = '';
+  art.dataset.error = error ? 'true' : 'false';
+  if (error) slot.append(errorCallout(error, regenerateButton(xt.u, 'Retry')));
+  else if (m.status === 'stopped' && !shown.trim()) slot.append(stoppedNote(xt.u ? regenerateButton(xt.u, 'Retry') : null));
+  const usage = art.querySelector('.usage-slot');
+  usage.textContent = '';
+  if (xt.usage?.text) usage.append(usageNode(xt.usage));
+  const acts = art.querySelector('.answer-acts');
+  acts.textContent = '';
+  if (xt.last && xt.u && m.status !== 'streaming' && !error && shown.trim()) acts.append(regenerateButton(xt.u));
+  if (xt.v) acts.append(versionPager(xt.v, 'answer'));
+}
+
+function assistantNode(m, compressed, x) {
   const text = assistantText(m);
-  const sig = `${m.status}|${compressed}|${text.length}|${text.slice(-32)}`;
+  const { text: shown, error } = splitError(text);
+  const xt = answerExtras(m, x);
+  const sig = `${m.status}|${compressed}|${text.length}|${text.slice(-32)}|${xt.sig}`;
   // Updated in place while it streams, so the article (and its Copy) stays.
   const fill = (art) => {
     art.dataset.status = m.status;
     art.classList.toggle('is-compressed', compressed);
     const md = art.querySelector('.md');
-    if (md._text !== text) {
-      md._text = text;
-      renderMarkdown(md, text);
-      art.querySelector('.copy-msg').hidden = !text;
+    if (md._text !== shown) {
+      md._text = shown;
+      renderMarkdown(md, shown);
+      art.querySelector('.copy-msg').hidden = !shown;
     }
+    fillReasoning(art, m, !!shown);
+    fillAnswerExtras(art, m, xt, shown, error);
     const meta = art.querySelector('.msg-meta .state');
     meta.textContent = '';
     if (m.status === 'stopped') meta.append(el('span', { class: 'badge stopped', text: 'Stopped' }));
@@ -157,7 +243,9 @@ function assistantNode(m, compressed) {
     el('div', { class: 'avatar', 'aria-hidden': 'true' }, icon(ICONS.bot)),
     el('div', { class: 'msg-body' },
       el('div', { class: 'md' }),
-      el('div', { class: 'msg-meta' }, el('span', { class: 'state' }), copy)));
+      el('div', { class: 'answer-extra' }),
+      el('div', { class: 'msg-meta' }, el('span', { class: 'state' }), el('span', { class: 'usage-slot' }), copy,
+        el('span', { class: 'answer-acts' }))));
     fill(art);
     return art;
   }, fill);
@@ -223,6 +311,18 @@ function summaryNode(s) {
         el('span', { text: `Earlier history was compressed for the model (up to ${fmtTime(s.summaryCutAt)})` }),
         btn),
       text);
+  });
+}
+
+/* Where the answer would be, after a Stop before anything answered. */
+function stoppedNode(u) {
+  return node(`stopped:${u.id}`, `${ui.branching}|${versionSig(exchangeVersions(u))}`, () => {
+    const v = exchangeVersions(u);
+    return el('div', { class: 'msg stopped-mark', 'data-kind': 'stopped', role: 'note', 'aria-label': 'Stopped' },
+      el('div', { class: 'avatar', 'aria-hidden': 'true' }, icon(ICONS.bot)),
+      el('div', { class: 'msg-body' },
+        stoppedNote(regenerateButton(u, 'Retry'), 'Stopped before the answer started.'),
+        v ? el('div', { class: 'msg-meta' }, el('span', { class: 'answer-acts' }, versionPager(v, 'answer'))) : null));
   });
 }
 

@@ -1,0 +1,56 @@
+/*
+ * api_internal - what server/api.c and server/api_sessions.c share: the
+ * answers and checks every route uses, and the routes of the sessions list
+ * (search, rename, export, import, the sessions feed) that api_sessions.c
+ * serves. Private to those two files; http.c uses api.h.
+ *
+ * Depends on libmicrohttpd and server/ (like api.c). Ownership as in api.h:
+ * `body` is borrowed.
+ */
+#ifndef API_INTERNAL_H
+#define API_INTERNAL_H
+
+#include <stdbool.h>
+
+#include <microhttpd.h>
+
+#include "server/http.h"
+#include "server/session.h"
+#include "state_machine/rx_buf.h"
+
+struct sse_channel;
+struct sse_frame;
+
+/* application/json or text/plain (what the original accepted). */
+bool api__content_type_ok(struct MHD_Connection *conn);
+/*
+ * The one status per cause of SPEC 4 for an errno of the store or the table:
+ * 404, 400 (at), 507, 503, 429, 501 (no log), else 500.
+ */
+enum MHD_Result api__store_error(struct MHD_Connection *conn, int err);
+/* session_attach_fn: a channel becomes this connection's SSE response. */
+void *api__attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
+                         size_t n, bool closed);
+/* A non-negative integer query value, or -1. */
+long long api__parse_count(const char *v);
+
+/* ---- api_sessions.c ---- */
+
+/*
+ * GET /sessions: the plain array when no paging is asked; with q, limit or
+ * before, one page {"sessions":[...],"next":T|null}.
+ */
+enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection *conn);
+/* PATCH /sessions/<sid> {"title": ...}. */
+enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct session *s, const struct rx_buf *body);
+/* GET /sessions/<sid>/export: the log as one document, streamed page by page. */
+enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct session *s);
+/* POST /sessions/import: a new session from an exported document. */
+enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connection *conn,
+                                    const struct rx_buf *body);
+/* GET /events: the sessions feed (SSE). */
+enum MHD_Result api_events(struct http_server *srv, struct MHD_Connection *conn);
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * session_feed - the sessions list, live. See session_feed.h.
+ */
+#include "server/session_feed.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "effects/log.h"
+#include "effects/now.h"
+#include "server/event.h"
+#include "server/session_internal.h"
+
+/* How often the thread looks at held-back updates while there are some. */
+#define FEED_POLL_MS 100
+
+/* The title a session has no title for yet, as the list shows it. */
+#define FEED_UNTITLED "New chat"
+
+void session_feed_entry(struct session *s, struct event_session *e)
+{
+    e->id = s->id;
+    e->created_at = s->created_at;
+    e->updated_at = s->state.updated_at ? s->state.updated_at : s->created_at;
+    e->title = s->title ? s->title : FEED_UNTITLED;
+    e->message_count = (int64_t)(s->state.user.len + s->state.assistant.len);
+}
+
+/* Send the session's entry as `type` and note what was sent. Lock held. */
+static void announce(struct session_feed *f, struct session *s, const char *type)
+{
+    struct event_session e;
+    struct sse_frame *fr;
+
+    session_feed_entry(s, &e);
+    fr = event_session(type, &e);
+    if (fr)
+        sse_channel_publish(&f->ch, fr);
+    else
+        log_warn("session %s: cannot encode a %s event", s->id, type);
+    sse_frame_unref(fr);
+    s->feed_count = (size_t)e.message_count;
+    s->feed_title = false;
+    s->feed_at_ms = now_mono_ms();
+}
+
+/* Anything the feed has not told yet? Lock held. */
+static bool changed(const struct session *s)
+{
+    return s->feed_title || s->feed_count != s->state.user.len + s->state.assistant.len;
+}
+
+void session_feed_created(struct session_feed *f, struct session *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (sse_channel_has_clients(&f->ch))
+        announce(f, s, "session-created");
+    else
+        s->feed_count = s->state.user.len + s->state.assistant.len;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void session_feed_changed(struct session_feed *f, struct session *s)
+{
+    if (!changed(s) || s->feed_due)
+        return; /* nothing new, or a held-back update will carry it */
+    if (!sse_channel_has_clients(&f->ch)) {
+        /* Nobody to tell: a client that joins later reads the list itself. */
+        s->feed_count = s->state.user.len + s->state.assistant.len;
+        s->feed_title = false;
+        return;
+    }
+    if (now_mono_ms() - s->feed_at_ms >= SESSION_FEED_COALESCE_MS) {
+        announce(f, s, "session-updated");
+        return;
+    }
+    /* Inside the window: the thread sends it when the window ends. */
+    pthread_mutex_lock(&f->lock);
+    if (!f->stop) {
+        session_ref(s);
+        s->feed_due = true;
+        s->feed_next = f->due;
+        f->due = s;
+        pthread_cond_signal(&f->wake);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+void session_feed_deleted(struct session_feed *f, const char *id)
+{
+    struct sse_frame *fr;
+
+    if (!sse_channel_has_clients(&f->ch))
+        return;
+    fr = event_session_deleted(id);
+    if (fr)
+        sse_channel_publish(&f->ch, fr);
+    else
+        log_warn("session %s: cannot encode a session-deleted event", id);
+    sse_frame_unref(fr);
+}
+
+/*
+ * Send the held-back updates whose window ended; keep the others. The
+ * session's lock is taken with no other held; a deleted session is dropped
+ * without a word (its session-deleted follows its stop). Returns the
+ * sessions still waiting. Each dropped session's reference is let go here,
+ * with no lock held (it may be the last).
+ */
+static struct session *flush_due(struct session_feed *f, struct session *list)
+{
+    struct session *keep = NULL, *s, *next;
+    int64_t now = now_mono_ms();
+
+    for (s = list; s; s = next) {
+        bool done = true;
+
+        next = s->feed_next;
+        pthread_mutex_lock(&s->lock);
+        if (!s->deleted && changed(s)) {
+            if (now - s->feed_at_ms >= SESSION_FEED_COALESCE_MS)
+                announce(f, s, "session-updated");
+            else
+                done = false;
+        }
+        if (done)
+            s->feed_due = false;
+        pthread_mutex_unlock(&s->lock);
+        if (done) {
+            session_unref(s);
+        } else {
+            s->feed_next = keep;
+            keep = s;
+        }
+    }
+    return keep;
+}
+
+static void *feed_main(void *arg)
+{
+    struct session_feed *f = arg;
+
+    pthread_mutex_lock(&f->lock);
+    while (!f->stop) {
+        struct session *list = f->due, *keep;
+        struct timespec ts;
+
+        if (!list) {
+            pthread_cond_wait(&f->wake, &f->lock);
+            continue;
+        }
+        f->due = NULL;
+        pthread_mutex_unlock(&f->lock);
+        keep = flush_due(f, list);
+        pthread_mutex_lock(&f->lock);
+        while (keep) {
+            struct session *s = keep;
+
+            keep = s->feed_next;
+            s->feed_next = f->due;
+            f->due = s;
+        }
+        if (f->due && !f->stop) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += FEED_POLL_MS * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&f->wake, &f->lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+int session_feed_init(struct session_feed *f, size_t queue_max, int retry_ms)
+{
+    int rc;
+
+    memset(f, 0, sizeof(*f));
+    sse_channel_init(&f->ch, queue_max);
+    f->retry_ms = retry_ms;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->wake, NULL);
+    if ((rc = pthread_create(&f->thread, NULL, feed_main, f))) {
+        pthread_cond_destroy(&f->wake);
+        pthread_mutex_destroy(&f->lock);
+        sse_channel_release(&f->ch);
+        return -rc;
+    }
+    f->started = true;
+    return 0;
+}
+
+void session_feed_stop(struct session_feed *f)
+{
+    struct session *list;
+
+    pthread_mutex_lock(&f->lock);
+    f->stop = true;
+    pthread_cond_signal(&f->wake);
+    list = f->due;
+    f->due = NULL;
+    pthread_mutex_unlock(&f->lock);
+    if (f->started) {
+        pthread_join(f->thread, NULL);
+        f->started = false;
+    }
+    /* What the thread kept back when it stopped is in `due` again. */
+    pthread_mutex_lock(&f->lock);
+    while (f->due) {
+        struct session *s = f->due;
+
+        f->due = s->feed_next;
+        s->feed_next = list;
+        list = s;
+    }
+    pthread_mutex_unlock(&f->lock);
+    while (list) {
+        struct session *s = list;
+
+        list = s->feed_next;
+        pthread_mutex_lock(&s->lock);
+        s->feed_due = false;
+        pthread_mutex_unlock(&s->lock);
+        session_unref(s);
+    }
+}
+
+void session_feed_release(struct session_feed *f)
+{
+    session_feed_stop(f);
+    sse_channel_release(&f->ch);
+    pthread_cond_destroy(&f->wake);
+    pthread_mutex_destroy(&f->lock);
+}
+
+void *session_feed_subscribe(struct session_feed *f, session_attach_fn attach, void *arg)
+{
+    struct sse_frame *first = sse_retry_frame(f->retry_ms);
+    void *r = NULL;
+
+    if (first)
+        r = attach(arg, &f->ch, &first, 1, false);
+    sse_frame_unref(first);
+    return r;
+}

@@ -1,0 +1,489 @@
+/*
+ * store_search - the store's full-text index (schema 3) and what uses it:
+ * titles, search, and import (a whole log in one transaction). Private
+ * helpers come from store_internal.h; see store.h.
+ *
+ * The index is two tables: search_docs, one row per text a person reads (the
+ * session, the input's seq and the text; seq 0 holds the title a person
+ * gave), and search_fts, an FTS5 table over it with external content (the
+ * text is kept once, in search_docs) and no column sizes (nothing ranks). Triggers keep
+ * the two in step, so whoever writes search_docs (rename, fork, delete, retention,
+ * import, the catch-up below) keeps the index right without touching it.
+ *
+ * Commits never index: indexing in the commit costs an FTS5 segment per
+ * transaction (and the merges that follow), about half again the writer's
+ * time per input in bench_store's grouped run; indexing in bulk costs some
+ * 3 us per message, still the writer's time (one connection writes), so it
+ * is done when nobody waits for the writer. What is not indexed yet is
+ * known two ways: the rows of inputs_recent past a mark (search_mark, the
+ * last rowid indexed), and the seq ranges of `inputs` that a merge moved
+ * there unindexed (search_pending: the merge only notes them, it indexes
+ * nothing). The backlog is indexed in steps (store__index_step), each moving
+ * the mark or shrinking a range in the same transaction: by the writer after
+ * STORE_INDEX_IDLE_MS with nothing to commit, by a search before it reads
+ * (so a search sees every committed input), and by a fork before it copies
+ * the index. Inputs written straight into `inputs` (import) are indexed in
+ * their own transaction.
+ */
+#include "server/store.h"
+#include "server/store_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "state_machine/rx_buf.h"
+
+/* A search's catch-up: rows per step, and steps at most. */
+#define STORE_INDEX_SYNC_ROWS  16384
+#define STORE_INDEX_SYNC_STEPS 4096
+
+const char store__search_schema_sql[] =
+    "CREATE TABLE search_docs(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+    " seq INTEGER NOT NULL, body TEXT NOT NULL);"
+    "CREATE INDEX search_docs_session ON search_docs(session_id, seq);"
+    "CREATE VIRTUAL TABLE search_fts USING fts5(body, content='search_docs',"
+    " content_rowid='id', columnsize=0);"
+    "CREATE TRIGGER search_docs_insert AFTER INSERT ON search_docs BEGIN"
+    " INSERT INTO search_fts(rowid, body) VALUES(new.id, new.body); END;"
+    "CREATE TRIGGER search_docs_delete AFTER DELETE ON search_docs BEGIN"
+    " INSERT INTO search_fts(search_fts, rowid, body) VALUES('delete', old.id, old.body);"
+    " END;"
+    "CREATE TABLE search_mark(upto INTEGER NOT NULL);"
+    "INSERT INTO search_mark VALUES(0);"
+    "CREATE TABLE search_pending(session_id TEXT NOT NULL, lo INTEGER NOT NULL,"
+    " hi INTEGER NOT NULL);";
+
+/* Every stored input, wherever it is (see STORE_RECENT_SQL in store.c). */
+#define STORE_LOG_ROWS                                                                   \
+    "(SELECT session_id, seq, input FROM inputs WHERE json_valid(input) UNION ALL"       \
+    " SELECT session_id, seq, input FROM inputs_recent WHERE json_valid(input))"
+
+/*
+ * The same rows store__index_input makes, from a whole log at once. A row
+ * that is not JSON is left out here: loading the log says so, with its
+ * session and seq, better than an upgrade could.
+ */
+const char store__search_backfill_sql[] =
+    "INSERT INTO search_docs(session_id, seq, body) SELECT id, 0, title FROM sessions"
+    " WHERE title IS NOT NULL AND title != '';"
+    "INSERT INTO search_docs(session_id, seq, body) SELECT session_id, seq, b FROM"
+    " (SELECT session_id, seq, json_extract(input, '$.content') AS b FROM " STORE_LOG_ROWS
+    " WHERE json_extract(input, '$.type') IN"
+    " ('user-send-message', 'brain-send-message-complete'))"
+    " WHERE b != '' ORDER BY session_id, seq;"
+    "INSERT INTO search_docs(session_id, seq, body) SELECT l.session_id, l.seq, p.value"
+    " FROM (SELECT * FROM " STORE_LOG_ROWS " WHERE json_extract(input, '$.type') ="
+    " 'user-cancel') AS l, json_each(l.input, '$.partialContents') AS p"
+    " WHERE p.type = 'text' AND p.value != '' ORDER BY l.session_id, l.seq;"
+    "UPDATE search_mark SET upto=(SELECT coalesce(max(rowid), 0) FROM inputs_recent);";
+
+/* What rx_input_encode writes first: the type, so a compare tells it. */
+#define TYPE_PREFIX(name) "{\"type\":\"" name "\","
+
+static bool has_prefix(const char *text, size_t len, const char *prefix, size_t n)
+{
+    return len > n && !memcmp(text, prefix, n);
+}
+
+/* Only messages and cancels are parsed (json_extract / json_each). */
+int store__index_input(struct store *st, const char *sid, int64_t seq, const char *text,
+                       size_t len)
+{
+    static const char user[] = TYPE_PREFIX("user-send-message");
+    static const char done[] = TYPE_PREFIX("brain-send-message-complete");
+    static const char cancel[] = TYPE_PREFIX("user-cancel");
+    int id, rc;
+
+    if (has_prefix(text, len, user, sizeof(user) - 1) ||
+        has_prefix(text, len, done, sizeof(done) - 1))
+        id = Q_DOCS_CONTENT;
+    else if (has_prefix(text, len, cancel, sizeof(cancel) - 1))
+        id = Q_DOCS_PARTIALS;
+    else
+        return 0;
+    rc = store__put_row(&st->w, id, sid, seq, text, len);
+    return rc ? store__sql_fail(st, &st->w, rc, "indexing an input") : 0;
+}
+
+/* One integer from a statement of the writer's connection without parameters. */
+static int writer_i64(struct store *st, int id, int64_t *out)
+{
+    return store__query_i64(st, &st->w, id, NULL, out);
+}
+
+/* Run a statement binding (sid, lo, hi) or, sid NULL, (lo, hi). 0 or an errno. */
+static int index_run(struct store *st, int id, const char *sid, int64_t lo, int64_t hi)
+{
+    sqlite3_stmt *q = store__stmt(&st->w, id);
+    int i = 1, rc;
+
+    if (sid)
+        store__bind_text(q, i++, sid, strlen(sid));
+    sqlite3_bind_int64(q, i++, lo);
+    sqlite3_bind_int64(q, i, hi);
+    rc = store__run(q);
+    return rc ? store__sql_fail(st, &st->w, rc, "indexing inputs") : 0;
+}
+
+/* The first range a merge left: indexed (up to max_rows of it), then dropped or cut. */
+static int index_pending(struct store *st, int64_t max_rows, bool *found)
+{
+    sqlite3_stmt *q = store__stmt(&st->w, Q_PENDING_FIRST);
+    int64_t id, lo, hi, upto;
+    char *sid = NULL;
+    int rc, err;
+
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        id = sqlite3_column_int64(q, 0);
+        sid = strdup((const char *)sqlite3_column_text(q, 1));
+        lo = sqlite3_column_int64(q, 2);
+        hi = sqlite3_column_int64(q, 3);
+    }
+    store__done(q);
+    *found = rc == SQLITE_ROW;
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? 0 : store__sql_fail(st, &st->w, rc, "indexing inputs");
+    if (!sid)
+        return -ENOMEM;
+    upto = hi - lo + 1 > max_rows ? lo + max_rows - 1 : hi;
+    if (!(err = index_run(st, Q_LOG_CONTENT, sid, lo, upto)) &&
+        !(err = index_run(st, Q_LOG_PARTIALS, sid, lo, upto))) {
+        q = store__stmt(&st->w, upto == hi ? Q_PENDING_DROP : Q_PENDING_LO);
+        sqlite3_bind_int64(q, 1, id);
+        sqlite3_bind_int64(q, 2, upto + 1);
+        if ((rc = store__run(q)))
+            err = store__sql_fail(st, &st->w, rc, "indexing inputs");
+    }
+    free(sid);
+    return err;
+}
+
+int store__index_step(struct store *st, int64_t max_rows, bool *more)
+{
+    int64_t mark, top, upto;
+    bool found;
+    sqlite3_stmt *q;
+    int rc, err;
+
+    *more = false;
+    if ((err = index_pending(st, max_rows, &found)) || (*more = found))
+        return err;
+    if ((err = writer_i64(st, Q_INDEX_MARK, &mark)) ||
+        (err = writer_i64(st, Q_RECENT_TOP, &top)) || top <= mark)
+        return err;
+    upto = top - mark > max_rows ? mark + max_rows : top;
+    if ((err = index_run(st, Q_INDEX_CONTENT, NULL, mark, upto)) ||
+        (err = index_run(st, Q_INDEX_PARTIALS, NULL, mark, upto)))
+        return err;
+    q = store__stmt(&st->w, Q_INDEX_MARK_SET);
+    sqlite3_bind_int64(q, 1, upto);
+    if ((rc = store__run(q)))
+        return store__sql_fail(st, &st->w, rc, "indexing inputs");
+    *more = upto < top;
+    return 0;
+}
+
+int store__index_all(struct store *st)
+{
+    bool more = true;
+    int err = 0;
+
+    while (!err && more)
+        err = store__index_step(st, INT64_MAX / 2, &more);
+    return err;
+}
+
+int store__index_defer(struct store *st)
+{
+    int rc = store__run(store__stmt(&st->w, Q_PENDING_ADD));
+
+    return rc ? store__sql_fail(st, &st->w, rc, "noting unindexed inputs") : 0;
+}
+
+int store__index_clamp(struct store *st)
+{
+    int rc = store__run(store__stmt(&st->w, Q_INDEX_MARK_CLAMP));
+
+    return rc ? store__sql_fail(st, &st->w, rc, "moving the index mark") : 0;
+}
+
+/* One step in a transaction of its own: 1 (more may remain), 0 (none) or an errno. */
+static int index_one(struct store *st, int64_t max_rows)
+{
+    bool more = false;
+    int err;
+
+    if ((err = store__tx_begin(st)))
+        return err;
+    if ((err = store__index_step(st, max_rows, &more))) {
+        store__tx_rollback(st);
+        return err;
+    }
+    return (err = store__tx_commit(st)) ? err : more;
+}
+
+int store__index_idle(struct store *st)
+{
+    return index_one(st, STORE_INDEX_CHUNK);
+}
+
+/*
+ * Before a search: the whole backlog, a step at a time, the writer's lock
+ * let go between steps so commits go on. A step takes more rows than the
+ * idle writer's (fewer transactions for a long backlog); the steps are
+ * bounded so a search never chases a writer forever. A store that cannot
+ * write still answers from the index as it is.
+ */
+static void index_sync(struct store *st)
+{
+    for (int i = 0; i < STORE_INDEX_SYNC_STEPS; i++) {
+        int r;
+
+        pthread_mutex_lock(&st->lock);
+        r = index_one(st, STORE_INDEX_SYNC_ROWS);
+        pthread_mutex_unlock(&st->lock);
+        if (r <= 0)
+            return;
+    }
+}
+
+/* ---- titles ------------------------------------------------------------------ */
+
+/* The title row of `sid` in the index: replaced by `title` (NULL: dropped). lock held. */
+static int title_doc(struct store *st, const char *sid, const char *title)
+{
+    sqlite3_stmt *q = store__stmt(&st->w, Q_DOCS_TITLE_DELETE);
+    int rc;
+
+    store__bind_text(q, 1, sid, strlen(sid));
+    if ((rc = store__run(q)))
+        return store__sql_fail(st, &st->w, rc, "indexing a title");
+    if (!title || !*title)
+        return 0;
+    q = store__stmt(&st->w, Q_DOCS_TITLE_INSERT);
+    store__bind_text(q, 1, sid, strlen(sid));
+    store__bind_text(q, 2, title, strlen(title));
+    rc = store__run(q);
+    return rc ? store__sql_fail(st, &st->w, rc, "indexing a title") : 0;
+}
+
+int store_set_title(struct store *st, const char *sid, const char *title)
+{
+    sqlite3_stmt *q;
+    int rc, err;
+
+    pthread_mutex_lock(&st->lock);
+    if ((err = store__tx_begin(st)))
+        goto out_unlock;
+    q = store__stmt(&st->w, Q_SESSION_TITLE_SET);
+    store__bind_text(q, 1, sid, strlen(sid));
+    if (title)
+        store__bind_text(q, 2, title, strlen(title));
+    if ((rc = store__run(q))) {
+        err = store__sql_fail(st, &st->w, rc, "renaming a session");
+        goto out_rollback;
+    }
+    if (!sqlite3_changes(st->w.db)) {
+        store__set_error(st, "no session '%s'", sid);
+        err = -ENOENT;
+        goto out_rollback;
+    }
+    if ((err = title_doc(st, sid, title)))
+        goto out_rollback;
+    err = store__tx_commit(st);
+    goto out_unlock;
+
+out_rollback:
+    store__tx_rollback(st);
+out_unlock:
+    pthread_mutex_unlock(&st->lock);
+    return err;
+}
+
+int store_session_title(struct store *st, const char *sid, char **out)
+{
+    struct store_conn *c = store__reader_lock(st);
+    sqlite3_stmt *q = store__stmt(c, Q_SESSION_TITLE_GET);
+    const char *t;
+    int rc, err = 0;
+
+    *out = NULL;
+    store__bind_text(q, 1, sid, strlen(sid));
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        t = (const char *)sqlite3_column_text(q, 0);
+        if (t && !(*out = strdup(t)))
+            err = -ENOMEM;
+    } else if (rc == SQLITE_DONE) {
+        store__set_error(st, "no session '%s'", sid);
+        err = -ENOENT;
+    } else {
+        err = store__sql_fail(st, c, rc, "reading a title");
+    }
+    store__done(q);
+    store__reader_unlock(st);
+    return err;
+}
+
+/* ---- search ------------------------------------------------------------------ */
+
+/* One word as an FTS5 string: quoted, quotes doubled, `*` for a prefix. */
+static int put_fts_string(struct rx_buf *b, const char *word, bool prefix)
+{
+    if (rx_buf_putc(b, '"'))
+        return -ENOMEM;
+    for (const char *p = word; *p; p++)
+        if ((*p == '"' && rx_buf_putc(b, '"')) || rx_buf_putc(b, *p))
+            return -ENOMEM;
+    return rx_buf_puts(b, prefix ? "\"*" : "\"") ? -ENOMEM : 0;
+}
+
+/*
+ * One SELECT per word, intersected: a session matches when each word is in
+ * one of its texts, not necessarily all in the same one. The words are
+ * bound, never spliced into the SQL.
+ */
+static int search_sql(size_t n, struct rx_buf *sql)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rx_buf_printf(sql,
+                          "%sSELECT %ssearch_docs.session_id FROM search_fts JOIN"
+                          " search_docs ON search_docs.id = search_fts.rowid"
+                          " WHERE search_fts MATCH ?%zu",
+                          i ? " INTERSECT " : "", n == 1 ? "DISTINCT " : "", i + 1))
+            return -ENOMEM;
+    return 0;
+}
+
+/* Run the prepared search, binding the words, into `ids`. c's lock held. */
+static int search_run(struct store *st, struct store_conn *c, sqlite3_stmt *q,
+                      const char *const *words, size_t n, json_t *ids)
+{
+    struct rx_buf m;
+    int rc, err = 0;
+
+    rx_buf_init(&m, RX_BUF_SMALL_MAX);
+    for (size_t i = 0; i < n && !err; i++) {
+        rx_buf_reset(&m);
+        if ((err = put_fts_string(&m, words[i], i + 1 == n)))
+            break;
+        if (sqlite3_bind_text(q, (int)i + 1, m.data, (int)m.len, SQLITE_TRANSIENT))
+            err = -ENOMEM;
+    }
+    rx_buf_release(&m);
+    if (err)
+        return err;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        if (json_array_append_new(ids,
+                                  json_string((const char *)sqlite3_column_text(q, 0))))
+            return -ENOMEM;
+    return rc == SQLITE_DONE ? 0 : store__sql_fail(st, c, rc, "searching");
+}
+
+int store_search(struct store *st, const char *const *words, size_t n, json_t **out)
+{
+    struct store_conn *c;
+    sqlite3_stmt *q = NULL;
+    struct rx_buf sql;
+    json_t *ids;
+    int rc, err;
+
+    if (!n || n > STORE_SEARCH_WORDS_MAX)
+        return -EINVAL;
+    index_sync(st);
+    rx_buf_init(&sql, RX_BUF_SMALL_MAX);
+    ids = json_array();
+    err = ids ? search_sql(n, &sql) : -ENOMEM;
+    if (err)
+        goto out_release;
+    c = store__reader_lock(st);
+    if (!(err = store__read_begin(st, c))) {
+        rc = sqlite3_prepare_v2(c->db, sql.data, (int)sql.len, &q, NULL);
+        err = rc ? store__sql_fail(st, c, rc, "preparing a search")
+                 : search_run(st, c, q, words, n, ids);
+        sqlite3_finalize(q);
+    }
+    store__read_end(c);
+    store__reader_unlock(st);
+    if (err == -ENOMEM)
+        store__set_error(st, "out of memory searching");
+
+out_release:
+    rx_buf_release(&sql);
+    if (err) {
+        json_decref(ids);
+        return err;
+    }
+    *out = ids;
+    return 0;
+}
+
+/* ---- import ------------------------------------------------------------------ */
+
+/* The rows of an imported log, inside the transaction. lock held. */
+static int import_rows(struct store *st, const char *sid, const struct store_text *v,
+                       size_t n, const struct store_text *snapshot)
+{
+    int rc, err;
+
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = store__put_row(&st->w, Q_INPUT_INSERT, sid, (int64_t)i + 1, v[i].data,
+                                 v[i].len)))
+            return store__sql_fail(st, &st->w, rc, "importing an input");
+        if ((err = store__index_input(st, sid, (int64_t)i + 1, v[i].data, v[i].len)))
+            return err;
+    }
+    if (snapshot && n &&
+        (rc = store__put_row(&st->w, Q_SNAPSHOT_INSERT, sid, (int64_t)n, snapshot->data,
+                             snapshot->len)))
+        return store__sql_fail(st, &st->w, rc, "importing a snapshot");
+    return 0;
+}
+
+/*
+ * One transaction for the whole log, straight into `inputs` (ordered by
+ * session, where the rows of a whole session belong), so a crash half-way
+ * leaves nothing. It holds the writer's lock while it runs: a long import
+ * delays the next commit by about the time it takes (milliseconds per
+ * thousand inputs).
+ */
+int store_import(struct store *st, const char *sid, int64_t created_at, const char *title,
+                 const struct store_text *inputs, size_t n,
+                 const struct store_text *snapshot)
+{
+    sqlite3_stmt *q;
+    int rc, err;
+
+    pthread_mutex_lock(&st->lock);
+    if ((err = store__tx_begin(st)))
+        goto out_unlock;
+    q = store__stmt(&st->w, Q_SESSION_IMPORT);
+    store__bind_text(q, 1, sid, strlen(sid));
+    sqlite3_bind_int64(q, 2, created_at);
+    sqlite3_bind_int64(q, 3, created_at);
+    if (title)
+        store__bind_text(q, 4, title, strlen(title));
+    if ((rc = store__run(q))) {
+        err = store__sql_fail(st, &st->w, rc, "importing a session");
+        goto out_rollback;
+    }
+    if ((err = title_doc(st, sid, title)) ||
+        (err = import_rows(st, sid, inputs, n, snapshot)))
+        goto out_rollback;
+    err = store__tx_commit(st);
+    goto out_unlock;
+
+out_rollback:
+    store__tx_rollback(st);
+out_unlock:
+    pthread_mutex_unlock(&st->lock);
+    return err;
+}

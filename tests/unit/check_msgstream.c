@@ -1,0 +1,107 @@
+/*
+ * check_msgstream - what a message stream tells (SPEC 4, "GET
+ * .../messages/:mid"): the snapshot of a live message (its text and its
+ * reasoning so far) and of a finished one (the state's record), and the
+ * plain JSON answer, byte for byte; reasoning is kept beside the text,
+ * within the same bound.
+ */
+#include "tests/unit/helper_sm.h"
+
+#include "server/event.h"
+#include "server/msgstream.h"
+#include "server/sse.h"
+
+static char *frame_text(struct sse_frame *f)
+{
+    char *t;
+
+    ck_assert_ptr_nonnull(f);
+    t = strndup(f->data, f->len);
+    ck_assert_ptr_nonnull(t);
+    sse_frame_unref(f);
+    return t;
+}
+
+#define ck_assert_frame(f, want)                                                         \
+    do {                                                                                 \
+        char *got_ = frame_text(f), *want_ = q(want);                                    \
+        ck_assert_str_eq(got_, want_);                                                   \
+        free(got_);                                                                      \
+        free(want_);                                                                     \
+    } while (0)
+
+/* The JSON `j` (a NEW reference, released here) with sorted keys must be `want`. */
+static void json_is(json_t *j, const char *want)
+{
+    char *got = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS), *w = q(want);
+
+    ck_assert_ptr_nonnull(got);
+    ck_assert_str_eq(got, w);
+    free(got);
+    free(w);
+    json_decref(j);
+}
+
+START_TEST(test_live_snapshot)
+{
+    static char id[] = "a1", empty[] = "";
+    struct msgstream *head = NULL, *m = msgstream_open(&head, "a1", 16, 8);
+    struct rx_message msg = {.id = id, .content = empty, .status = RX_STATUS_STREAMING};
+
+    ck_assert_ptr_nonnull(m);
+    /* Nothing yet: the plain snapshot, as before reasoning existed. */
+    ck_assert_frame(msgstream_snapshot(m, &msg),
+                    "id: 0\ndata: {'type':'snapshot','content':''}\n\n");
+    ck_assert_int_eq(msgstream_append_reasoning(m, "Let me "), 0);
+    ck_assert_int_eq(msgstream_append_reasoning(m, "think."), 0);
+    ck_assert_frame(
+        msgstream_snapshot(m, &msg),
+        "id: 0\ndata: {'type':'snapshot','content':'','reasoning':'Let me think.'}\n\n");
+    ck_assert_int_eq(msgstream_append(m, "Answer."), 0);
+    ck_assert_frame(msgstream_snapshot(m, &msg),
+                    "id: 7\ndata: {'type':'snapshot','content':'Answer.','reasoning':"
+                    "'Let me think.'}\n\n");
+    json_is(msgstream_json("a1", m, &msg),
+            "{'content':'Answer.','isComplete':false,'messageId':'a1',"
+            "'reasoning':'Let me think.','status':'streaming'}");
+    /* The reasoning has the text's bound: past it, nothing is taken. */
+    ck_assert_int_eq(msgstream_append_reasoning(m, "0123"), -E2BIG);
+    ck_assert_str_eq(m->reasoning.data, "Let me think.");
+    msgstream_free_all(&head);
+}
+END_TEST
+
+START_TEST(test_finished_snapshot)
+{
+    static char id1[] = "a1", answer[] = "Answer.", why[] = "Let me \"think\".";
+    static char id2[] = "a2", hi[] = "Hi";
+    struct rx_message done = {
+        .id = id1, .content = answer, .status = RX_STATUS_COMPLETE, .reasoning = why};
+    struct rx_message plain = {.id = id2, .content = hi, .status = RX_STATUS_STOPPED};
+
+    ck_assert_frame(msgstream_snapshot(NULL, &done),
+                    "id: 7\ndata: {'type':'snapshot','content':'Answer.','reasoning':"
+                    "'Let me \\'think\\'.'}\n\n");
+    ck_assert_frame(msgstream_snapshot(NULL, &plain),
+                    "id: 2\ndata: {'type':'snapshot','content':'Hi'}\n\n");
+    json_is(msgstream_json("a1", NULL, &done),
+            "{'content':'Answer.','isComplete':true,'messageId':'a1',"
+            "'reasoning':'Let me \\'think\\'.','status':'complete'}");
+    json_is(msgstream_json("a2", NULL, &plain),
+            "{'content':'Hi','isComplete':true,'messageId':'a2','status':"
+            "'stopped'}");
+}
+END_TEST
+
+Suite *msgstream_suite(void);
+
+Suite *msgstream_suite(void)
+{
+    Suite *s = suite_create("msgstream");
+    TCase *tc = tcase_create("frames");
+
+    tcase_add_test(tc, test_live_snapshot);
+    tcase_add_test(tc, test_finished_snapshot);
+    suite_add_tcase(s, tc);
+    return s;
+}
