@@ -220,40 +220,36 @@ static int first_text(struct oa_ask *ax)
     return open_message(ax);
 }
 
+/* Text or reasoning: kept for the complete, relayed live on its own channel.
+   -ENOENT from the relay (nobody buffers this message) is not our failure. */
+static int relay(struct oa_ask *ax, struct rx_buf *keep, const char *delta, size_t len,
+                 int (*send)(struct brain_ask *, const char *, const char *))
+{
+    int rc;
+
+    if (!ax->relay)
+        return 0;
+    rc = first_text(ax);
+    if (rc)
+        return rc;
+    rc = rx_buf_append(keep, delta, len);
+    if (rc || !send)
+        return rc;
+    return send(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
+}
+
 static int on_content(void *ctx, const char *delta, size_t len)
 {
     struct oa_ask *ax = ctx;
-    int rc;
 
-    if (!ax->relay)
-        return 0;
-    rc = first_text(ax);
-    if (rc)
-        return rc;
-    rc = rx_buf_append(&ax->text, delta, len);
-    if (rc)
-        return rc;
-    /* -ENOENT (nobody buffers this message) is not our failure. */
-    return ax->ask->chunk(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
+    return relay(ax, &ax->text, delta, len, ax->ask->chunk);
 }
 
-/* Reasoning is relayed like text, on its own channel, and kept for the complete. */
 static int on_reasoning(void *ctx, const char *delta, size_t len)
 {
     struct oa_ask *ax = ctx;
-    int rc;
 
-    if (!ax->relay)
-        return 0;
-    rc = first_text(ax);
-    if (rc)
-        return rc;
-    rc = rx_buf_append(&ax->reasoning, delta, len);
-    if (rc)
-        return rc;
-    if (!ax->ask->reasoning)
-        return 0;
-    return ax->ask->reasoning(ax->ask, ax->msg_id, delta) == -ECANCELED ? -ECANCELED : 0;
+    return relay(ax, &ax->reasoning, delta, len, ax->ask->reasoning);
 }
 
 /* Add a reply's "usage" (prompt_tokens, completion_tokens) to the answer's. */

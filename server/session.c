@@ -65,10 +65,10 @@ static int host_dispatch(void *ctx, struct effect *fx, struct rx_input *in)
     return 0;
 }
 
-static int host_chunk(void *ctx, const struct effect *fx, const char *message_id,
-                      const char *delta)
+/* Streamed text of an answer (or its reasoning) onto the message's stream. */
+static int host_stream(struct session *s, const struct effect *fx, const char *message_id,
+                       const char *delta, bool reasoning)
 {
-    struct session *s = ctx;
     struct msgstream *m;
     int err = 0;
 
@@ -79,32 +79,25 @@ static int host_chunk(void *ctx, const struct effect *fx, const char *message_id
         err = -ECANCELED;
     else if (!m)
         err = -ENOENT;
-    else if (msgstream_append(m, delta))
-        log_warn("session %s: message %s is over limits.message_max; chunk dropped",
-                 s->id, message_id);
+    else if (reasoning ? msgstream_append_reasoning(m, delta)
+                       : msgstream_append(m, delta))
+        log_warn("session %s: %s of %s is over limits.message_max; dropped", s->id,
+                 reasoning ? "reasoning" : "the answer", message_id);
     pthread_mutex_unlock(&s->lock);
     return err;
 }
 
-/* The same for the model's reasoning: a `reasoning` frame on the message's stream. */
+static int host_chunk(void *ctx, const struct effect *fx, const char *message_id,
+                      const char *delta)
+{
+    return host_stream(ctx, fx, message_id, delta, false);
+}
+
+/* A `reasoning` frame on the message's stream. */
 static int host_reasoning(void *ctx, const struct effect *fx, const char *message_id,
                           const char *delta)
 {
-    struct session *s = ctx;
-    struct msgstream *m;
-    int err = 0;
-
-    pthread_mutex_lock(&s->lock);
-    m = msgstream_find(s->streams, message_id);
-    if (effect_is_cancelled(fx))
-        err = -ECANCELED;
-    else if (!m)
-        err = -ENOENT;
-    else if (msgstream_append_reasoning(m, delta))
-        log_warn("session %s: reasoning of %s is over limits.message_max; dropped", s->id,
-                 message_id);
-    pthread_mutex_unlock(&s->lock);
-    return err;
+    return host_stream(ctx, fx, message_id, delta, true);
 }
 
 static void host_event(void *ctx, const char *type, const struct effect *fx)
