@@ -354,7 +354,7 @@ int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
     int rc = 0;
 
     pthread_mutex_lock(&hub->lock);
-    for (size_t i = 0; i < hub->n_tools && !rc; i++) {
+    for (size_t i = 0; tools && i < hub->n_tools && !rc; i++) {
         const struct hub_tool *t = &hub->tools[i];
         char source[MCP_CONFIG_NAME_MAX + 8];
 

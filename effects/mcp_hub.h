@@ -57,7 +57,7 @@ int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr) RX_WUR;
 /* GET /tools: each tool as {"name", "description", "parameters", "source":
    "mcp:<server>", "policy", "annotations"}, appended to `tools`; each
    server as {"name", "transport", "status", "error", "tools", "protocol"}
-   appended to `servers`. 0 or -ENOMEM. */
+   appended to `servers`. `tools` may be NULL (servers only). 0 or -ENOMEM. */
 int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers) RX_WUR;
 
 /* The metric families of the servers (Prometheus text). 0 or -ENOMEM. */

@@ -504,6 +504,17 @@ json_t *toolkit_describe(const struct toolkit *tk)
     return out;
 }
 
+json_t *toolkit_mcp_servers(const struct toolkit *tk)
+{
+    json_t *servers = json_array();
+
+    if (servers && tk->mcp && mcp_hub_describe(tk->mcp, NULL, servers)) {
+        json_decref(servers);
+        return NULL;
+    }
+    return servers;
+}
+
 int toolkit_metrics(const struct toolkit *tk, struct rx_buf *b)
 {
     return tk->mcp ? mcp_hub_metrics(tk->mcp, b) : 0;

@@ -102,6 +102,10 @@ void toolkit_set_result_max(struct toolkit *tk, size_t max);
  */
 json_t *toolkit_describe(const struct toolkit *tk) RX_WUR;
 
+/* The "servers" part of toolkit_describe alone (for /healthz, which is
+   polled often and needs no tool list). NEW reference or NULL. */
+json_t *toolkit_mcp_servers(const struct toolkit *tk) RX_WUR;
+
 /* The MCP servers' metric families, appended to b. 0 or -ENOMEM. */
 int toolkit_metrics(const struct toolkit *tk, struct rx_buf *b) RX_WUR;
 

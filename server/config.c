@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects/toolkit.h"
+
 int config_set_str(char **field, const char *value)
 {
     char *d = strdup(value);
@@ -36,7 +38,7 @@ int config_init(struct config *c)
     c->session_queue_max = 64;
     c->max_running_effects = 64;    /* RUNTIME_POOL_MAX_DEFAULT */
     c->session_running_effects = 8; /* RUNTIME_SESSION_MAX_DEFAULT */
-    c->tool_result_max = 64 << 10;  /* TOOLKIT_RESULT_MAX_DEFAULT */
+    c->tool_result_max = TOOLKIT_RESULT_MAX_DEFAULT;
     c->idle_timeout_ms = 30000;
     c->sse_retry_ms = 2000;
     c->sse_ping_ms = 15000;

@@ -74,20 +74,15 @@ bool http_server_is_stopping(const struct http_server *srv)
     return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
 }
 
-/*
- * Liveness, and whether writes are stored: "degraded" with the store's
- * status and reason when its disk is full or it is unusable (SPEC 6). Still
- * a 200: the process is alive and serves reads.
- */
 /* Each MCP server's state, by name: {"fs": {"status": "up", "error": null}}.
    A server that is down never makes the process unhealthy: it is only shown. */
 static json_t *mcp_status(struct http_server *srv)
 {
-    json_t *all = toolkit_describe(session_table_tools(srv->sessions));
+    json_t *all = toolkit_mcp_servers(session_table_tools(srv->sessions));
     json_t *out = json_object(), *v;
     size_t i;
 
-    json_array_foreach(json_object_get(all, "servers"), i, v)
+    json_array_foreach(all, i, v)
     {
         json_object_set_new(
             out, json_string_value(json_object_get(v, "name")),
@@ -99,6 +94,11 @@ static json_t *mcp_status(struct http_server *srv)
     return out;
 }
 
+/*
+ * Liveness, and whether writes are stored: "degraded" with the store's
+ * status and reason when its disk is full or it is unusable (SPEC 6). Still
+ * a 200: the process is alive and serves reads.
+ */
 static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *conn)
 {
     struct store *st = session_table_store(srv->sessions);

@@ -55,26 +55,27 @@ static void publish(struct msgstream *m, struct sse_frame *f)
     sse_frame_unref(f);
 }
 
-int msgstream_append(struct msgstream *m, const char *delta)
+/* Keep `delta` in `buf` and send it as a `kind` frame (id: the text's length). */
+static int append(struct msgstream *m, struct rx_buf *buf, const char *kind,
+                  const char *delta)
 {
     size_t n = strlen(delta);
-    int err = rx_buf_append(&m->text, delta, n);
+    int err = rx_buf_append(buf, delta, n);
 
     if (err)
         return err;
-    publish(m, event_message("chunk", "delta", delta, n, (int64_t)m->text.len));
+    publish(m, event_message(kind, "delta", delta, n, (int64_t)m->text.len));
     return 0;
+}
+
+int msgstream_append(struct msgstream *m, const char *delta)
+{
+    return append(m, &m->text, "chunk", delta);
 }
 
 int msgstream_append_reasoning(struct msgstream *m, const char *delta)
 {
-    size_t n = strlen(delta);
-    int err = rx_buf_append(&m->reasoning, delta, n);
-
-    if (err)
-        return err;
-    publish(m, event_message("reasoning", "delta", delta, n, (int64_t)m->text.len));
-    return 0;
+    return append(m, &m->reasoning, "reasoning", delta);
 }
 
 /* The text and reasoning to tell: the live buffers, else the state's record. */

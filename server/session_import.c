@@ -77,17 +77,6 @@ static int check_document(json_t *doc, struct session_import *imp, json_t **inpu
     return 0;
 }
 
-/* The pipeline refuses tool arguments nested past RX_JSON_DEPTH_MAX; so does this. */
-static bool calls_within_limits(const struct rx_input *in)
-{
-    if (in->type != RX_IN_BRAIN_CALL_TOOLS)
-        return true;
-    for (size_t i = 0; i < in->n_calls; i++)
-        if (in->calls[i].parameters && !rx_json_depth_ok(in->calls[i].parameters))
-            return false;
-    return true;
-}
-
 /* Entry `i`: parsed, applied, and (keep) encoded at offs[i]. */
 static int replay_one(struct session_import *imp, size_t i, json_t *v, bool keep,
                       size_t *offs, struct session_import_error *e)
@@ -111,7 +100,7 @@ static int replay_one(struct session_import *imp, size_t i, json_t *v, bool keep
         return err;
     if (err)
         return refuse(e, at, "invalid", field, "input %zu: %s", i, why.text);
-    if (!calls_within_limits(&in)) {
+    if (!rx_input_calls_depth_ok(&in)) {
         rx_input_release(&in);
         return refuse(e, at, "invalid", "toolCalls",
                       "input %zu: tool arguments nest deeper than %d levels", i,

@@ -406,21 +406,6 @@ static void stamp(struct session *s, struct rx_input *in)
 }
 
 /*
- * Tool arguments nested deeper than RX_JSON_DEPTH_MAX are refused where they
- * enter (a client with allow_agent_inputs, or a brain relaying an LLM): the
- * tool that would parse them runs on a small effect stack.
- */
-static bool calls_within_limits(const struct rx_input *in)
-{
-    if (in->type != RX_IN_BRAIN_CALL_TOOLS)
-        return true;
-    for (size_t i = 0; i < in->n_calls; i++)
-        if (in->calls[i].parameters && !rx_json_depth_ok(in->calls[i].parameters))
-            return false;
-    return true;
-}
-
-/*
  * Clients queue for a session, but only so many: past that the queue is
  * full. A client counts from its arrival until it is answered (applied and,
  * with a log, durable).
@@ -496,7 +481,7 @@ int session_submit_start(struct session *s, struct rx_input *in,
         goto out_unlock;
     if (in->type == RX_IN_BRAIN_CALL_TOOLS)
         stamp_policies(s, in);
-    if (!calls_within_limits(in)) {
+    if (!rx_input_calls_depth_ok(in)) {
         res->verdict = RX_REJECTED;
         res->reason = RX_REASON_INVALID;
         res->field = "toolCalls";

@@ -554,6 +554,16 @@ bool rx_text_is_blank(const char *s)
     return !*p;
 }
 
+bool rx_input_calls_depth_ok(const struct rx_input *in)
+{
+    if (in->type != RX_IN_BRAIN_CALL_TOOLS)
+        return true;
+    for (size_t i = 0; i < in->n_calls; i++)
+        if (in->calls[i].parameters && !rx_json_depth_ok(in->calls[i].parameters))
+            return false;
+    return true;
+}
+
 void rx_input_clear_calls(struct rx_input *in)
 {
     calls_release(in->calls, in->n_calls);

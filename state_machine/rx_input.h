@@ -136,6 +136,12 @@ int rx_input_set_str(char **field, const char *value) RX_WUR;
 bool rx_text_is_blank(const char *s);
 /* Drop every entry of `calls` (a client's partialContents is never trusted). */
 void rx_input_clear_calls(struct rx_input *in);
+/*
+ * False when a brain-call-tools entry's arguments nest deeper than
+ * RX_JSON_DEPTH_MAX: refused where inputs enter (the pipeline, an import),
+ * since the tool that parses them runs on a small effect stack.
+ */
+bool rx_input_calls_depth_ok(const struct rx_input *in);
 /* Add a user-cancel partial {message id, text so far}. 0 or -ENOMEM. */
 int rx_input_add_partial(struct rx_input *in, const char *message_id,
                          const char *text) RX_WUR;

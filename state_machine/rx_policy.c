@@ -32,15 +32,23 @@ const char *rx_policy_name(enum rx_policy p)
     return (size_t)p < N_POLICIES ? policy_names[p] : NULL;
 }
 
+/* The index of `s` among names[1..n) (0 is the unnamed value), or 0. */
+static size_t name_index(const char *const *names, size_t n, const char *s)
+{
+    for (size_t i = 1; s && i < n; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return 0;
+}
+
 int rx_policy_parse(const char *s, enum rx_policy *out)
 {
-    for (size_t i = 1; s && i < N_POLICIES; i++) {
-        if (!strcmp(s, policy_names[i])) {
-            *out = (enum rx_policy)i;
-            return 0;
-        }
-    }
-    return -EINVAL;
+    size_t i = name_index(policy_names, N_POLICIES, s);
+
+    if (!i)
+        return -EINVAL;
+    *out = (enum rx_policy)i;
+    return 0;
 }
 
 const char *rx_approval_name(enum rx_approval a)
@@ -50,13 +58,12 @@ const char *rx_approval_name(enum rx_approval a)
 
 int rx_approval_parse(const char *s, enum rx_approval *out)
 {
-    for (size_t i = 1; s && i < N_APPROVALS; i++) {
-        if (!strcmp(s, approval_names[i])) {
-            *out = (enum rx_approval)i;
-            return 0;
-        }
-    }
-    return -EINVAL;
+    size_t i = name_index(approval_names, N_APPROVALS, s);
+
+    if (!i)
+        return -EINVAL;
+    *out = (enum rx_approval)i;
+    return 0;
 }
 
 /* ---- the map ---------------------------------------------------------------- */
