@@ -181,6 +181,16 @@ static const struct {
     {"[{\"name\":\"y\",\"command\":[\"/bin/cat\"]},{\"name\":\"y\",\"command\":[\"/bin/"
      "cat\"]}]",
      -EEXIST, "tools[1].name: duplicate tool 'y'"},
+    {"[{\"name\":\"x\",\"command\":[\"/bin/cat\"],\"bogus\":1}]", -EINVAL,
+     "tools[0].bogus: unknown key"},
+    {"[{\"name\":\"x\",\"command\":[\"/bin/cat\"],\"approval\":\"maybe\"}]", -EINVAL,
+     "tools[0].approval: must be \"auto\", \"ask\" or \"deny\""},
+    {"[{\"name\":\"calculator\",\"approval\":\"ask\",\"timeout_ms\":5}]", -EINVAL,
+     "tools[0].timeout_ms: a built-in tool takes only \"approval\""},
+    {"[{\"name\":\"calculator\"}]", -EINVAL,
+     "tools[0].approval: must be \"auto\", \"ask\" or \"deny\""},
+    {"[{\"name\":\"clock\",\"approval\":\"deny\"},{\"name\":\"x\"}]", -EINVAL,
+     "tools[1].command: must be a non-empty array of strings"},
 };
 
 START_TEST(test_bad_config)
@@ -195,8 +205,38 @@ START_TEST(test_bad_config)
     ck_assert_int_eq(toolkit_add_from_config(t, cfg, &err), bad_configs[_i].rc);
     ck_assert_msg(strstr(err.text, bad_configs[_i].msg), "got \"%s\", want \"%s\"",
                   err.text, bad_configs[_i].msg);
-    /* All or nothing: a config with one bad tool adds none. */
+    /* All or nothing: a config with one bad tool adds none, and changes no
+       built-in's approval. */
     ck_assert_int_eq(toolkit_count(t), 2);
+    ck_assert_str_eq(toolkit_policy(t, "clock"), "auto");
+    json_decref(cfg);
+    toolkit_destroy(t);
+}
+END_TEST
+
+/* SPEC 3.6: built-in and command tools default to auto; `approval` sets one,
+   also a built-in's through an entry of its name alone; unknown names are auto. */
+START_TEST(test_config_policies)
+{
+    struct toolkit *t = toolkit_create();
+    json_t *cfg = json_loads("[{\"name\":\"calculator\",\"approval\":\"ask\"},"
+                             "{\"name\":\"x\",\"command\":[\"/bin/cat\"],"
+                             "\"approval\":\"deny\"},"
+                             "{\"name\":\"y\",\"command\":[\"/bin/cat\"]}]",
+                             0, NULL);
+    struct rx_error err = {""};
+
+    ck_assert_ptr_nonnull(t);
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(toolkit_add_builtins(t), 0);
+    ck_assert_str_eq(toolkit_policy(t, "calculator"), "auto");
+    ck_assert_msg(toolkit_add_from_config(t, cfg, &err) == 0, "%s", err.text);
+    ck_assert_uint_eq(toolkit_count(t), 4); /* the override adds no tool */
+    ck_assert_str_eq(toolkit_policy(t, "calculator"), "ask");
+    ck_assert_str_eq(toolkit_policy(t, "clock"), "auto");
+    ck_assert_str_eq(toolkit_policy(t, "x"), "deny");
+    ck_assert_str_eq(toolkit_policy(t, "y"), "auto");
+    ck_assert_str_eq(toolkit_policy(t, "no-such-tool"), "auto");
     json_decref(cfg);
     toolkit_destroy(t);
 }
@@ -788,6 +828,7 @@ Suite *toolkit_suite(void)
     tcase_add_test(tc, test_schemas);
     tcase_add_loop_test(tc, test_bad_config, 0,
                         sizeof(bad_configs) / sizeof(bad_configs[0]));
+    tcase_add_test(tc, test_config_policies);
     tcase_add_test(tc, test_config_edge_cases);
     suite_add_tcase(s, tc);
 
