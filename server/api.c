@@ -95,98 +95,57 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
 
 /*
  * A POST whose input waits for the log (group commit, SPEC 6): no MHD thread
- * waits for a commit. The connection is suspended and the request keeps this
- * (http.c) until the store's thread has the answer (on_durable), which
- * resumes the connection; MHD then calls the handler again, which answers
- * from here (api_pending_answer). Two references: the request's and the
- * callback's.
+ * waits for a commit. The connection is parked (server/park) until the
+ * store's thread has the answer (on_durable), which resumes it; MHD then
+ * calls the handler again, which answers from here (pending_answer). Two
+ * references: the request's and the callback's.
  */
 struct api_pending {
-    pthread_mutex_t lock; /* guards suspended, finished, err, res */
-    int refs;             /* atomic */
-    struct MHD_Connection *conn;
-    bool suspended, finished;
-    int err;
+    struct park park;
+    int refs; /* atomic */
+    int err;  /* err and res: written before park_finish, read after the resume */
     struct submit_result res;
     struct rx_input in; /* kept for the answer (its messageId) */
 };
-
-/* Connections suspended for an answer: none may be left at MHD_stop_daemon. */
-static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t parked_none = PTHREAD_COND_INITIALIZER;
-static int parked;
-
-static void parked_add(int n)
-{
-    pthread_mutex_lock(&parked_lock);
-    parked += n;
-    if (!parked)
-        pthread_cond_broadcast(&parked_none);
-    pthread_mutex_unlock(&parked_lock);
-}
-
-void api_pending_drain(void)
-{
-    pthread_mutex_lock(&parked_lock);
-    while (parked)
-        pthread_cond_wait(&parked_none, &parked_lock);
-    pthread_mutex_unlock(&parked_lock);
-}
 
 static void pending_unref(struct api_pending *p)
 {
     if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL))
         return;
     rx_input_release(&p->in);
-    pthread_mutex_destroy(&p->lock);
+    park_destroy(&p->park);
     free(p);
 }
 
-void api_pending_release(struct api_pending *p)
+static void pending_release(struct park *park)
 {
-    if (p)
-        pending_unref(p);
+    pending_unref((struct api_pending *)park);
 }
 
 /* session_done_fn, on the store's thread: the input is durable, or is not. */
 static void on_durable(void *arg, int err, const struct submit_result *res)
 {
     struct api_pending *p = arg;
-    bool resumed = false;
 
-    pthread_mutex_lock(&p->lock);
     p->err = err;
     p->res = *res;
-    p->finished = true;
-    if (p->suspended) {
-        MHD_resume_connection(p->conn);
-        p->suspended = false;
-        resumed = true;
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (resumed)
-        parked_add(-1);
+    park_finish(&p->park);
     pending_unref(p);
 }
 
-enum MHD_Result api_pending_answer(struct http_server *srv, struct MHD_Connection *conn,
-                                   struct api_pending **slot)
+static enum MHD_Result pending_answer(struct park *park, struct http_server *srv,
+                                      struct MHD_Connection *conn)
 {
-    struct api_pending *p = *slot;
-    enum MHD_Result ret;
+    struct api_pending *p = (struct api_pending *)park;
 
-    *slot = NULL;
-    /* Resumed only once finished; the lock orders what on_durable wrote. */
-    pthread_mutex_lock(&p->lock);
-    pthread_mutex_unlock(&p->lock);
-    ret = submit_answer(srv, conn, p->err, &p->res, &p->in);
-    pending_unref(p);
-    return ret;
+    return submit_answer(srv, conn, p->err, &p->res, &p->in);
 }
+
+static const struct park_ops pending_ops = {pending_answer, pending_release};
 
 static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connection *conn,
                                      struct session *s, const struct rx_buf *body,
-                                     struct api_pending **slot, bool *suspended)
+                                     struct park **slot, bool *suspended)
 {
     struct submit_result res;
     struct api_pending *p;
@@ -229,9 +188,8 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
         rx_input_release(&in);
         return reply_error(conn, 500, "internal", NULL, "out of memory");
     }
-    pthread_mutex_init(&p->lock, NULL);
+    park_init(&p->park, &pending_ops, conn);
     p->refs = 2;
-    p->conn = conn;
     p->in = in; /* moved */
     err = session_submit_start(s, &p->in, NULL, &res, on_durable, p);
     if (err != SESSION_PENDING) {
@@ -240,39 +198,33 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
         pending_unref(p);
         return ret;
     }
-    pthread_mutex_lock(&p->lock);
-    if (p->finished) { /* durable already: answer now */
-        pthread_mutex_unlock(&p->lock);
+    if (!park_suspend(&p->park)) { /* durable already: answer now */
         ret = submit_answer(srv, conn, p->err, &p->res, &p->in);
         pending_unref(p);
         return ret;
     }
-    /* Under p->lock: on_durable resumes only a connection suspended. */
-    MHD_suspend_connection(conn);
-    p->suspended = true;
     *suspended = true; /* the count taken by submit_input stays until it resumes */
-    pthread_mutex_unlock(&p->lock);
-    *slot = p;
+    *slot = &p->park;
     return MHD_YES;
 }
 
 /*
  * POST of one input. The request is counted as parked before the stopping
- * check, so a shutdown that passes api_pending_drain can never meet a POST
- * that slipped in and is about to suspend (MHD_stop_daemon with a suspended
+ * check, so a shutdown that passes park_drain can never meet a POST that
+ * slipped in and is about to suspend (MHD_stop_daemon with a suspended
  * connection aborts). A request answered at once gives its count back here.
  */
 static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
                                     struct session *s, const struct rx_buf *body,
-                                    struct api_pending **slot)
+                                    struct park **slot)
 {
     bool suspended = false;
     enum MHD_Result ret;
 
-    parked_add(1);
+    park_enter();
     ret = submit_parked(srv, conn, s, body, slot, &suspended);
     if (!suspended)
-        parked_add(-1);
+        park_leave();
     return ret;
 }
 
@@ -446,7 +398,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
 static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connection *conn,
                                      const char *method, struct session *s,
                                      const char *rest, const struct rx_buf *body,
-                                     struct api_pending **pending)
+                                     struct park **pending)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 
@@ -558,7 +510,7 @@ static enum MHD_Result tools_list(struct http_server *srv, struct MHD_Connection
 
 enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
                           const char *method, const char *path, const struct rx_buf *body,
-                          struct api_pending **pending)
+                          struct park **pending)
 {
     char sid[SESSION_ID_MAX + 1];
     const char *rest;

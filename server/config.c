@@ -22,6 +22,36 @@ int config_set_str(char **field, const char *value)
     return 0;
 }
 
+static void free_models(struct config *c)
+{
+    for (size_t i = 0; i < c->n_oai_models; i++)
+        free(c->oai_models[i]);
+    free(c->oai_models);
+    c->oai_models = NULL;
+    c->n_oai_models = 0;
+}
+
+/* Replace the model names GET /v1/models lists. 0 or -ENOMEM (old ones kept). */
+static int set_models(struct config *c, const char *const *names, size_t n)
+{
+    char **v = calloc(n, sizeof(*v));
+
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!(v[i] = strdup(names[i]))) {
+            while (i--)
+                free(v[i]);
+            free(v);
+            return -ENOMEM;
+        }
+    }
+    free_models(c);
+    c->oai_models = v;
+    c->n_oai_models = n;
+    return 0;
+}
+
 int config_init(struct config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -46,13 +76,17 @@ int config_init(struct config *c)
     c->backoff_max_ms = 10000;
     c->snapshot_every = 200;
     c->retention_max_age_days = 0;
+    c->oai_tool_details = true;
     c->json = json_object();
     if (!c->json || config_set_str(&c->listen_host, "127.0.0.1") ||
         config_set_str(&c->prefix, "/api/reflexor") ||
         config_set_str(&c->web_root, "build/web") ||
         config_set_str(&c->db_path, "data/reflexor.db") ||
         config_set_str(&c->system_prompt, "You are Reflexor, a helpful assistant.") ||
-        config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin")) {
+        config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin") ||
+        config_set_str(&c->oai_prefix, "/v1") ||
+        config_set_str(&c->lg_prefix, "/api/langgraph") ||
+        set_models(c, (const char *[]){"reflexor"}, 1)) {
         config_release(c);
         return -ENOMEM;
     }
@@ -67,6 +101,9 @@ void config_release(struct config *c)
     free(c->db_path);
     free(c->system_prompt);
     free(c->auth_token);
+    free(c->oai_prefix);
+    free(c->lg_prefix);
+    free_models(c);
     for (size_t i = 0; i < c->n_retired; i++)
         free(c->retired[i]);
     free(c->retired);
@@ -132,7 +169,9 @@ static const struct {
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools mcpServers"},
+         "retention brain tools mcpServers openai langgraph"},
+    {"openai", "prefix models tool_details on_disconnect"},
+    {"langgraph", "prefix"},
     {"auth", "token"},
     {"api", "allow_agent_inputs"},
     {"limits",
@@ -180,6 +219,61 @@ static int check_keys(json_t *root, const char *file, struct rx_error *err)
         }
     }
     return 0;
+}
+
+/* A protocol's prefix: "" (off), or a path like api_prefix. */
+static int get_prefix(json_t *root, const char *file, const char *path, char **out,
+                      struct rx_error *err)
+{
+    int rc = get_str(root, file, path, out, err);
+    size_t n = *out ? strlen(*out) : 0;
+
+    if (rc || !n)
+        return rc;
+    if (**out != '/' || n < 2 || (*out)[n - 1] == '/')
+        return bad(err, file, path,
+                   "must be \"\" (off) or start with '/' and not end with one");
+    return 0;
+}
+
+/* The openai and langgraph sections (SPEC 4.3). */
+static int load_protocols(struct config *c, json_t *root, const char *file,
+                          struct rx_error *err)
+{
+    const char *names[64];
+    json_t *v, *m;
+    size_t i;
+    int rc;
+
+    if ((rc = get_prefix(root, file, "openai.prefix", &c->oai_prefix, err)) ||
+        (rc = get_prefix(root, file, "langgraph.prefix", &c->lg_prefix, err)))
+        return rc;
+    if ((v = at(root, "openai.tool_details"))) {
+        if (!json_is_boolean(v))
+            return bad(err, file, "openai.tool_details", "must be true or false");
+        c->oai_tool_details = json_is_true(v);
+    }
+    if ((v = at(root, "openai.on_disconnect"))) {
+        const char *s = json_string_value(v);
+
+        if (!s || (strcmp(s, "continue") && strcmp(s, "cancel")))
+            return bad(err, file, "openai.on_disconnect",
+                       "must be \"continue\" or \"cancel\"");
+        c->oai_cancel_on_disconnect = !strcmp(s, "cancel");
+    }
+    if (!(v = at(root, "openai.models")))
+        return 0;
+    if (!json_is_array(v) || !json_array_size(v) || json_array_size(v) > 64)
+        return bad(err, file, "openai.models", "must be an array of 1 to 64 names");
+    json_array_foreach(v, i, m)
+    {
+        const char *s = json_string_value(m);
+
+        if (!s || !*s || strlen(s) > 128)
+            return bad(err, file, "openai.models", "must hold names of 1 to 128 bytes");
+        names[i] = s;
+    }
+    return set_models(c, names, json_array_size(v));
 }
 
 #define INT_FIELD(path, field, lo, hi)                                                   \
@@ -265,6 +359,8 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("store.snapshot_every", c->snapshot_every, 1, 1000000);
     INT_FIELD("store.max_bytes", c->store_max_bytes, 0, LONG_MAX);
     INT_FIELD("retention.max_age_days", c->retention_max_age_days, 0, 100000);
+    if ((rc = load_protocols(c, root, file, err)))
+        goto out_decref;
     if (*c->prefix != '/' || c->prefix[strlen(c->prefix) - 1] == '/') {
         rc = bad(err, file, "api_prefix", "must start with '/' and not end with one");
         goto out_decref;

@@ -49,7 +49,14 @@ struct config {
     bool store_fsync; /* fsync each commit (survives power loss), or only write it */
     size_t store_max_bytes; /* quota on the database's pages; 0: none */
     int retention_max_age_days;
-    json_t *json;   /* the whole file ({} when none) */
+    /* The client protocols (SPEC 4.3); a prefix "" turns one off. */
+    char *oai_prefix;  /* OpenAI-compatible, "/v1" */
+    char **oai_models; /* the names GET /v1/models lists (at least one) */
+    size_t n_oai_models;
+    bool oai_tool_details;         /* show tool activity as a <details> block */
+    bool oai_cancel_on_disconnect; /* a client gone stops the agent's work */
+    char *lg_prefix;               /* LangGraph Agent Server subset, "/api/langgraph" */
+    json_t *json;                  /* the whole file ({} when none) */
     char **retired; /* auth tokens replaced by a reload, freed at release */
     size_t n_retired;
 };

@@ -16,6 +16,9 @@
 #include "effects/now.h"
 #include "effects/toolkit.h"
 #include "server/api.h"
+#include "server/lg.h"
+#include "server/oai.h"
+#include "server/park.h"
 #include "effects/log.h"
 #include "server/metrics.h"
 #include "server/session_table.h"
@@ -28,9 +31,9 @@
 struct request {
     struct rx_buf body;
     bool too_big;
-    bool nul_in_path;            /* the raw URI had %00: MHD would cut the value there */
-    int64_t begun_ms;            /* when the request's headers were complete */
-    struct api_pending *pending; /* a POST suspended until its input is durable */
+    bool nul_in_path;     /* the raw URI had %00: MHD would cut the value there */
+    int64_t begun_ms;     /* when the request's headers were complete */
+    struct park *pending; /* a request suspended until its answer is ready */
 };
 
 /*
@@ -175,7 +178,10 @@ static enum MHD_Result client_config(struct http_server *srv, struct MHD_Connect
                                 "authRequired", *config_auth_token(srv->cfg) != '\0'));
 }
 
-/* Bearer token, or ?token= for EventSource (which cannot set headers). */
+/*
+ * Bearer token; X-Api-Key (what the LangGraph SDK sends); or ?token= for
+ * EventSource (which cannot set headers).
+ */
 static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
 {
     const char *want = config_auth_token(srv->cfg), *got;
@@ -186,7 +192,7 @@ static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
     got = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     if (got && !strncmp(got, "Bearer ", 7))
         got += 7;
-    else
+    else if (!(got = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key")))
         got = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
     if (!got || strlen(got) != n)
         return false;
@@ -195,19 +201,76 @@ static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
     return diff == 0;
 }
 
+/* The answer of a resumed request, once (the park stays in the slot until
+   the request ends: its release frees it). */
+static enum MHD_Result park_answer(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct park *p)
+{
+    /* The lock orders what the finishing thread wrote before park_finish. */
+    pthread_mutex_lock(&p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return p->ops->answer(p, srv, conn);
+}
+
+/* `url` is under `prefix` ("" never matches): what follows it, else NULL. */
+static const char *under(const char *url, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    if (!n || strncmp(url, prefix, n) || (url[n] != '/' && url[n]))
+        return NULL;
+    return url + n;
+}
+
+/* 413 in the shape of the protocol the URL speaks (SPEC 4.3). */
+static enum MHD_Result too_large(struct http_server *srv, struct MHD_Connection *conn,
+                                 const char *url, size_t max)
+{
+    char msg[96];
+
+    snprintf(msg, sizeof(msg), "the body is over %zu bytes", max);
+    if (under(url, srv->cfg->oai_prefix))
+        return reply_json(conn, 413,
+                          json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg,
+                                    "type", "invalid_request_error", "param", "code",
+                                    "request_too_large"));
+    if (under(url, srv->cfg->lg_prefix))
+        return reply_json(conn, 413, json_pack("{s:s}", "detail", msg));
+    return reply_error(conn, 413, "too-large", NULL, "%s", msg);
+}
+
 static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, struct request *req)
 {
+    const char *rest;
     size_t plen = strlen(srv->cfg->prefix);
 
     if (req->too_big)
-        return reply_error(conn, 413, "too-large", NULL, "the body is over %zu bytes",
-                           req->body.max);
+        return too_large(srv, conn, url, req->body.max);
     if (!strncmp(url, srv->cfg->prefix, plen) && (url[plen] == '/' || !url[plen])) {
         if (!authorized(srv, conn))
             return reply_error(conn, 401, "unauthorized", NULL,
                                "send 'Authorization: Bearer <token>'");
         return api_route(srv, conn, method, url + plen, &req->body, &req->pending);
+    }
+    if ((rest = under(url, srv->cfg->oai_prefix))) {
+        if (!authorized(srv, conn))
+            return reply_json(conn, 401,
+                              json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
+                                        "Incorrect API key provided (the server's "
+                                        "auth.token)",
+                                        "type", "invalid_request_error", "param", "code",
+                                        "invalid_api_key"));
+        return oai_route(srv, conn, method, rest, &req->body, &req->pending);
+    }
+    if ((rest = under(url, srv->cfg->lg_prefix))) {
+        /* A browser's CORS preflight carries no credentials: lg answers it. */
+        if (strcmp(method, "OPTIONS") && !authorized(srv, conn))
+            return reply_json(conn, 401,
+                              json_pack("{s:s}", "detail",
+                                        "send 'Authorization: Bearer <token>' or "
+                                        "'X-Api-Key: <token>'"));
+        return lg_route(srv, conn, method, rest, &req->body, &req->pending);
     }
     if (!strcmp(url, "/healthz"))
         return health(srv, conn);
@@ -240,8 +303,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Refuse a body announced too big before reading a byte of it. */
         if (cl && strtoull(cl, NULL, 10) > req->body.max) {
             req->too_big = true;
-            return reply_error(conn, 413, "too-large", NULL, "the body is over %zu bytes",
-                               req->body.max);
+            return too_large(srv, conn, url, req->body.max);
         }
         return MHD_YES;
     }
@@ -258,9 +320,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    /* Resumed: its input is durable (or refused); answer, do not route again. */
+    /* Resumed: its answer is ready; answer, do not route again. */
     if (req->pending)
-        return api_pending_answer(srv, conn, &req->pending);
+        return park_answer(srv, conn, req->pending);
     return route(srv, conn, url, method, req);
 }
 
@@ -273,7 +335,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     if (req) {
-        api_pending_release(req->pending);
+        if (req->pending)
+            req->pending->ops->release(req->pending);
         rx_buf_release(&req->body);
         free(req);
         *con_cls = NULL;
@@ -357,7 +420,7 @@ void http_server_quiesce(struct http_server *srv)
 void http_server_stop(struct http_server *srv)
 {
     /* Every POST suspended for the log is resumed within a commit. */
-    api_pending_drain();
+    park_drain();
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;

@@ -19,6 +19,9 @@
 #include "effects/now.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/lg.h"
+#include "server/oai.h"
+#include "server/run.h"
 #include "effects/log.h"
 #include "server/session.h"
 #include "server/session_table.h"
@@ -501,6 +504,10 @@ int main(int argc, char **argv)
     /* Connections still open would go on using the sessions: close them all
        before the table goes. */
     http_server_stop(&srv);
+    /* Runs hold their sessions: the protocols let go of them before the table goes. */
+    run_shutdown();
+    oai_shutdown();
+    lg_shutdown();
     session_table_destroy(sessions);
     sessions = NULL;
     log_info("stopped");

@@ -14,6 +14,7 @@
 #include "server/event.h"
 #include "effects/log.h"
 #include "server/metrics.h"
+#include "server/run.h"
 #include "server/session_internal.h"
 #include "server/store.h"
 
@@ -83,6 +84,8 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
                        : msgstream_append(m, delta))
         log_warn("session %s: %s of %s is over limits.message_max; dropped", s->id,
                  reasoning ? "reasoning" : "the answer", message_id);
+    else if (s->runs)
+        run__delta(s, message_id, delta, reasoning);
     pthread_mutex_unlock(&s->lock);
     return err;
 }
@@ -231,6 +234,7 @@ void session_stop(struct session *s)
     pthread_mutex_lock(&s->lock);
     s->deleted = true;
     runtime_cancel_all(s->rt);
+    run__session_stopped(s);
     sse_channel_close_all(&s->ch);
     sse_channel_close_all(&s->patch_ch);
     msgstream_close_all(s->streams);
@@ -378,6 +382,22 @@ int session_title(struct session *s, char **out)
     *out = NULL;
     if (s->title && !(*out = strdup(s->title)))
         err = -ENOMEM;
+    pthread_mutex_unlock(&s->lock);
+    return err;
+}
+
+int session_read(struct session *s, session_read_fn fn, void *arg)
+{
+    struct event_session e;
+    int err = -ENOENT;
+
+    pthread_mutex_lock(&s->lock);
+    session_settle_wait(s); /* never a state ahead of the log */
+    if (!s->deleted) {
+        session_feed_entry(s, &e);
+        fn(arg, &s->state, s->seq, &e);
+        err = 0;
+    }
     pthread_mutex_unlock(&s->lock);
     return err;
 }

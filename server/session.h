@@ -118,6 +118,17 @@ int session_history_page(struct session *s, int64_t after, int limit, struct rx_
 int session_title(struct session *s, char **out) RX_WUR;
 
 /*
+ * Read the state as it is durable: fn(arg, state, seq, entry) is called once
+ * with the session's lock held (everything borrowed for the call; entry is
+ * the session's list entry, as GET .../sessions shows it). fn must not call
+ * session_* nor block. 0, or -ENOENT for a deleted session.
+ */
+struct event_session;
+typedef void (*session_read_fn)(void *arg, const struct rx_state *st, int64_t seq,
+                                const struct event_session *entry);
+int session_read(struct session *s, session_read_fn fn, void *arg) RX_WUR;
+
+/*
  * How a caller turns a channel into a stream (server/http: an MHD response):
  * called under the session's lock, so nothing is published between the
  * `first` frames (n of them, borrowed) and the live ones; `closed` ends the

@@ -28,6 +28,7 @@
 #include "state_machine/rx_state.h"
 
 struct pending;
+struct run;
 
 struct session {
     struct session *next; /* in the table */
@@ -75,6 +76,7 @@ struct session {
     struct msgstream *streams;   /* answers being streamed */
     struct runtime *rt;
     struct rx_buf scratch; /* event encoding */
+    struct run *runs;      /* the lane of client protocol runs (server/run), head first */
 };
 
 struct session_table {
@@ -113,6 +115,15 @@ void session_publish_frames(struct session *s, struct sse_channel *ch,
 void session_set_title(struct session *s);
 /* A buffer for a streaming answer's text, owned by s->streams. NULL on ENOMEM. */
 struct msgstream *session_stream_open(struct session *s, const char *id);
+
+/*
+ * session_submit_start for a client protocol's run (server/run): as a
+ * client's input, and run__applied(run, seq) is called under the lock the
+ * moment it is applied, before any of its consequences are published.
+ */
+int session__submit_run(struct session *s, struct rx_input *in, struct run *run,
+                        struct submit_result *res, session_done_fn done,
+                        void *arg) RX_WUR;
 
 /* session_pipeline.c, for session.c. */
 

@@ -18,6 +18,7 @@
  * Ownership: a `struct pending` holds a session reference and the caller's
  * callback; both are released once it is answered.
  */
+#include "server/run.h"
 #include "server/session_internal.h"
 
 #include <errno.h>
@@ -201,6 +202,8 @@ static void settle(struct session *s)
     if (!s->deleted && cfg->effects &&
         runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
         log_warn("session %s: out of memory starting effects", s->id);
+    if (s->runs)
+        run__settled(s);
     s->rebuilt = false;
     s->last_cause = NULL;
 }
@@ -436,9 +439,10 @@ static void publish_now(struct session *s, const struct rx_input *in,
     settle(s);
 }
 
-int session_submit_start(struct session *s, struct rx_input *in,
-                         const struct effect *cause, struct submit_result *res,
-                         session_done_fn done, void *arg)
+/* session_submit_start; a run's input (`run` set) is told to it once applied. */
+static int submit_start(struct session *s, struct rx_input *in,
+                        const struct effect *cause, struct run *run,
+                        struct submit_result *res, session_done_fn done, void *arg)
 {
     struct store *store = s->table->env.store;
     struct pending *p = NULL;
@@ -503,6 +507,8 @@ int session_submit_start(struct session *s, struct rx_input *in,
 
     s->applied++;
     res->seq = s->applied;
+    if (run)
+        run__applied(run, s->applied); /* before anything of it is published */
     /* Chunks may stream before the start is durable: the buffer is there. */
     if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START &&
         !session_stream_open(s, in->message_id))
@@ -554,6 +560,19 @@ out_leave:
     if (err != SESSION_PENDING && !cause)
         __atomic_sub_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
     return err;
+}
+
+int session_submit_start(struct session *s, struct rx_input *in,
+                         const struct effect *cause, struct submit_result *res,
+                         session_done_fn done, void *arg)
+{
+    return submit_start(s, in, cause, NULL, res, done, arg);
+}
+
+int session__submit_run(struct session *s, struct rx_input *in, struct run *run,
+                        struct submit_result *res, session_done_fn done, void *arg)
+{
+    return submit_start(s, in, NULL, run, res, done, arg);
 }
 
 /* session_submit's wait for an answer that comes through the pipeline. */

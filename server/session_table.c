@@ -13,6 +13,7 @@
 #include "effects/log.h"
 #include "server/event.h"
 #include "server/session_import.h"
+#include "server/run.h"
 #include "server/session_internal.h"
 #include "server/store.h"
 
@@ -183,6 +184,7 @@ void session_table_cancel_all(struct session_table *t)
         pthread_mutex_lock(&s->lock);
         s->deleted = true; /* no input is taken during shutdown */
         runtime_cancel_all(s->rt);
+        run__session_stopped(s);
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&t->lock);

@@ -86,6 +86,16 @@ export class Server {
     const t = setTimeout(() => { try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ } }, 5000);
     await done;
     clearTimeout(t);
+    this.exit = { code: p.exitCode, signal: p.signalCode };
+  }
+
+  /* After stop(): a SIGTERM ends the server with 0, and a sanitizer build says
+     nothing (ASan's leak report and UBSan's runtime errors go to stderr). */
+  cleanExit() {
+    const bad = /ERROR: (Address|Leak)Sanitizer|runtime error:/.exec(this.log);
+    if (bad) return `sanitizer: ${this.log.slice(Math.max(0, bad.index - 200), bad.index + 2000)}`;
+    if (!this.exit || this.exit.code !== 0) return `exit ${JSON.stringify(this.exit)}:\n${this.log.slice(-2000)}`;
+    return '';
   }
 
   async restart() {

@@ -1,0 +1,20 @@
+# The client protocols (SPEC 4.3) spoken to by the real client libraries from
+# npm (openai, @langchain/langgraph-sdk; package-lock.json pins them), against
+# the real binary on 127.0.0.1.
+#
+#   make clients-test     tests/clients/*.test.mjs (REFLEXOR_BIN: the binary)
+#   make bench-protocols  their overhead over the native API (bench/protocols.sh)
+
+.PHONY: clients-test
+
+clients-test: $(BUILD)/reflexor node_modules/.package-lock.json
+	REFLEXOR_BIN=$(BUILD)/reflexor node --test --test-concurrency=1 tests/clients/
+
+TEST_EXTRA += clients-test
+
+# Their overhead over the native API, one turn each (bench/protocols.sh).
+.PHONY: bench-protocols
+bench-protocols: $(BUILD)/reflexor node_modules/.package-lock.json
+	BENCH_BUILD=$(BUILD) bench/protocols.sh
+
+BENCH_RUN += bench-protocols

@@ -1,0 +1,115 @@
+/*
+ * run - one agent run on a session, for the client protocols (server/oai,
+ * server/lg): inputs submitted on a client's behalf, then everything the
+ * agent does until the session is idle (its state wants no effect) or waits
+ * for a person (a tool call awaiting approval), as SPEC 4.3 defines a run.
+ *
+ * A session's runs form a lane: one runs at a time, the others wait in the
+ * order they were started (the OpenAI protocol's "waits its turn", the
+ * LangGraph protocol's `enqueue`). A run at the head of the lane starts when
+ * the session is idle (or waits for a person): inputs from other clients or
+ * the native API are not runs, and a run waits until what they set off is
+ * over. Its inputs are then submitted in order (session_submit_start, as a
+ * client's, so they are durable before anything follows), and the run
+ * follows the session until it is idle again.
+ *
+ * What a protocol sees, through run_ops, each call with the session's lock
+ * held, in this order: started (once, the inputs accepted), then any number
+ * of delta (text streamed onto an assistant message) and step (the session
+ * settled: its state durable and its effects reconciled), then ended (once).
+ * A run that never starts (its inputs refused, the session deleted, a cancel
+ * while it waits) gets only ended. Callbacks may encode and publish frames
+ * (server/sse) and park_finish, but must not call session_* or run_* (the
+ * lock is held) nor block.
+ *
+ * Statuses use LangGraph's words (SPEC 4.3): pending (waiting in the lane),
+ * running, success, error (an input refused, the store failed, the session
+ * deleted), interrupted (cancelled, or waiting for an approval).
+ *
+ * Depends on server/session (its internals: the lane lives in the session)
+ * and state_machine/. One process-wide thread submits the inputs of runs
+ * whose turn came (a submit may wait for the pipeline; no HTTP or store
+ * thread waits for it).
+ * Ownership: a run is refcounted; run_start gives a NEW reference, which the
+ * protocol drops with run_unref when it no longer needs the run (the lane
+ * holds its own until ended). Inputs are moved in. `arg` is the protocol's;
+ * the run never frees it.
+ */
+#ifndef RUN_H
+#define RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/session.h"
+#include "state_machine/rx_input.h"
+#include "state_machine/rx_state.h"
+
+struct run;
+
+enum run_status { RUN_PENDING, RUN_RUNNING, RUN_SUCCESS, RUN_ERROR, RUN_INTERRUPTED };
+
+/* "pending", "running", "success", "error", "interrupted". */
+const char *run_status_name(enum run_status st);
+
+struct run_ops {
+    /* Its inputs were accepted (seq: the last one's); `st` is the state now. */
+    void (*started)(void *arg, struct run *r, const struct rx_state *st, int64_t seq);
+    /* Text streamed onto assistant message `mid`; `reasoning`: onto its reasoning. */
+    void (*delta)(void *arg, struct run *r, const char *mid, const char *delta,
+                  bool reasoning);
+    /* The session settled with `st` (durable) after input `seq`. */
+    void (*step)(void *arg, struct run *r, const struct rx_state *st, int64_t seq);
+    /*
+     * The run is over: `status` SUCCESS, INTERRUPTED or ERROR; `st` the state
+     * (NULL when the session is gone); for ERROR, `why` says what went wrong
+     * and `reason` is the machine's word when an input was refused
+     * (RX_REASON_NONE otherwise). Last call; the lane lets go of the run.
+     */
+    void (*ended)(void *arg, struct run *r, enum run_status status,
+                  const struct rx_state *st, enum rx_reason reason, const char *why);
+};
+
+/*
+ * Queue a run of `n` inputs (moved in: `in` is left released) on `s`. 0 and a
+ * NEW reference in *out; -ENOMEM (the inputs are released), -ENOENT (the
+ * session was deleted). ops->ended may come before run_start returns only
+ * for a run that never starts (the session deleted meanwhile).
+ */
+int run_start(struct session *s, struct rx_input *in, size_t n, const struct run_ops *ops,
+              void *arg, struct run **out) RX_WUR;
+/*
+ * Cancel: a run still waiting in the lane ends INTERRUPTED at once; a
+ * running one gets a user-cancel submitted for it (its streaming answers
+ * stop, its waiting approvals are refused) and ends INTERRUPTED when the
+ * session is idle. 0 (also when the run is over already) or -ENOMEM.
+ */
+int run_cancel(struct run *r) RX_WUR;
+
+void run_ref(struct run *r);
+void run_unref(struct run *r);
+enum run_status run_status(const struct run *r);
+struct session *run_session(const struct run *r); /* borrowed */
+
+/* True when a run of `s` is running or waiting in its lane (any thread). */
+bool run_lane_busy(struct session *s);
+
+/*
+ * Stop the submitting thread (shutdown, after the HTTP server stopped):
+ * runs still waiting end with ERROR "the server is stopping".
+ */
+void run_shutdown(void);
+
+/* ---- for server/session (lock held) ---- */
+
+/* One of the run's inputs was applied as input `seq`. */
+void run__applied(struct run *r, int64_t seq);
+/* The session settled: step the running run, end it if idle, start the next. */
+void run__settled(struct session *s);
+/* Text streamed onto message `mid` of `s`. */
+void run__delta(struct session *s, const char *mid, const char *delta, bool reasoning);
+/* The session is stopping (deleted, shutdown): every run of it ends ERROR. */
+void run__session_stopped(struct session *s);
+
+#endif
