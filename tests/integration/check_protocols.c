@@ -5,7 +5,8 @@
  * (tests/clients/, one file per protocol); here is what those do not reach:
  *  - a body over limits.body_max and a missing token are answered in each
  *    protocol's own error shape (OpenAI's {"error":{...}}, LangGraph's
- *    {"detail":...}); the LangGraph SDK's X-Api-Key header is a token too;
+ *    {"detail":...}); the LangGraph SDK's X-Api-Key header is a token too,
+ *    and a CORS preflight (which carries none) is answered without one;
  *  - the prefixes are configurable, "" turns a protocol off, and a bad
  *    prefix stops the server at start with a line naming the field;
  *  - a run waits its turn behind work the native API set off on the same
@@ -146,6 +147,17 @@ START_TEST(test_auth_in_each_shape)
     get(&srv, "/api/langgraph/info", api_key, &r);
     ck_assert_int_eq(r.status, 200);
     itest_resp_release(&r);
+    /* A browser's CORS preflight carries no credentials, and needs none. */
+    {
+        static const char *const origin[] = {"Origin: http://localhost:3000",
+                                             "Access-Control-Request-Method: POST", NULL};
+        char url[256];
+
+        snprintf(url, sizeof(url), "%s/api/langgraph/threads", srv.base);
+        ck_assert_int_eq(itest_request("OPTIONS", url, NULL, origin, &r), 0);
+        ck_assert_int_eq(r.status, 204);
+        itest_resp_release(&r);
+    }
     /* The key is a token for every route, the native API's too. */
     get(&srv, "/api/reflexor/sessions", api_key, &r);
     ck_assert_int_eq(r.status, 200);

@@ -1,0 +1,335 @@
+/*
+ * lg - the LangGraph Agent Server API subset: routing, the answers every
+ * route shares, /info and the one assistant. See lg.h; threads are
+ * lg_threads.c, runs lg_runs.c and lg_run*.c.
+ */
+#include "server/lg.h"
+#include "server/lg_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/lg_msg.h"
+#include "server/lg_run.h"
+#include "server/metrics.h"
+#include "server/session_table.h"
+
+/* ---- answers ------------------------------------------------------------------ */
+
+/*
+ * A browser page may call the API when it is served from this machine
+ * (agent-chat-ui's `npm run dev` on http://localhost:3000): its origin is
+ * echoed back. Any other site gets no CORS header, so it cannot read a
+ * local server's threads from a visitor's browser.
+ */
+static const char *local_origin(struct MHD_Connection *conn)
+{
+    static const char *const hosts[] = {"http://localhost",
+                                        "https://localhost",
+                                        "http://127.0.0.1",
+                                        "https://127.0.0.1",
+                                        "http://[::1]",
+                                        "https://[::1]",
+                                        NULL};
+    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+
+    for (size_t i = 0; o && hosts[i]; i++) {
+        size_t n = strlen(hosts[i]);
+
+        if (!strncasecmp(o, hosts[i], n) &&
+            (!o[n] || (o[n] == ':' && o[n + 1] &&
+                       strspn(o + n + 1, "0123456789") == strlen(o + n + 1))))
+            return o;
+    }
+    return NULL;
+}
+
+enum MHD_Result lg__queue(struct MHD_Connection *conn, unsigned status,
+                          struct MHD_Response *r)
+{
+    const char *origin = local_origin(conn);
+    enum MHD_Result ret;
+
+    if (!r)
+        return MHD_NO;
+    if (origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "Content-Location, Location, X-Pagination-Total, "
+                                "X-Pagination-Next");
+    }
+    if (status >= 400)
+        metrics_http_error((int)status);
+    ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result lg__reply(struct MHD_Connection *conn, unsigned status, json_t *j,
+                          const char *location)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    struct MHD_Response *r;
+
+    json_decref(j);
+    if (!text) {
+        static const char oom[] = "{\"detail\":\"out of memory\"}";
+
+        r = MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom,
+                                            MHD_RESPMEM_PERSISTENT);
+        status = 500;
+    } else {
+        /* jansson allocates with malloc: MHD may free(3) it. */
+        r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!r)
+            free(text);
+    }
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (location)
+        MHD_add_response_header(r, "Content-Location", location);
+    return lg__queue(conn, status, r);
+}
+
+enum MHD_Result lg__detail(struct MHD_Connection *conn, unsigned status, const char *fmt,
+                           ...)
+{
+    char msg[512];
+    va_list ap;
+    json_t *j;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    j = json_pack("{s:s}", "detail", msg);
+    /* A message quoting bytes that are not UTF-8 cannot be a JSON string. */
+    if (!j)
+        j = json_pack("{s:s}", "detail", "the request names something that is not UTF-8");
+    return lg__reply(conn, status, j, NULL);
+}
+
+enum MHD_Result lg__empty(struct MHD_Connection *conn, unsigned status)
+{
+    return lg__queue(conn, status,
+                     MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+}
+
+json_t *lg__body(struct MHD_Connection *conn, const struct rx_buf *body,
+                 enum MHD_Result *ret)
+{
+    json_error_t e;
+    json_t *j;
+
+    if (!body->len)
+        return json_object();
+    if (!(j = json_loadb(body->data, body->len, 0, &e))) {
+        *ret = lg__detail(conn, 422, "the body is not JSON: %s", e.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        *ret = lg__detail(conn, 422, "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+long long lg__query_count(struct MHD_Connection *conn, const char *key, long long dflt)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+    char *end;
+    long long n;
+
+    if (!v || !*v)
+        return dflt;
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    return *end || errno || n < 0 ? -1 : n;
+}
+
+struct session *lg__thread(struct http_server *srv, struct MHD_Connection *conn,
+                           const char *tid, enum MHD_Result *ret)
+{
+    struct session *s = session_table_get(srv->sessions, tid);
+
+    if (!s)
+        *ret = lg__detail(conn, 404, "Thread with ID %s not found", tid);
+    return s;
+}
+
+/* ---- /info and the assistant -------------------------------------------------- */
+
+static enum MHD_Result info(struct MHD_Connection *conn)
+{
+    return lg__reply(conn, 200,
+                     json_pack("{s:s, s:s, s:{s:b, s:b, s:b}}", "version", "reflexor",
+                               "context", "reflexor", "flags", "assistants", 1, "crons",
+                               0, "langsmith", 0),
+                     NULL);
+}
+
+/* The one assistant: the server's agent, graph "agent". */
+static json_t *assistant(struct http_server *srv)
+{
+    char at[LG_ISO_LEN];
+
+    lg_msg_iso(srv->started_ms, at);
+    return json_pack("{s:s, s:s, s:{s:{}}, s:{}, s:{s:s}, s:s, s:s, s:s, s:s, s:i}",
+                     "assistant_id", LG_ASSISTANT_ID, "graph_id", LG_GRAPH_ID, "config",
+                     "configurable", "context", "metadata", "created_by", "system",
+                     "name", LG_GRAPH_ID, "description",
+                     srv->brain_name ? srv->brain_name : "", "created_at", at,
+                     "updated_at", at, "version", 1);
+}
+
+static bool is_assistant(const char *id)
+{
+    return !strcmp(id, LG_ASSISTANT_ID) || !strcmp(id, LG_GRAPH_ID);
+}
+
+/* True when every key of `want` (an object or null) is in `have` with that value. */
+static bool contains(json_t *have, json_t *want)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(want, k, v)
+    {
+        if (!json_equal(json_object_get(have, k), v))
+            return false;
+    }
+    return true;
+}
+
+/* POST /assistants/search and /assistants/count: the one, when it matches. */
+static enum MHD_Result assistants_search(struct http_server *srv,
+                                         struct MHD_Connection *conn,
+                                         const struct rx_buf *body, bool count)
+{
+    enum MHD_Result ret;
+    json_t *q = lg__body(conn, body, &ret), *a;
+    const char *graph, *name;
+    bool match;
+
+    if (!q)
+        return ret;
+    graph = json_string_value(json_object_get(q, "graph_id"));
+    name = json_string_value(json_object_get(q, "name"));
+    a = assistant(srv);
+    match = a && (!graph || !strcmp(graph, LG_GRAPH_ID)) &&
+            (!name || strstr(LG_GRAPH_ID, name)) &&
+            contains(json_object_get(a, "metadata"), json_object_get(q, "metadata")) &&
+            json_integer_value(json_object_get(q, "offset")) <= 0;
+    json_decref(q);
+    if (count) {
+        json_decref(a);
+        return lg__reply(conn, 200, json_integer(match), NULL);
+    }
+    if (!match) {
+        json_decref(a);
+        return lg__reply(conn, 200, json_array(), NULL);
+    }
+    return lg__reply(conn, 200, json_pack("[o]", a), NULL);
+}
+
+static enum MHD_Result assistants_route(struct http_server *srv,
+                                        struct MHD_Connection *conn, const char *method,
+                                        const char *path, const struct rx_buf *body)
+{
+    const char *id = path + 1, *rest;
+    char aid[64];
+    size_t n;
+
+    if (!strcmp(path, "/search") || !strcmp(path, "/count")) {
+        if (strcmp(method, "POST"))
+            return lg__detail(conn, 405, "Method Not Allowed");
+        return assistants_search(srv, conn, body, !strcmp(path, "/count"));
+    }
+    if (*path != '/' || !(n = strcspn(id, "/")) || n >= sizeof(aid))
+        return lg__detail(conn, 404, "Not Found");
+    memcpy(aid, id, n);
+    aid[n] = '\0';
+    rest = id + n;
+    if (!is_assistant(aid))
+        return lg__detail(conn, 404, "Assistant %s not found", aid);
+    if (*rest)
+        return lg__detail(conn, 404, "Not Found");
+    if (strcmp(method, "GET"))
+        return lg__detail(conn, 405, "Method Not Allowed");
+    return lg__reply(conn, 200, assistant(srv), NULL);
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+/* A CORS preflight (a browser asks before a cross-origin POST). */
+static enum MHD_Result preflight(struct MHD_Connection *conn)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+
+    if (!r)
+        return MHD_NO;
+    if (local_origin(conn)) {
+        MHD_add_response_header(r, "Access-Control-Allow-Methods",
+                                "GET, POST, PATCH, DELETE, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                "Content-Type, Authorization, X-Api-Key, Last-Event-ID");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
+    return lg__queue(conn, 204, r);
+}
+
+/* `path` starts with `word` as a whole segment: what follows it, else NULL. */
+static const char *segment(const char *path, const char *word)
+{
+    size_t n = strlen(word);
+
+    if (strncmp(path, word, n) || (path[n] && path[n] != '/'))
+        return NULL;
+    return path + n;
+}
+
+enum MHD_Result lg_route(struct http_server *srv, struct MHD_Connection *conn,
+                         const char *method, const char *path, const struct rx_buf *body,
+                         struct park **slot)
+{
+    const char *rest;
+
+    if (!strcmp(method, "OPTIONS"))
+        return preflight(conn);
+    if (!strcmp(path, "/info") || !strcmp(path, "/ok")) {
+        if (strcmp(method, "GET"))
+            return lg__detail(conn, 405, "Method Not Allowed");
+        return path[1] == 'o' ? lg__reply(conn, 200, json_pack("{s:b}", "ok", 1), NULL)
+                              : info(conn);
+    }
+    if ((rest = segment(path, "/assistants")))
+        return assistants_route(srv, conn, method, rest, body);
+    if ((rest = segment(path, "/threads"))) {
+        /* /threads/<tid>/runs... */
+        const char *tid = rest + 1, *runs;
+        char id[SESSION_ID_MAX + 1];
+        size_t n = *rest == '/' ? strcspn(tid, "/") : 0;
+
+        if (n && n <= SESSION_ID_MAX && (runs = segment(tid + n, "/runs"))) {
+            memcpy(id, tid, n);
+            id[n] = '\0';
+            return lg_runs_route(srv, conn, method, id, runs, body, slot);
+        }
+        return lg_threads_route(srv, conn, method, rest, body);
+    }
+    return lg__detail(conn, 404, "Not Found");
+}
+
+void lg_shutdown(void)
+{
+    lg_run_shutdown();
+    lg_threads_shutdown();
+}

@@ -1,0 +1,27 @@
+/*
+ * lg - the LangGraph Agent Server API subset (SPEC 4.3) under its prefix
+ * (langgraph.prefix, "/api/langgraph"): assistants, threads and runs, mapped onto
+ * sessions and inputs through server/run (no second engine, no second store).
+ *
+ * Called by server/http once the body is read and the client is authorized;
+ * `path` is the URL after the prefix. A request that waits for the agent
+ * (runs/wait) leaves a park in *slot (server/park.h); a streaming one
+ * answers with an SSE response at once.
+ * Ownership: `body` is borrowed.
+ */
+#ifndef LG_H
+#define LG_H
+
+#include <microhttpd.h>
+
+#include "server/http.h"
+#include "server/park.h"
+#include "state_machine/rx_buf.h"
+
+enum MHD_Result lg_route(struct http_server *srv, struct MHD_Connection *conn,
+                         const char *method, const char *path, const struct rx_buf *body,
+                         struct park **slot);
+/* Free what the module keeps between requests (at shutdown, after the HTTP server). */
+void lg_shutdown(void);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * lg_run_internal - what the files of server/lg_run share: the record
+ * itself, the registry's entry points and the event and waiter helpers.
+ * Private to lg_run.c (record, engine callbacks), lg_run_table.c (the
+ * registry) and lg_run_wait.c (streams and waiters); the rest of the
+ * module uses lg_run.h.
+ * Locks and ownership as in lg_run.h.
+ */
+#ifndef LG_RUN_INTERNAL_H
+#define LG_RUN_INTERNAL_H
+
+#include <pthread.h>
+
+#include "server/lg_frames.h"
+#include "server/lg_run.h"
+#include "server/sse.h"
+
+struct lg_waiter;
+
+struct lg_run {
+    int refs;             /* atomic */
+    pthread_mutex_t lock; /* guards everything below but the ids and `over` reads */
+    char id[RX_UUID_LEN];
+    char tid[SESSION_ID_MAX + 1];
+    int64_t created_at, updated_at;
+    enum run_status status;
+    bool over;   /* written under the lock, read atomically */
+    bool listed; /* in the registry (registry's lock) */
+    bool kept;   /* its frames are kept (registry's lock) */
+    unsigned modes;
+    enum lg_multitask mt;
+    json_t *metadata, *kwargs;
+    struct run *run; /* the engine's run, once started */
+    struct lg_frames frames;
+    struct sse_channel ch;
+    int64_t step;
+    json_t *last;     /* the messages as the last step settled them */
+    json_t *streamed; /* {message id: true} for messages streamed as chunks */
+    json_t *emitted;  /* {message id: true} for messages sent whole (messages-tuple) */
+    json_t *final;    /* what waiters get: the final values, or {"__error__"} */
+    struct lg_waiter *waiters;
+    struct lg_run *prev, *next; /* the registry, newest first */
+};
+
+extern const char *const lg_run__mt_names[];
+
+/* Register `lr` (the registry takes a reference) and keep the registry bounded. */
+void lg_run__add(struct lg_run *lr);
+/* Unregister `lr` (drops the registry's reference) when it is listed. */
+void lg_run__remove(struct lg_run *lr);
+/* NEW: the run object (record's lock held). */
+json_t *lg_run__json_locked(struct lg_run *lr);
+/* One event, kept and published (record's lock held); `j` is stolen. */
+void lg_run__emit_json(struct lg_run *lr, const char *event, json_t *j);
+/* The run is over (record's lock held): answer every waiter. */
+void lg_run__finish_waiters(struct lg_run *lr);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * lg_run_table - the registry of LangGraph runs (lg_run.h): newest first,
+ * bounded (LG_RUNS_MAX records, LG_RUNS_REPLAYABLE finished runs keep their
+ * frames). Its lock is taken before a record's, never after.
+ */
+#include "server/lg_run_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "effects/log.h"
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lg_run *reg_head, *reg_tail;
+static size_t reg_count;
+
+static void unlink_locked(struct lg_run *lr)
+{
+    if (lr->prev)
+        lr->prev->next = lr->next;
+    else
+        reg_head = lr->next;
+    if (lr->next)
+        lr->next->prev = lr->prev;
+    else
+        reg_tail = lr->prev;
+    lr->prev = lr->next = NULL;
+    lr->listed = false;
+    reg_count--;
+}
+
+/*
+ * Keep the registry bounded (registry's lock held): finished runs past the
+ * LG_RUNS_REPLAYABLE newest drop their frames; past LG_RUNS_MAX records
+ * the oldest finished go. Running ones are never dropped. Returns the
+ * records removed (their registry reference, to drop without the lock).
+ */
+static struct lg_run *trim_locked(void)
+{
+    struct lg_run *gone = NULL, *lr, *prev;
+    size_t finished = 0;
+
+    for (lr = reg_head; lr; lr = lr->next) {
+        if (!lg_run_is_over(lr) || !lr->kept || ++finished <= LG_RUNS_REPLAYABLE)
+            continue;
+        pthread_mutex_lock(&lr->lock);
+        lg_frames_release(&lr->frames);
+        pthread_mutex_unlock(&lr->lock);
+        lr->kept = false;
+    }
+    for (lr = reg_tail; lr && reg_count > LG_RUNS_MAX; lr = prev) {
+        prev = lr->prev;
+        if (!lg_run_is_over(lr))
+            continue;
+        unlink_locked(lr);
+        lr->next = gone;
+        gone = lr;
+    }
+    return gone;
+}
+
+static void drop_list(struct lg_run *gone)
+{
+    while (gone) {
+        struct lg_run *next = gone->next;
+
+        gone->next = NULL;
+        lg_run_unref(gone);
+        gone = next;
+    }
+}
+
+void lg_run__add(struct lg_run *lr)
+{
+    struct lg_run *gone;
+
+    lg_run_ref(lr); /* the registry's */
+    pthread_mutex_lock(&reg_lock);
+    lr->next = reg_head;
+    if (reg_head)
+        reg_head->prev = lr;
+    else
+        reg_tail = lr;
+    reg_head = lr;
+    lr->listed = lr->kept = true;
+    reg_count++;
+    gone = trim_locked();
+    pthread_mutex_unlock(&reg_lock);
+    drop_list(gone);
+}
+
+void lg_run__remove(struct lg_run *lr)
+{
+    bool was;
+
+    pthread_mutex_lock(&reg_lock);
+    if ((was = lr->listed))
+        unlink_locked(lr);
+    pthread_mutex_unlock(&reg_lock);
+    if (was)
+        lg_run_unref(lr);
+}
+
+struct lg_run *lg_run_find(const char *tid, const char *rid)
+{
+    struct lg_run *lr;
+
+    pthread_mutex_lock(&reg_lock);
+    for (lr = reg_head; lr; lr = lr->next)
+        if (!strcmp(lr->id, rid) && !strcmp(lr->tid, tid)) {
+            lg_run_ref(lr);
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    return lr;
+}
+
+bool lg_run_thread_failed(const char *tid)
+{
+    bool failed = false;
+
+    pthread_mutex_lock(&reg_lock);
+    for (struct lg_run *lr = reg_head; lr; lr = lr->next)
+        if (!strcmp(lr->tid, tid)) {
+            failed = lg_run_is_over(lr) && lr->status == RUN_ERROR;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    return failed;
+}
+
+/* NEW references to the runs of `tid` not over yet, in *out (n of them). */
+static int live_runs(const char *tid, struct lg_run ***out, size_t *n)
+{
+    struct lg_run **v = NULL, **grown;
+    size_t len = 0, cap = 0;
+    int err = 0;
+
+    pthread_mutex_lock(&reg_lock);
+    for (struct lg_run *lr = reg_head; lr && !err; lr = lr->next) {
+        if (strcmp(lr->tid, tid) || lg_run_is_over(lr))
+            continue;
+        if (len == cap) {
+            cap = cap ? cap * 2 : 4;
+            if (!(grown = realloc(v, cap * sizeof(*v)))) {
+                err = -ENOMEM;
+                break;
+            }
+            v = grown;
+        }
+        lg_run_ref(lr);
+        v[len++] = lr;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    *out = v;
+    *n = len;
+    return err;
+}
+
+void lg_run_cancel_thread(const char *tid)
+{
+    struct lg_run **v;
+    size_t n;
+
+    if (live_runs(tid, &v, &n))
+        log_warn("thread %s: out of memory listing its runs to cancel", tid);
+    for (size_t i = 0; i < n; i++) {
+        if (lg_run_cancel(v[i]))
+            log_warn("thread %s: cannot cancel run %s (out of memory)", tid, v[i]->id);
+        lg_run_unref(v[i]);
+    }
+    free(v);
+}
+
+void lg_run_forget_thread(const char *tid)
+{
+    struct lg_run *gone = NULL, *lr, *next;
+
+    pthread_mutex_lock(&reg_lock);
+    for (lr = reg_head; lr; lr = next) {
+        next = lr->next;
+        if (strcmp(lr->tid, tid))
+            continue;
+        unlink_locked(lr);
+        lr->next = gone;
+        gone = lr;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    drop_list(gone);
+}
+
+void lg_run_shutdown(void)
+{
+    struct lg_run *gone;
+
+    pthread_mutex_lock(&reg_lock);
+    gone = reg_head;
+    reg_head = reg_tail = NULL;
+    reg_count = 0;
+    for (struct lg_run *lr = gone; lr; lr = lr->next)
+        lr->listed = false;
+    pthread_mutex_unlock(&reg_lock);
+    drop_list(gone);
+}
+
+json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t offset)
+{
+    json_t *out = json_array();
+    size_t seen = 0;
+
+    pthread_mutex_lock(&reg_lock);
+    for (struct lg_run *lr = reg_head; out && lr && json_array_size(out) < limit;
+         lr = lr->next) {
+        json_t *j;
+
+        if (strcmp(lr->tid, tid))
+            continue;
+        pthread_mutex_lock(&lr->lock);
+        j = NULL;
+        if ((!status || !strcmp(status, run_status_name(lr->status))) && seen++ >= offset)
+            j = lg_run__json_locked(lr);
+        pthread_mutex_unlock(&lr->lock);
+        if (j && json_array_append_new(out, j)) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return out;
+}
+
+void lg_run_forget(struct lg_run *lr)
+{
+    lg_run__remove(lr);
+}

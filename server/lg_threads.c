@@ -1,0 +1,415 @@
+/*
+ * lg_threads - the thread routes of the LangGraph subset: create, search,
+ * get, patch, delete and copy (a fork of the session). A thread is a
+ * session (thread_id = its id); what it shows (the thread object, its
+ * ThreadState and history) is lg_state.c.
+ *
+ * Threads' metadata lives here, in memory (lost on restart): every thread
+ * has {"graph_id":"agent","assistant_id":...}, which clients filter on
+ * (agent-chat-ui lists threads by graph_id), under what its clients set.
+ * Depends on server/session, server/session_table, server/lg_msg,
+ * server/lg_run.
+ */
+#include "server/lg_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/event.h"
+#include "server/lg_msg.h"
+#include "server/lg_run.h"
+#include "server/run.h"
+#include "server/session_table.h"
+
+/* The most threads one search returns. */
+#define LG_SEARCH_MAX 1000
+
+/* ---- metadata ----------------------------------------------------------------- */
+
+static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *meta_all; /* {tid: {...}}: what clients set */
+
+json_t *lg__thread_meta(const char *tid)
+{
+    json_t *set, *m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id",
+                                LG_ASSISTANT_ID);
+
+    pthread_mutex_lock(&meta_lock);
+    set = json_object_get(meta_all, tid);
+    if (m && set && json_object_update(m, set)) {
+        json_decref(m);
+        m = NULL;
+    }
+    /* A copy: a PATCH may change the stored one while this is encoded. */
+    if (m) {
+        json_t *copy = json_deep_copy(m);
+
+        json_decref(m);
+        m = copy;
+    }
+    pthread_mutex_unlock(&meta_lock);
+    return m;
+}
+
+/* Merge `m` (borrowed object) into the thread's; `reset` forgets the old. 0 or -ENOMEM.
+ */
+static int meta_set(const char *tid, json_t *m, bool reset)
+{
+    json_t *have;
+    int err = 0;
+
+    pthread_mutex_lock(&meta_lock);
+    if (!meta_all)
+        meta_all = json_object();
+    if (!meta_all) {
+        err = -ENOMEM;
+    } else if (reset || !(have = json_object_get(meta_all, tid))) {
+        if (json_object_size(m) && json_object_set_new(meta_all, tid, json_deep_copy(m)))
+            err = -ENOMEM;
+        else if (!json_object_size(m))
+            json_object_del(meta_all, tid);
+    } else {
+        json_t *copy = json_deep_copy(m);
+
+        if (!copy || json_object_update(have, copy))
+            err = -ENOMEM;
+        json_decref(copy);
+    }
+    pthread_mutex_unlock(&meta_lock);
+    return err;
+}
+
+static void meta_forget(const char *tid)
+{
+    pthread_mutex_lock(&meta_lock);
+    json_object_del(meta_all, tid);
+    pthread_mutex_unlock(&meta_lock);
+}
+
+void lg_threads_shutdown(void)
+{
+    pthread_mutex_lock(&meta_lock);
+    json_decref(meta_all);
+    meta_all = NULL;
+    pthread_mutex_unlock(&meta_lock);
+}
+
+/* ---- routes ------------------------------------------------------------------- */
+
+enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char *tid)
+{
+    switch (err) {
+    case -ENOENT:
+        return lg__detail(conn, 404, "Thread with ID %s not found", tid);
+    case -EEXIST:
+        return lg__detail(conn, 409, "Thread already exists");
+    case -EINVAL:
+        return lg__detail(conn, 422,
+                          "a thread_id is 1 to %d letters, digits, '-', '_' or '.'",
+                          SESSION_ID_MAX);
+    case -ENFILE:
+        return lg__detail(conn, 429,
+                          "the server's session limit (limits.max_sessions) "
+                          "is reached");
+    case -ENOSPC:
+        return lg__detail(conn, 507, "no room left in the store");
+    case -ENOSYS:
+        return lg__detail(conn, 405,
+                          "this needs a database (the server runs with "
+                          "--db :memory:)");
+    case -ENOMEM:
+        return lg__detail(conn, 500, "out of memory");
+    default:
+        return lg__detail(conn, 503, "the store is unusable (see /healthz)");
+    }
+}
+
+/* POST /threads {thread_id?, metadata?, if_exists?}. */
+static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *conn,
+                              const struct rx_buf *body)
+{
+    enum MHD_Result ret;
+    json_t *q = lg__body(conn, body, &ret), *meta, *tidj;
+    const char *tid, *if_exists;
+    struct session *s = NULL;
+    int err;
+
+    if (!q)
+        return ret;
+    meta = json_object_get(q, "metadata");
+    tidj = json_object_get(q, "thread_id");
+    tid = json_string_value(tidj);
+    if_exists = json_string_value(json_object_get(q, "if_exists"));
+    if ((meta && !json_is_null(meta) && !json_is_object(meta)) ||
+        (tidj && !json_is_null(tidj) && !tid) ||
+        (if_exists && strcmp(if_exists, "raise") && strcmp(if_exists, "do_nothing"))) {
+        json_decref(q);
+        return lg__detail(conn, 422,
+                          "'metadata' must be an object, 'thread_id' a string "
+                          "and 'if_exists' \"raise\" or \"do_nothing\"");
+    }
+    err = session_table_create_session(srv->sessions, tid, &s);
+    if (err == -EEXIST && if_exists && !strcmp(if_exists, "do_nothing")) {
+        s = session_table_get(srv->sessions, tid);
+        err = s ? 0 : -ENOENT;
+    } else if (!err &&
+               meta_set(session_id(s), json_is_object(meta) ? meta : NULL, true)) {
+        err = -ENOMEM;
+    }
+    json_decref(q);
+    ret = err ? lg__table_error(conn, err, tid ? tid : "") : lg__reply_thread(conn, s);
+    if (s)
+        session_unref(s);
+    return ret;
+}
+
+struct found {
+    json_t *entry; /* borrowed from the sessions list */
+    const char *id;
+    int64_t key;
+};
+
+static int by_key(const void *a, const void *b, void *desc)
+{
+    const struct found *x = a, *y = b;
+    int c = x->key < y->key ? -1 : x->key > y->key ? 1 : strcmp(x->id, y->id);
+
+    return *(bool *)desc ? -c : c;
+}
+
+/* Keep `e` (a sessions-list entry) when it passes the search's filters. */
+static bool passes(struct http_server *srv, json_t *e, json_t *q)
+{
+    const char *id = json_string_value(json_object_get(e, "id"));
+    json_t *ids = json_object_get(q, "ids"), *want = json_object_get(q, "metadata"), *v;
+    const char *status = json_string_value(json_object_get(q, "status"));
+    bool ok = !json_array_size(ids);
+    const char *k;
+    size_t i;
+
+    json_array_foreach(ids, i, v)
+    {
+        ok |= json_is_string(v) && !strcmp(json_string_value(v), id);
+    }
+    if (ok && json_object_size(want)) {
+        json_t *have = lg__thread_meta(id);
+
+        json_object_foreach(want, k, v)
+        {
+            ok &= json_equal(json_object_get(have, k), v);
+        }
+        json_decref(have);
+    }
+    if (ok && status) {
+        struct session *s = session_table_get(srv->sessions, id);
+
+        ok = s && !strcmp(lg_thread_status(s), status);
+        if (s)
+            session_unref(s);
+    }
+    return ok;
+}
+
+/* POST /threads/search: the sessions as threads, filtered, sorted and paged. */
+static enum MHD_Result search(struct http_server *srv, struct MHD_Connection *conn,
+                              const struct rx_buf *body)
+{
+    enum MHD_Result ret;
+    json_t *q = lg__body(conn, body, &ret), *all = NULL, *out = NULL, *e;
+    const char *sort_by, *order;
+    struct found *v = NULL;
+    json_int_t limit = 10, offset = 0;
+    size_t n = 0, i;
+    bool desc;
+    char total[32];
+    struct MHD_Response *r;
+    char *text;
+
+    if (!q)
+        return ret;
+    sort_by = json_string_value(json_object_get(q, "sort_by"));
+    order = json_string_value(json_object_get(q, "sort_order"));
+    if (json_is_integer(json_object_get(q, "limit")))
+        limit = json_integer_value(json_object_get(q, "limit"));
+    if (json_is_integer(json_object_get(q, "offset")))
+        offset = json_integer_value(json_object_get(q, "offset"));
+    if (limit < 1 || limit > LG_SEARCH_MAX || offset < 0) {
+        ret = lg__detail(conn, 422, "'limit' must be 1 to %d, 'offset' at least 0",
+                         LG_SEARCH_MAX);
+        goto out;
+    }
+    if (json_object_size(json_object_get(q, "values"))) {
+        ret = lg__detail(conn, 422, "searching threads by 'values' is not supported");
+        goto out;
+    }
+    if (!(all = session_table_list(srv->sessions)) ||
+        !(v = calloc(json_array_size(all) + 1, sizeof(*v))))
+        goto oom;
+    json_array_foreach(all, i, e)
+    {
+        if (!passes(srv, e, q))
+            continue;
+        v[n].entry = e;
+        v[n].id = json_string_value(json_object_get(e, "id"));
+        v[n].key = sort_by && !strcmp(sort_by, "thread_id")
+                       ? 0
+                       : json_integer_value(json_object_get(
+                             e, sort_by && !strcmp(sort_by, "updated_at") ? "updatedAt"
+                                                                          : "createdAt"));
+        n++;
+    }
+    desc = !order || strcmp(order, "asc");
+    qsort_r(v, n, sizeof(*v), by_key, &desc);
+    if (!(out = json_array()))
+        goto oom;
+    for (i = (size_t)offset; i < n && json_array_size(out) < (size_t)limit; i++) {
+        struct session *s = session_table_get(srv->sessions, v[i].id);
+        int err = 0;
+        json_t *t = s ? lg__thread_json(s, json_object_get(q, "select"), &err) : NULL;
+
+        if (s)
+            session_unref(s);
+        if (err == -ENOMEM || (t && json_array_append_new(out, t)))
+            goto oom;
+    }
+    text = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+             : NULL;
+    if (!r) {
+        free(text);
+        goto oom;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    snprintf(total, sizeof(total), "%zu", n);
+    MHD_add_response_header(r, "X-Pagination-Total", total);
+    if ((size_t)(offset + limit) < n) {
+        snprintf(total, sizeof(total), "%lld", (long long)(offset + limit));
+        MHD_add_response_header(r, "X-Pagination-Next", total);
+    }
+    ret = lg__queue(conn, 200, r);
+    goto out;
+oom:
+    ret = lg__detail(conn, 500, "out of memory");
+out:
+    json_decref(out);
+    json_decref(all);
+    json_decref(q);
+    free(v);
+    return ret;
+}
+
+/* PATCH /threads/<tid> {"metadata": {...}}: merged into the thread's. */
+static enum MHD_Result patch(struct MHD_Connection *conn, struct session *s,
+                             const struct rx_buf *body)
+{
+    enum MHD_Result ret;
+    json_t *q = lg__body(conn, body, &ret), *meta;
+
+    if (!q)
+        return ret;
+    meta = json_object_get(q, "metadata");
+    if (meta && !json_is_null(meta) && !json_is_object(meta))
+        ret = lg__detail(conn, 422, "'metadata' must be an object");
+    else if (json_is_object(meta) && meta_set(session_id(s), meta, false))
+        ret = lg__detail(conn, 500, "out of memory");
+    else
+        ret = lg__reply_thread(conn, s);
+    json_decref(q);
+    return ret;
+}
+
+static enum MHD_Result delete_thread(struct http_server *srv, struct MHD_Connection *conn,
+                                     const char *tid)
+{
+    int err = session_table_delete(srv->sessions, tid);
+
+    if (err)
+        return lg__table_error(conn, err, tid);
+    meta_forget(tid);
+    lg_run_forget_thread(tid);
+    return lg__empty(conn, 204);
+}
+
+/* POST /threads/<tid>/copy: a new thread from the whole log (a fork). */
+static enum MHD_Result copy(struct http_server *srv, struct MHD_Connection *conn,
+                            struct session *s)
+{
+    struct session *fork = NULL;
+    json_t *meta = lg__thread_meta(session_id(s));
+    enum MHD_Result ret;
+    int64_t seq;
+    int err;
+
+    if (!meta || (err = lg__thread_seq(s, &seq))) {
+        json_decref(meta);
+        return lg__table_error(conn, meta ? err : -ENOMEM, session_id(s));
+    }
+    err = session_table_fork(srv->sessions, session_id(s), seq, &fork);
+    if (!err && (json_object_set_new(meta, "thread_id", json_string(session_id(fork))) ||
+                 meta_set(session_id(fork), meta, true)))
+        err = -ENOMEM;
+    json_decref(meta);
+    ret = err ? lg__table_error(conn, err, session_id(s)) : lg__reply_thread(conn, fork);
+    if (fork)
+        session_unref(fork);
+    return ret;
+}
+
+/* One thread's routes: `rest` follows /threads/<tid>. */
+static enum MHD_Result thread_route(struct http_server *srv, struct MHD_Connection *conn,
+                                    const char *method, struct session *s,
+                                    const char *rest, const struct rx_buf *body)
+{
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+
+    if (!*rest) {
+        if (get)
+            return lg__reply_thread(conn, s);
+        if (!strcmp(method, "PATCH"))
+            return patch(conn, s, body);
+        if (!strcmp(method, "DELETE"))
+            return delete_thread(srv, conn, session_id(s));
+    } else if (!strncmp(rest, "/state", 6) || !strcmp(rest, "/history")) {
+        return lg__state_route(srv, conn, method, s, rest, body);
+    } else if (!strcmp(rest, "/copy")) {
+        if (post)
+            return copy(srv, conn, s);
+    } else {
+        return lg__detail(conn, 404, "Not Found");
+    }
+    return lg__detail(conn, 405, "Method Not Allowed");
+}
+
+enum MHD_Result lg_threads_route(struct http_server *srv, struct MHD_Connection *conn,
+                                 const char *method, const char *path,
+                                 const struct rx_buf *body)
+{
+    char tid[SESSION_ID_MAX + 1];
+    struct session *s;
+    enum MHD_Result ret;
+    size_t n;
+
+    if (!*path || !strcmp(path, "/")) {
+        if (strcmp(method, "POST"))
+            return lg__detail(conn, 405, "Method Not Allowed");
+        return create(srv, conn, body);
+    }
+    if (!strcmp(path, "/search")) {
+        if (strcmp(method, "POST"))
+            return lg__detail(conn, 405, "Method Not Allowed");
+        return search(srv, conn, body);
+    }
+    n = strcspn(path + 1, "/");
+    if (*path != '/' || !n || n > SESSION_ID_MAX)
+        return lg__detail(conn, 404, "Not Found");
+    memcpy(tid, path + 1, n);
+    tid[n] = '\0';
+    if (!(s = lg__thread(srv, conn, tid, &ret)))
+        return ret;
+    ret = thread_route(srv, conn, method, s, path + 1 + n, body);
+    session_unref(s);
+    return ret;
+}
