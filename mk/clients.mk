@@ -3,6 +3,7 @@
 # the real binary on 127.0.0.1.
 #
 #   make clients-test     tests/clients/*.test.mjs (REFLEXOR_BIN: the binary)
+#   make clients-test-asan  the same against the ASan/UBSan build
 #   make bench-protocols  their overhead over the native API (bench/protocols.sh)
 
 .PHONY: clients-test
@@ -18,3 +19,10 @@ bench-protocols: $(BUILD)/reflexor node_modules/.package-lock.json
 	BENCH_BUILD=$(BUILD) bench/protocols.sh
 
 BENCH_RUN += bench-protocols
+
+# The same against the sanitizer build: the tests check the server's exit and log.
+.PHONY: clients-test-asan
+clients-test-asan:
+	ASAN_OPTIONS=detect_leaks=1 $(MAKE) SANITIZE=address,undefined clients-test
+
+TEST_EXTRA += clients-test-asan

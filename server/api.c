@@ -247,19 +247,6 @@ static bool wants_sse(struct MHD_Connection *conn)
     return a && strstr(a, "text/event-stream");
 }
 
-/* A non-negative integer query value, or -1. */
-long long api__parse_count(const char *v)
-{
-    char *end;
-    long long n;
-
-    if (!v || !*v)
-        return -1;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    return *end || errno || n < 0 ? -1 : n;
-}
-
 /*
  * One status per cause (SPEC 4): -ENOSPC no room for the write (507), -EIO
  * the store is unusable (503, /healthz says why), -ENFILE the session limit
@@ -312,7 +299,7 @@ static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
 static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
                                 const char *at)
 {
-    long long seq = api__parse_count(at);
+    long long seq = http_parse_count(at);
     json_t *j = NULL;
     int err;
 
@@ -337,7 +324,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 {
     const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-    long long after = a ? api__parse_count(a) : 0, limit = l ? api__parse_count(l) : 0;
+    long long after = a ? http_parse_count(a) : 0, limit = l ? http_parse_count(l) : 0;
     struct rx_buf b;
     int err;
 

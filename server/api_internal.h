@@ -31,8 +31,6 @@ enum MHD_Result api__store_error(struct MHD_Connection *conn, int err);
 /* session_attach_fn: a channel becomes this connection's SSE response. */
 void *api__attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
                          size_t n, bool closed);
-/* A non-negative integer query value, or -1. */
-long long api__parse_count(const char *v);
 
 /* ---- api_sessions.c ---- */
 

@@ -37,12 +37,12 @@ enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection
     /* No paging asked: the whole list, as it always was (an array). */
     if (!q && !l && !b)
         return reply_json(conn, 200, session_table_list(srv->sessions));
-    if (l && (limit = api__parse_count(l)) < 1)
+    if (l && (limit = http_parse_count(l)) < 1)
         return reply_error(conn, 400, "invalid-input", "limit",
                            "'limit' must be an integer from 1 to %d", SESSION_PAGE_MAX);
     if (limit > SESSION_PAGE_MAX)
         limit = SESSION_PAGE_MAX;
-    if (b && (before = api__parse_count(b)) < 0)
+    if (b && (before = http_parse_count(b)) < 0)
         return reply_error(conn, 400, "invalid-input", "before",
                            "'before' must be a non-negative integer (an updatedAt from "
                            "the last page's 'next')");

@@ -72,6 +72,18 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 }
 
 /* Written by the main thread at shutdown, read by every MHD thread. */
+long long http_parse_count(const char *v)
+{
+    char *end;
+    long long n;
+
+    if (!v || !*v)
+        return -1;
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    return *end || errno || n < 0 ? -1 : n;
+}
+
 bool http_server_is_stopping(const struct http_server *srv)
 {
     return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);

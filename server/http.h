@@ -41,6 +41,8 @@ bool http_server_is_stopping(const struct http_server *srv);
 /* From now on requests are answered 503 "stopping" (connections are still
    accepted until http_server_stop). */
 void http_server_quiesce(struct http_server *srv);
+/* A non-negative decimal integer (a query value, Last-Event-ID), or -1. */
+long long http_parse_count(const char *v);
 /* Close every connection and free the daemon. */
 void http_server_stop(struct http_server *srv);
 

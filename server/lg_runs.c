@@ -302,15 +302,8 @@ out:
 /* Last-Event-ID as a frame id; -1 (replay all) when absent or not one. */
 static int64_t last_event_id(struct MHD_Connection *conn)
 {
-    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
-    char *end;
-    long long n;
-
-    if (!v || !*v)
-        return -1;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    return *end || errno || n < 0 ? -1 : n;
+    return http_parse_count(
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID"));
 }
 
 static bool query_true(struct MHD_Connection *conn, const char *key)
