@@ -401,10 +401,9 @@ int lg_run_start(struct lg_run *lr, struct session *s, struct rx_input *in, size
     return 0;
 }
 
-int lg_run_cancel(struct lg_run *lr)
+void lg_run_cancel(struct lg_run *lr)
 {
     struct run *r;
-    int err = 0;
 
     pthread_mutex_lock(&lr->lock);
     r = lr->run;
@@ -412,8 +411,7 @@ int lg_run_cancel(struct lg_run *lr)
         run_ref(r);
     pthread_mutex_unlock(&lr->lock);
     if (r) {
-        err = run_cancel(r);
+        run_cancel(r);
         run_unref(r);
     }
-    return err;
 }

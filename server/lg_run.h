@@ -75,8 +75,8 @@ struct lg_run *lg_run_create(const struct config *cfg, const char *tid, unsigned
  */
 int lg_run_start(struct lg_run *lr, struct session *s, struct rx_input *in,
                  size_t n) RX_WUR;
-/* Cancel (run_cancel). 0 (also when over) or -ENOMEM. */
-int lg_run_cancel(struct lg_run *lr) RX_WUR;
+/* Cancel (run_cancel: never waits; nothing to do when over). */
+void lg_run_cancel(struct lg_run *lr);
 /* Cancel every run of `tid` that is not over (multitask "interrupt"). */
 void lg_run_cancel_thread(const char *tid);
 

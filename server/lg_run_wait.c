@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/log.h"
 #include "server/lg_internal.h"
 
 /*
@@ -35,8 +34,8 @@ static void watch_release(struct park *p)
 {
     struct lg_watch *w = (struct lg_watch *)p;
 
-    if (!lg_run_is_over(w->lr) && lg_run_cancel(w->lr))
-        log_warn("run %s: its client left; cannot cancel it (out of memory)", w->lr->id);
+    if (!lg_run_is_over(w->lr))
+        lg_run_cancel(w->lr);
     lg_run_unref(w->lr);
     park_destroy(&w->park);
     free(w);

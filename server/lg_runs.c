@@ -322,8 +322,7 @@ static enum MHD_Result cancel(struct http_server *srv, struct MHD_Connection *co
 
     if (action && strcmp(action, "interrupt") && strcmp(action, "rollback"))
         return lg__detail(conn, 422, "'action' must be interrupt or rollback");
-    if (lg_run_cancel(lr))
-        return lg__detail(conn, 500, "out of memory");
+    lg_run_cancel(lr);
     if (query_true(conn, "wait"))
         return lg_run_wait(lr, srv, conn, LG_WAIT_EMPTY, location, slot);
     return lg__empty(conn, 202);

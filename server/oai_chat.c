@@ -252,37 +252,14 @@ static struct timeline_pos start_pos(const struct rx_state *st)
     return p;
 }
 
-static void *cancel_thread(void *arg)
-{
-    struct run *r = arg;
-
-    if (run_cancel(r))
-        log_warn("chat completion: the cancel after a disconnect was not submitted");
-    run_unref(r);
-    return NULL;
-}
-
-/*
- * openai.on_disconnect "cancel": the stream's client is gone, so its run is
- * cancelled, from a thread of its own (a callback must not call run_*).
- */
+/* openai.on_disconnect "cancel": the stream's client is gone, so its run is cancelled. */
 static void cancel_if_gone(struct oai_chat *c, struct run *r)
 {
-    pthread_attr_t attr;
-    pthread_t t;
-
     if (!c->stream || !c->cfg->oai_cancel_on_disconnect || c->cancelling ||
         sse_channel_has_clients(&c->ch))
         return;
     c->cancelling = true;
-    run_ref(r);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, cancel_thread, r)) {
-        log_warn("chat completion %s: no thread to cancel the run", c->id);
-        run_unref(r);
-    }
-    pthread_attr_destroy(&attr);
+    run_cancel_held(r);
 }
 
 static void on_started(void *arg, struct run *r, const struct rx_state *st, int64_t seq)
@@ -443,10 +420,8 @@ static void chat_release(struct park *p)
 {
     struct oai_chat *c = (struct oai_chat *)((char *)p - offsetof(struct oai_chat, park));
 
-    if (!__atomic_load_n(&c->ended, __ATOMIC_ACQUIRE) &&
-        c->cfg->oai_cancel_on_disconnect && run_cancel(c->run))
-        log_warn("chat completion %s: the cancel after a disconnect was not submitted",
-                 c->id);
+    if (!__atomic_load_n(&c->ended, __ATOMIC_ACQUIRE) && c->cfg->oai_cancel_on_disconnect)
+        run_cancel(c->run);
     chat_unref(c);
 }
 

@@ -33,6 +33,7 @@ struct run {
     enum run_status status;
     size_t applied;     /* inputs applied so far */
     bool cancel_wanted; /* ends INTERRUPTED */
+    bool cancel_sent;   /* its user-cancel was submitted */
     /* The starter's: the inputs until they are submitted. */
     struct rx_input *in;
     size_t n;
@@ -315,14 +316,23 @@ static int send_cancel(struct session *s)
     return err;
 }
 
-/* Submit a kicked run's inputs, then the cancel asked meanwhile, if any. */
-static void run_kicked(struct run *r)
+/*
+ * A run from the kick queue: a kicked one's inputs are submitted; then a
+ * cancel asked for a live run (before or since) is sent, once.
+ */
+static void run_work(struct run *r)
 {
-    bool cancel;
+    bool kicked, cancel;
 
-    run_submit(r);
     pthread_mutex_lock(&r->s->lock);
-    cancel = r->cancel_wanted && r->phase == PHASE_LIVE;
+    kicked = r->phase == PHASE_KICKED;
+    pthread_mutex_unlock(&r->s->lock);
+    if (kicked)
+        run_submit(r);
+    pthread_mutex_lock(&r->s->lock);
+    cancel = r->cancel_wanted && !r->cancel_sent && r->phase == PHASE_LIVE;
+    if (cancel)
+        r->cancel_sent = true;
     pthread_mutex_unlock(&r->s->lock);
     if (cancel && send_cancel(r->s))
         log_warn("session %s: cannot cancel a run", session_id(r->s));
@@ -346,7 +356,7 @@ static void *starter_main(void *unused)
         }
         pthread_mutex_unlock(&starter.lock);
         if (!reap)
-            run_kicked(r);
+            run_work(r);
         run_unref(r);
         pthread_mutex_lock(&starter.lock);
     }
@@ -428,17 +438,30 @@ int run_start(struct session *s, struct rx_input *in, size_t n, const struct run
     return 0;
 }
 
-int run_cancel(struct run *r)
+void run_cancel_held(struct run *r)
 {
-    struct session *s = r->s;
-    bool live;
+    switch (r->phase) {
+    case PHASE_QUEUED:
+        run_end(r->s, r, RUN_INTERRUPTED, RX_REASON_NONE, NULL);
+        break;
+    case PHASE_KICKED: /* the starter sends it after the inputs */
+        r->cancel_wanted = true;
+        break;
+    case PHASE_LIVE:
+        if (r->cancel_wanted)
+            break;
+        r->cancel_wanted = true;
+        run_ref(r); /* the starter's */
+        starter_push(r, false);
+        break;
+    case PHASE_ENDED:
+        break;
+    }
+}
 
-    pthread_mutex_lock(&s->lock);
-    live = r->phase == PHASE_LIVE;
-    if (r->phase == PHASE_QUEUED)
-        run_end(s, r, RUN_INTERRUPTED, RX_REASON_NONE, NULL);
-    else if (r->phase != PHASE_ENDED)
-        r->cancel_wanted = true; /* KICKED: the starter sends it after the inputs */
-    pthread_mutex_unlock(&s->lock);
-    return live ? send_cancel(s) : 0;
+void run_cancel(struct run *r)
+{
+    pthread_mutex_lock(&r->s->lock);
+    run_cancel_held(r);
+    pthread_mutex_unlock(&r->s->lock);
 }

@@ -19,8 +19,10 @@
  * settled: its state durable and its effects reconciled), then ended (once).
  * A run that never starts (its inputs refused, the session deleted, a cancel
  * while it waits) gets only ended. Callbacks may encode and publish frames
- * (server/sse) and park_finish, but must not call session_* or run_* (the
- * lock is held) nor block.
+ * (server/sse), park_finish, run_ref, run_cancel_held and run_unref of a
+ * reference that is not the last (the lane holds one until `ended` has
+ * returned), but must not call session_* or other run_* (the lock is held)
+ * nor block.
  *
  * Statuses use LangGraph's words (SPEC 4.3): pending (waiting in the lane),
  * running, success, error (an input refused, the store failed, the session
@@ -81,11 +83,14 @@ int run_start(struct session *s, struct rx_input *in, size_t n, const struct run
               void *arg, struct run **out) RX_WUR;
 /*
  * Cancel: a run still waiting in the lane ends INTERRUPTED at once; a
- * running one gets a user-cancel submitted for it (its streaming answers
- * stop, its waiting approvals are refused) and ends INTERRUPTED when the
- * session is idle. 0 (also when the run is over already) or -ENOMEM.
+ * running one gets a user-cancel, submitted by the starter (its streaming
+ * answers stop, its waiting approvals are refused), and ends INTERRUPTED
+ * when the session is idle. Never waits; nothing to do for a run that is
+ * over; a cancel that cannot be submitted is logged.
  */
-int run_cancel(struct run *r) RX_WUR;
+void run_cancel(struct run *r);
+/* run_cancel from a run_ops callback (the session's lock held). */
+void run_cancel_held(struct run *r);
 
 void run_ref(struct run *r);
 void run_unref(struct run *r);
