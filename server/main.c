@@ -51,6 +51,9 @@ static const char usage[] =
     "REFLEXOR_AUTH_TOKEN and REFLEXOR_BRAIN override the config file.\n"
     "MCP servers (tools the agent may use) come from the config's mcpServers\n"
     "block, in the shape Claude Desktop uses; GET <prefix>/tools lists them.\n"
+    "Besides the native API (api_prefix, /api/reflexor) the server speaks the\n"
+    "OpenAI chat completions API under /v1 and the LangGraph Agent Server API\n"
+    "under /api/langgraph (config: openai.prefix, langgraph.prefix; \"\" = off).\n"
     "SIGINT or SIGTERM stop the server gracefully; SIGHUP re-reads the config\n"
     "(the auth token, limits and mcpServers apply to new work; a bad file keeps\n"
     "the old one).\n";
