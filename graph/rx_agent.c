@@ -15,6 +15,7 @@ static int echo_run(const struct rx_agent *agent, json_t *state, json_t **out)
     json_t *messages = json_object_get(state, "messages");
     json_t *last, *next, *copy;
     const char *role;
+    bool langchain;
 
     (void)agent;
     if (messages && !json_is_array(messages))
@@ -23,8 +24,12 @@ static int echo_run(const struct rx_agent *agent, json_t *state, json_t **out)
     if (!copy)
         return -ENOMEM;
     last = json_array_get(messages, json_array_size(messages) - 1);
+    /* OpenAI's shape, or LangChain's as add_messages leaves it (SPEC 8). */
     role = json_string_value(json_object_get(last, "role"));
-    if (!role || strcmp(role, "user") ||
+    langchain = !role;
+    if (!role)
+        role = json_string_value(json_object_get(last, "type"));
+    if (!role || strcmp(role, langchain ? "human" : "user") ||
         !json_is_string(json_object_get(last, "content"))) {
         *out = copy; /* nothing to answer */
         return 0;
@@ -32,7 +37,8 @@ static int echo_run(const struct rx_agent *agent, json_t *state, json_t **out)
     /* A new list (shallow), so the caller's state stays as it was. */
     next = json_copy(messages);
     if (!next ||
-        json_array_append_new(next, json_pack("{s:s,s:O}", "role", "assistant", "content",
+        json_array_append_new(next, json_pack("{s:s,s:O}", langchain ? "type" : "role",
+                                              langchain ? "ai" : "assistant", "content",
                                               json_object_get(last, "content"))) ||
         json_object_set_new(copy, "messages", next)) {
         json_decref(copy);

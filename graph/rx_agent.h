@@ -8,7 +8,9 @@
  * (an agent over any brain) is not here yet: graph/ must not include
  * effects/, so it cannot wrap the brains there directly.
  * The state shape is the agent's own; the EchoAgent's is
- * {"messages":[{"role":"user"|"assistant"|"system","content":"..."}]}.
+ * {"messages":[{"role":"user"|"assistant"|"system","content":"..."}]}, or
+ * the same in LangChain's shape ("type": "human", "ai", "system"), which is
+ * what an add_messages key holds (rx_reducer.h).
  * Ownership: struct rx_agent is caller-owned (a static const one is fine);
  * run() borrows `state`, never modifies it, and sets *out to a new reference.
  * Errors: 0 or a negative errno.
@@ -29,8 +31,9 @@ struct rx_agent {
 };
 
 /*
- * The EchoAgent: appends an assistant message with the content of the last
- * message when that is a user message with string content; otherwise the
+ * The EchoAgent: appends an assistant message (in the last message's shape)
+ * with the content of the last message when that is a user message with
+ * string content; otherwise the
  * state comes back unchanged. -EINVAL when "messages" is there but not an array.
  */
 extern const struct rx_agent rx_agent_echo;

@@ -96,74 +96,174 @@ static bool is_remove(json_t *m)
 }
 
 /*
- * The update as an array of messages that all carry a string id: id-less
- * messages are shallow-copied with a fresh id, the others shared.
+ * LangChain's message types by the names a message may be given with
+ * (coerceMessageLikeToMessage): OpenAI roles and LangChain types alike.
  */
-static int normalize(json_t *update, const struct rx_reducer_ids *ids, json_t **out,
-                     struct rx_error *err)
+static const struct {
+    const char *name, *type;
+} role_types[] = {
+    {"human", "human"},  {"user", "human"},        {"ai", "ai"},
+    {"assistant", "ai"}, {"system", "system"},     {"developer", "system"},
+    {"tool", "tool"},    {"function", "function"}, {"remove", "remove"},
+};
+
+static const char *type_of_role(const char *role)
 {
-    json_t *right, *m, *id, *copy;
-    char buf[RX_REDUCER_ID_LEN];
     size_t i;
+
+    for (i = 0; i < sizeof(role_types) / sizeof(role_types[0]); i++)
+        if (!strcmp(role_types[i].name, role))
+            return role_types[i].type;
+    return NULL;
+}
+
+/* A developer message is a system message that remembers its OpenAI role. */
+static int mark_developer(json_t *msg)
+{
+    json_t *kw = json_object_get(msg, "additional_kwargs");
+
+    kw = json_is_object(kw) ? json_copy(kw) : json_object();
+    if (!kw || json_object_set_new(kw, "__openai_role__", json_string("developer")))
+        goto err_nomem;
+    return json_object_set_new(msg, "additional_kwargs", kw) ? -ENOMEM : 0;
+
+err_nomem:
+    json_decref(kw);
+    return -ENOMEM;
+}
+
+/*
+ * One message as LangChain holds it: a bare string is a human message, a
+ * [role, content] pair and an object's "role" become "type" (an explicit
+ * "type" wins, as there). An object with neither stays as it is (LangChain
+ * would refuse it; records that are not chat messages use this). *out is a
+ * new reference to m itself when nothing changes, else to a new object.
+ */
+static int coerce(json_t *m, size_t i, json_t **out, struct rx_error *err)
+{
+    json_t *copy = NULL;
+    const char *name, *type;
+
+    if (json_is_string(m)) {
+        *out = json_pack("{s:s,s:O}", "type", "human", "content", m);
+        return *out ? 0 : fail(err, -ENOMEM, "out of memory");
+    }
+    if (json_is_array(m)) {
+        name = json_string_value(json_array_get(m, 0));
+        if (json_array_size(m) != 2 || !name)
+            return fail(err, -EINVAL,
+                        "message %zu: a list must be a [role, content] pair", i);
+        type = type_of_role(name);
+        if (!type)
+            goto err_role;
+        copy = json_pack("{s:s,s:O}", "type", type, "content", json_array_get(m, 1));
+        if (!copy || (!strcmp(name, "developer") && mark_developer(copy)))
+            goto err_nomem;
+        *out = copy;
+        return 0;
+    }
+    if (!json_is_object(m))
+        return fail(err, -EINVAL, "message %zu is not an object, a string or a pair", i);
+    name = json_string_value(json_object_get(m, "type"));
+    if (!name)
+        name = json_string_value(json_object_get(m, "role"));
+    type = name ? type_of_role(name) : NULL;
+    if (!json_object_get(m, "role") && (!type || !strcmp(type, name))) {
+        *out = json_incref(m);
+        return 0;
+    }
+    if (!type)
+        goto err_role;
+    copy = json_copy(m);
+    if (!copy)
+        goto err_nomem;
+    json_object_del(copy, "role");
+    if (json_object_set_new(copy, "type", json_string(type)) ||
+        (!strcmp(name, "developer") && mark_developer(copy)))
+        goto err_nomem;
+    *out = copy;
+    return 0;
+
+err_nomem:
+    json_decref(copy);
+    return fail(err, -ENOMEM, "out of memory");
+err_role:
+    return fail(err, -EINVAL,
+                "message %zu: unknown role '%s' (use human, user, ai, assistant, "
+                "system, developer, tool or function)",
+                i, name);
+}
+
+/*
+ * A list as an array of messages that all carry a string id: coerced (for
+ * add_messages), and id-less ones copied with a fresh id; the others are
+ * shared. LangGraph does this to both sides of the merge. A lone message
+ * (an object, or a string when coercing) is a list of one.
+ */
+static int normalize(json_t *list, const char *side, const struct rx_reducer_ids *ids,
+                     bool coerce_msgs, json_t **out, struct rx_error *err)
+{
+    json_t *right = NULL, *m, *c = NULL, *id;
+    char buf[RX_REDUCER_ID_LEN];
+    size_t i, n;
+    bool lone = json_is_object(list) || (coerce_msgs && json_is_string(list));
     int rc;
 
-    if (json_is_object(update)) {
-        /* One message alone is a list of one, as in LangGraph. */
-        right = json_array();
-        if (!right || json_array_append(right, update)) {
-            json_decref(right);
-            return fail(err, -ENOMEM, "out of memory");
-        }
-        update = right;
-    } else if (json_is_array(update)) {
-        json_incref(update);
-    } else {
-        return fail(err, -EINVAL, "messages update must be an array or an object");
-    }
+    if (!lone && !json_is_array(list))
+        return fail(err, -EINVAL, "messages %s must be an array or an object", side);
     right = json_array();
-    if (!right) {
-        json_decref(update);
+    if (!right)
         return fail(err, -ENOMEM, "out of memory");
-    }
-    json_array_foreach(update, i, m)
-    {
-        if (!json_is_object(m)) {
+    n = lone ? 1 : json_array_size(list);
+    for (i = 0; i < n; i++) {
+        m = lone ? list : json_array_get(list, i);
+        if (coerce_msgs) {
+            rc = coerce(m, i, &c, err);
+            if (rc)
+                goto err_release;
+        } else if (json_is_object(m)) {
+            c = json_incref(m);
+        } else {
             rc = fail(err, -EINVAL, "message %zu is not an object", i);
-            goto err_decref_both;
+            goto err_release;
         }
-        id = json_object_get(m, "id");
-        if (json_is_string(id)) {
-            if (json_array_append(right, m))
+        id = json_object_get(c, "id");
+        if (!json_is_string(id)) {
+            if (id && !json_is_null(id)) {
+                rc = fail(err, -EINVAL, "message %zu has a non-string id", i);
+                goto err_release;
+            }
+            if (is_remove(c)) {
+                rc = fail(err, -EINVAL, "remove marker %zu has no id", i);
+                goto err_release;
+            }
+            rc = ids->next(ids->ctx, buf);
+            if (rc) {
+                fail(err, rc, "no id for message %zu", i);
+                goto err_release;
+            }
+            if (c == m) {
+                /* Shared with the caller's value: give the id to a copy. */
+                json_decref(c);
+                c = json_copy(m);
+                if (!c)
+                    goto err_nomem;
+            }
+            if (json_object_set_new(c, "id", json_string(buf)))
                 goto err_nomem;
-            continue;
         }
-        if (id && !json_is_null(id)) {
-            rc = fail(err, -EINVAL, "message %zu has a non-string id", i);
-            goto err_decref_both;
-        }
-        if (is_remove(m)) {
-            rc = fail(err, -EINVAL, "remove marker %zu has no id", i);
-            goto err_decref_both;
-        }
-        rc = ids->next(ids->ctx, buf);
-        if (rc) {
-            fail(err, rc, "no id for message %zu", i);
-            goto err_decref_both;
-        }
-        copy = json_copy(m);
-        if (!copy || json_object_set_new(copy, "id", json_string(buf)) ||
-            json_array_append_new(right, copy)) {
+        rc = json_array_append_new(right, c);
+        c = NULL;
+        if (rc)
             goto err_nomem;
-        }
     }
-    json_decref(update);
     *out = right;
     return 0;
 
 err_nomem:
     rc = fail(err, -ENOMEM, "out of memory");
-err_decref_both:
-    json_decref(update);
+err_release:
+    json_decref(c);
     json_decref(right);
     return rc;
 }
@@ -171,25 +271,32 @@ err_decref_both:
 static int merge_by_id(json_t *current, json_t *update, const struct rx_reducer_ids *ids,
                        bool patch, json_t **out, struct rx_error *err)
 {
-    json_t *right = NULL, *merged = NULL, *index = NULL, *removed = NULL, *res = NULL;
-    json_t *m, *pos, *rec;
+    json_t *left = NULL, *right = NULL, *merged = NULL, *index = NULL, *removed = NULL;
+    json_t *res = NULL, *m, *pos, *rec;
     const char *id;
     size_t i, start = 0;
     int rc;
 
+    if (!ids)
+        ids = &default_ids;
     if (!is_empty(current) && !json_is_array(current))
         return fail(err, -EINVAL, "messages value must be an array");
-    rc = normalize(update, ids ? ids : &default_ids, &right, err);
+    /* LangGraph gives ids to the current list first, then to the update. */
+    if (is_empty(current)) {
+        merged = json_array();
+        if (!merged)
+            goto err_nomem;
+    } else {
+        rc = normalize(current, "value", ids, !patch, &left, err);
+        if (rc)
+            goto err_release;
+        merged = left; /* a new array of our own: free to write to */
+        left = NULL;
+    }
+    rc = normalize(update, "update", ids, !patch, &right, err);
     if (rc)
-        return rc;
-    rc = -ENOMEM;
-    merged = json_array();
-    index = json_object();
-    removed = json_object();
-    if (!merged || !index || !removed)
-        goto err_nomem;
-
-    /* The last remove-all wins: nothing before it survives, current included. */
+        goto err_release;
+    /* The last remove-all wins, and what follows it is the new list as given. */
     for (i = json_array_size(right); i > 0; i--) {
         m = json_array_get(right, i - 1);
         if (is_remove(m) &&
@@ -198,18 +305,31 @@ static int merge_by_id(json_t *current, json_t *update, const struct rx_reducer_
             break;
         }
     }
-    if (!start && !is_empty(current)) {
-        json_array_foreach(current, i, m)
-        {
-            if (json_array_append(merged, m))
+    if (start) {
+        res = json_array();
+        for (i = start; res && i < json_array_size(right); i++)
+            if (json_array_append(res, json_array_get(right, i)))
                 goto err_nomem;
-            id = json_string_value(json_object_get(m, "id"));
-            if (id && json_object_set_new(index, id, json_integer((json_int_t)i)))
-                goto err_nomem;
-        }
+        if (!res)
+            goto err_nomem;
+        *out = res;
+        res = NULL;
+        rc = 0;
+        goto err_release;
+    }
+    rc = -ENOMEM;
+    index = json_object();
+    removed = json_object();
+    if (!index || !removed)
+        goto err_nomem;
+    json_array_foreach(merged, i, m)
+    {
+        id = json_string_value(json_object_get(m, "id"));
+        if (json_object_set_new(index, id, json_integer((json_int_t)i)))
+            goto err_nomem;
     }
 
-    for (i = start; i < json_array_size(right); i++) {
+    for (i = 0; i < json_array_size(right); i++) {
         m = json_array_get(right, i);
         id = json_string_value(json_object_get(m, "id"));
         pos = json_object_get(index, id);
@@ -271,6 +391,7 @@ err_release:
     json_decref(removed);
     json_decref(index);
     json_decref(merged);
+    json_decref(left);
     json_decref(right);
     return rc;
 }

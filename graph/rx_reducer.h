@@ -82,16 +82,24 @@ struct rx_reducer {
  * - last_value: *out = update.
  * - append: both arrays; *out = current ++ update.
  * - max: both numbers; *out = the larger (current on a tie).
- * - add_messages: update is an array of message objects (or one object).
- *   A message whose string "id" exists is replaced in place; a new id is
- *   appended; a message without an id (missing or null) gets one from `ids`
- *   (libuuid when NULL) and is appended; {"type":"remove","id":X} deletes X
- *   (-ENOENT when X is unknown); {"type":"remove","id":"__remove_all__"}
- *   drops everything before it, current included; a later duplicate id in
- *   the update replaces the earlier one, and a message removed then re-added
- *   in one update stays, at its place.
- * - patch_by_id: as add_messages, but a message whose id exists is merged
- *   field by field into the existing record (update's fields win).
+ * - add_messages (LangGraph's messagesStateReducer): update is an array of
+ *   messages, or one message. A message is an object, a bare string (a
+ *   human message) or a [role, content] pair; an object's "role" becomes
+ *   LangChain's "type" (user/human -> human, assistant/ai -> ai, system,
+ *   developer -> system with additional_kwargs.__openai_role__, tool,
+ *   function; an explicit "type" wins; an unknown role is -EINVAL), as
+ *   coerceMessageLikeToMessage does. Objects with neither stay as given.
+ *   Id-less messages (id missing or null) on both sides, current included,
+ *   get an id from `ids` (libuuid when NULL). Then: a message whose id
+ *   exists is replaced in place; a new id is appended;
+ *   {"type":"remove","id":X} deletes X (-ENOENT when X is unknown); a later
+ *   duplicate id in the update replaces the earlier one, and a message
+ *   removed then re-added in one update stays, at its place. After the last
+ *   {"type":"remove","id":"__remove_all__"} the rest of the update is the
+ *   new list exactly as given (no merge by id, as in LangGraph).
+ * - patch_by_id: as add_messages without the message coercion (records are
+ *   objects, kept as given), but a record whose id exists is merged field by
+ *   field into the existing one (update's fields win).
  */
 int rx_reducer_last_value(json_t *current, json_t *update, json_t **out,
                           struct rx_error *err) RX_WUR;

@@ -90,10 +90,62 @@ static const struct golden add_messages_cases[] = {
      "[{\"id\":\"d\"},{\"id\":\"gen-1\",\"content\":\"e\"}]", 0, NULL},
     {"remove-all alone empties", "[{\"id\":\"a\"}]",
      "[{\"type\":\"remove\",\"id\":\"__remove_all__\"}]", "[]", 0, NULL},
-    {"remove after remove-all of an id before it is unknown", "[{\"id\":\"a\"}]",
+    /* LangGraph: after remove-all the rest is the new list as given, unmerged. */
+    {"after remove-all the rest is taken as given", "[{\"id\":\"a\"}]",
      "[{\"type\":\"remove\",\"id\":\"__remove_all__\"},{\"type\":\"remove\",\"id\":\"a\"}"
-     "]",
-     NULL, -ENOENT, "'a'"},
+     ",{\"id\":\"x\",\"v\":1},{\"id\":\"x\",\"v\":2}]",
+     "[{\"type\":\"remove\",\"id\":\"a\"},{\"id\":\"x\",\"v\":1},{\"id\":\"x\",\"v\":2}]",
+     0, NULL},
+    {"the last remove-all wins", "[{\"id\":\"a\"}]",
+     "[{\"type\":\"remove\",\"id\":\"__remove_all__\"},{\"id\":\"b\"},"
+     "{\"type\":\"remove\",\"id\":\"__remove_all__\"},{\"id\":\"c\"}]",
+     "[{\"id\":\"c\"}]", 0, NULL},
+    /* LangGraph gives ids to id-less messages of the current list too. */
+    {"an id-less message in the current list gets an id",
+     "[{\"content\":\"old\"},{\"id\":\"a\"}]", "[{\"id\":\"a\",\"v\":1}]",
+     "[{\"id\":\"gen-1\",\"content\":\"old\"},{\"id\":\"a\",\"v\":1}]", 0, NULL},
+    {"current ids are given before the update's", "[{\"content\":\"old\"}]",
+     "[{\"content\":\"new\"}]",
+     "[{\"id\":\"gen-1\",\"content\":\"old\"},{\"id\":\"gen-2\",\"content\":\"new\"}]", 0,
+     NULL},
+    /* coerceMessageLikeToMessage: strings, [role, content] pairs, roles. */
+    {"a bare string is a human message", "[]", "\"hi\"",
+     "[{\"type\":\"human\",\"content\":\"hi\",\"id\":\"gen-1\"}]", 0, NULL},
+    {"a list of bare strings", NULL, "[\"a\",\"b\"]",
+     "[{\"type\":\"human\",\"content\":\"a\",\"id\":\"gen-1\"},"
+     "{\"type\":\"human\",\"content\":\"b\",\"id\":\"gen-2\"}]",
+     0, NULL},
+    {"a [role, content] pair", "[]", "[[\"assistant\",\"yes\"],[\"user\",\"q\"]]",
+     "[{\"type\":\"ai\",\"content\":\"yes\",\"id\":\"gen-1\"},"
+     "{\"type\":\"human\",\"content\":\"q\",\"id\":\"gen-2\"}]",
+     0, NULL},
+    {"role becomes type", "[]",
+     "[{\"role\":\"user\",\"content\":\"u\",\"id\":\"1\"},"
+     "{\"role\":\"assistant\",\"content\":\"a\",\"id\":\"2\"},"
+     "{\"role\":\"system\",\"content\":\"s\",\"id\":\"3\"},"
+     "{\"role\":\"tool\",\"content\":\"t\",\"tool_call_id\":\"c\",\"id\":\"4\"}]",
+     "[{\"type\":\"human\",\"content\":\"u\",\"id\":\"1\"},"
+     "{\"type\":\"ai\",\"content\":\"a\",\"id\":\"2\"},"
+     "{\"type\":\"system\",\"content\":\"s\",\"id\":\"3\"},"
+     "{\"type\":\"tool\",\"content\":\"t\",\"tool_call_id\":\"c\",\"id\":\"4\"}]",
+     0, NULL},
+    {"developer is a system message that keeps its role", "[]",
+     "[{\"role\":\"developer\",\"content\":\"d\",\"id\":\"1\"}]",
+     "[{\"type\":\"system\",\"content\":\"d\",\"id\":\"1\","
+     "\"additional_kwargs\":{\"__openai_role__\":\"developer\"}}]",
+     0, NULL},
+    {"type wins over role, aliases normalised", "[]",
+     "[{\"type\":\"user\",\"role\":\"assistant\",\"content\":\"x\",\"id\":\"1\"}]",
+     "[{\"type\":\"human\",\"content\":\"x\",\"id\":\"1\"}]", 0, NULL},
+    {"a role-shaped current message is coerced too",
+     "[{\"role\":\"user\",\"content\":\"q\",\"id\":\"1\"}]", "[]",
+     "[{\"type\":\"human\",\"content\":\"q\",\"id\":\"1\"}]", 0, NULL},
+    {"an unknown role", "[]", "[{\"role\":\"robot\",\"content\":\"x\"}]", NULL, -EINVAL,
+     "unknown role 'robot'"},
+    {"a pair with an unknown role", "[]", "[[\"robot\",\"x\"]]", NULL, -EINVAL,
+     "unknown role 'robot'"},
+    {"a list that is not a pair", "[]", "[[\"user\"]]", NULL, -EINVAL,
+     "[role, content] pair"},
     {"a non-object message", "[]", "[1]", NULL, -EINVAL, "message 0"},
     {"a non-string id", "[]", "[{\"id\":7}]", NULL, -EINVAL, "non-string id"},
     {"a remove marker without id", "[]", "[{\"type\":\"remove\"}]", NULL, -EINVAL,
