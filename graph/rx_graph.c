@@ -65,8 +65,10 @@ void rx_graph_destroy(struct rx_graph *g)
         return;
     rx_pool_destroy(g->pool);
     pthread_mutex_destroy(&g->pool_lock);
-    for (i = 0; i < g->nnodes; i++)
+    for (i = 0; i < g->nnodes; i++) {
         rx_free(g->nodes[i].name);
+        free_strv(g->nodes[i].ends, g->nodes[i].nends);
+    }
     for (i = 0; i < g->nedges; i++) {
         rx_free(g->edges[i].from);
         rx_free(g->edges[i].to);
@@ -89,6 +91,8 @@ void rx_graph_destroy(struct rx_graph *g)
 
 void rx_graph_set_ids(struct rx_graph *g, const struct rx_reducer_ids *ids)
 {
+    if (!g)
+        return;
     g->has_ids = ids != NULL;
     if (ids)
         g->ids = *ids;
@@ -99,6 +103,8 @@ int rx_graph_add_node(struct rx_graph *g, const char *name, rx_graph_node_fn fn,
 {
     char *copy;
 
+    if (!g)
+        return -EINVAL;
     if (g->compiled)
         return -EBUSY;
     if (!name || !fn)
@@ -108,7 +114,7 @@ int rx_graph_add_node(struct rx_graph *g, const char *name, rx_graph_node_fn fn,
         rx_free(copy);
         return -ENOMEM;
     }
-    g->nodes[g->nnodes++] = (struct rx_graph_node){copy, fn, ctx, 0};
+    g->nodes[g->nnodes++] = (struct rx_graph_node){copy, fn, ctx, 0, NULL, 0, {0}};
     return 0;
 }
 
@@ -116,6 +122,8 @@ int rx_graph_add_edge(struct rx_graph *g, const char *from, const char *to)
 {
     char *f, *t;
 
+    if (!g)
+        return -EINVAL;
     if (g->compiled)
         return -EBUSY;
     if (!from || !to)
@@ -149,12 +157,70 @@ static char **dup_strv(const char *const *v, size_t n)
     return d;
 }
 
+int rx_graph_set_retry(struct rx_graph *g, const char *node,
+                       const struct rx_graph_retry *policy)
+{
+    struct rx_graph_retry p = {0};
+    size_t i;
+
+    if (!g || !node)
+        return -EINVAL;
+    if (g->compiled)
+        return -EBUSY;
+    if (policy) {
+        p = *policy;
+        if (p.max_attempts < 0 || p.initial_interval < 0 || p.backoff_factor < 0 ||
+            p.max_interval < 0)
+            return -EINVAL;
+        /* LangGraph's defaults (RetryPolicy in pregel/utils). */
+        p.max_attempts = p.max_attempts ? p.max_attempts : 3;
+        p.initial_interval = p.initial_interval ? p.initial_interval : 0.5;
+        p.backoff_factor = p.backoff_factor ? p.backoff_factor : 2.0;
+        p.max_interval = p.max_interval ? p.max_interval : 128.0;
+    }
+    for (i = 0; i < g->nnodes; i++) {
+        if (!strcmp(g->nodes[i].name, node)) {
+            g->nodes[i].retry = p;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int rx_graph_set_ends(struct rx_graph *g, const char *node, const char *const *ends)
+{
+    struct rx_graph_node *nd = NULL;
+    char **copy;
+    size_t i, n = 0;
+
+    if (!g || !node || !ends)
+        return -EINVAL;
+    if (g->compiled)
+        return -EBUSY;
+    for (i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].name, node))
+            nd = &g->nodes[i];
+    if (!nd)
+        return -ENOENT;
+    while (ends[n])
+        n++;
+    copy = dup_strv(ends, n);
+    if (!copy)
+        return -ENOMEM;
+    free_strv(nd->ends, nd->nends);
+    nd->ends = copy;
+    nd->nends = n;
+    return 0;
+}
+
 int rx_graph_add_join(struct rx_graph *g, const char *const *sources, size_t n,
                       const char *to)
 {
     struct rx_graph_join j = {0};
     size_t i;
 
+    if (!g)
+        return -EINVAL;
     if (g->compiled)
         return -EBUSY;
     if (!sources || !n || !to)
@@ -184,6 +250,8 @@ int rx_graph_add_conditional_edges(struct rx_graph *g, const char *from,
 {
     struct rx_graph_branch b = {0};
 
+    if (!g)
+        return -EINVAL;
     if (g->compiled)
         return -EBUSY;
     if (!from || !router)
@@ -249,12 +317,67 @@ static int resolve_target(const struct rx_graph *g, const char *name, int *out,
     return 0;
 }
 
+/* Is `node` named as a target by an edge, a join, a path map or declared ends? */
+static bool is_target(const struct rx_graph *g, size_t node)
+{
+    const char *name = g->nodes[node].name;
+    size_t i, j;
+
+    for (i = 0; i < g->nedges; i++)
+        if (g->edges[i].t == (int)node)
+            return true;
+    for (i = 0; i < g->njoins; i++)
+        if (g->joins[i].t == (int)node)
+            return true;
+    for (i = 0; i < g->nbranches; i++) {
+        /* A router without a path map may name any node but its own source. */
+        if (!g->branches[i].nmap && g->branches[i].f != (int)node)
+            return true;
+        for (j = 1; j < g->branches[i].nmap; j += 2)
+            if (!strcmp(g->branches[i].map[j], name))
+                return true;
+    }
+    for (i = 0; i < g->nnodes; i++)
+        for (j = 0; j < g->nodes[i].nends; j++)
+            if (!strcmp(g->nodes[i].ends[j], name))
+                return true;
+    return false;
+}
+
+/*
+ * LangGraph's two checks (graph.ts validate, state.ts addNode): every node
+ * is the target of something, and no node shares its name with a state key.
+ */
+static int check_names_and_reach(const struct rx_graph *g, struct rx_error *err)
+{
+    size_t i;
+
+    for (i = 0; i < g->nnodes; i++) {
+        const char *n = g->nodes[i].name;
+
+        if (rx_reducer_find(g->schema, g->nschema, n))
+            return rx_error_set(err, -EINVAL,
+                                "node '%s': the name is a state key, a node cannot "
+                                "share it",
+                                n);
+        if (!is_target(g, i))
+            return rx_error_set(err, -EINVAL,
+                                "node '%s': not reachable (no edge, join, path map or "
+                                "declared ends lead to it; a node a command goes to "
+                                "needs rx_graph_set_ends)",
+                                n);
+    }
+    return 0;
+}
+
 int rx_graph_compile(struct rx_graph *g, struct rx_error *err)
 {
     bool entry = false;
     size_t i, j;
     int rc, dummy;
 
+    if (!g)
+        return rx_error_set(err, -EINVAL, "graph is NULL");
     if (g->compiled)
         return 0;
     for (i = 0; i < g->nnodes; i++) {
@@ -305,6 +428,16 @@ int rx_graph_compile(struct rx_graph *g, struct rx_error *err)
     if (!entry)
         return rx_error_set(err, -EINVAL,
                             "graph has no entry point: add an edge from START");
+    for (i = 0; i < g->nnodes; i++) {
+        for (j = 0; j < g->nodes[i].nends; j++) {
+            rc = resolve_target(g, g->nodes[i].ends[j], &dummy, err);
+            if (rc)
+                return rc;
+        }
+    }
+    rc = check_names_and_reach(g, err);
+    if (rc)
+        return rc;
     g->compiled = true;
     return 0;
 }

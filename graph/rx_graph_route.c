@@ -97,7 +97,7 @@ int rx_graph_route_into(struct rx_graph_run *r, json_t *next, json_t *items,
 }
 
 static int run_router(struct rx_graph_run *r, json_t *next,
-                      const struct rx_graph_branch *b)
+                      const struct rx_graph_branch *b, json_t *view)
 {
     struct rx_graph_route route;
     int rc;
@@ -105,7 +105,7 @@ static int run_router(struct rx_graph_run *r, json_t *next,
     route.items = json_array();
     if (!route.items)
         return -ENOMEM;
-    rc = b->fn(r->state, b->ctx, &route);
+    rc = b->fn(view, b->ctx, &route);
     if (rc)
         rc = rx_error_set(r->err, rc, "node '%s': router failed (%s)", b->from,
                           strerror(-rc));
@@ -115,37 +115,77 @@ static int run_router(struct rx_graph_run *r, json_t *next,
     return rc;
 }
 
+/*
+ * What a router of `src` reads: the state before the step with only this
+ * task's update merged in (LangGraph's fresh read of the task's own writes),
+ * not its siblings'. A new reference.
+ */
+static int router_view(struct rx_graph_run *r, json_t *before, json_t *own, json_t **view)
+{
+    struct rx_error rerr = {{0}};
+    json_t *v;
+    int rc;
+
+    if (!before) {
+        *view = json_incref(r->state);
+        return 0;
+    }
+    v = json_copy(before);
+    if (!v)
+        return -ENOMEM;
+    if (own) {
+        rc = rx_reducer_merge(v, own, r->g->schema, r->g->nschema, r->ids, &rerr);
+        if (rc) {
+            json_decref(v);
+            return rx_error_set(r->err, rc, "router input: %s", rerr.text);
+        }
+    }
+    *view = v;
+    return 0;
+}
+
 /* Edges, routers, then join progress: the order a step's next list is built in. */
-int rx_graph_route_follow(struct rx_graph_run *r, json_t *next, int src)
+int rx_graph_route_follow(struct rx_graph_run *r, json_t *next, int src, json_t *before,
+                          json_t *own)
 {
     const struct rx_graph *g = r->g;
+    json_t *view = NULL;
     size_t i, j;
-    int rc;
+    int rc = 0;
 
     for (i = 0; i < g->nedges; i++) {
         if (g->edges[i].f != src)
             continue;
         rc = next_add(r, next, g->edges[i].to, NULL);
         if (rc)
-            return rc;
+            goto out_release;
     }
     for (i = 0; i < g->nbranches; i++) {
         if (g->branches[i].f != src)
             continue;
-        rc = run_router(r, next, &g->branches[i]);
+        if (!view) {
+            rc = router_view(r, before, own, &view);
+            if (rc)
+                goto out_release;
+        }
+        rc = run_router(r, next, &g->branches[i], view);
         if (rc)
-            return rc;
+            goto out_release;
     }
     for (i = 0; src >= 0 && i < g->njoins; i++) {
         for (j = 0; j < g->joins[i].n; j++) {
             if (g->joins[i].s[j] != src)
                 continue;
             if (json_object_set_new(json_array_get(r->joins, i), g->joins[i].src[j],
-                                    json_true()))
-                return -ENOMEM;
+                                    json_true())) {
+                rc = -ENOMEM;
+                goto out_release;
+            }
         }
     }
-    return 0;
+out_release:
+    json_decref(view);
+    return rc;
 }
 
 /* Joins whose sources have all run fire once, and start over. */

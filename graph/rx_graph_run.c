@@ -1,9 +1,11 @@
 /*
  * rx_graph_run - rx_graph_invoke: load or start, then supersteps until
- * nothing is left to run, the recursion limit, or an interrupt. Each step
- * runs its tasks (rx_graph_task.c), merges their updates through the
- * reducers in a fixed order, routes (rx_graph_route.c), checkpoints and
- * streams. See rx_graph.h, and rx_graph_internal.h for struct rx_graph_run.
+ * nothing is left to run, the recursion limit, or a pause (an interrupt()
+ * or a static breakpoint). Each step runs its tasks (rx_graph_task.c),
+ * merges their updates through the reducers in a fixed order, routes
+ * (rx_graph_route.c), checkpoints and streams. See rx_graph.h, and
+ * rx_graph_internal.h for struct rx_graph_run and what rx_graph_state.c
+ * shares from here.
  */
 #include "graph/rx_graph.h"
 
@@ -17,53 +19,46 @@
 #include "graph/rx_reducer.h"
 #include "state_machine/rx_alloc.h"
 
-/*
- * Store the run as the thread's newest checkpoint (nothing without a
- * checkpointer); on an interrupt, with the interrupts and `pending`.
- */
-static int checkpoint(struct rx_graph_run *r, json_t *interrupts)
+static int stopped(struct rx_graph_run *r)
 {
-    const struct rx_graph_config *c = r->cfg;
-    json_t *cp;
+    return rx_error_set(r->err, -ECANCELED, "stopped by the stream callback at step %d",
+                        r->step);
+}
+
+/*
+ * The step callback, then the stream modes (t[0..n) the step's tasks in
+ * merge order; none for the input step). Non-zero from either stops the
+ * invoke.
+ */
+static int stream(struct rx_graph_run *r, struct rx_graph_task *t, size_t n)
+{
     int rc;
 
-    if (!c || !c->checkpointer || !c->thread_id)
-        return 0;
-    cp = json_pack("{s:i,s:s?,s:O,s:O,s:O}", "step", r->step, "parent",
-                   r->last_id[0] ? r->last_id : NULL, "state", r->state, "next", r->next,
-                   "joins", r->joins);
-    if (!cp)
-        return -ENOMEM;
-    if (interrupts && (json_object_set(cp, "interrupts", interrupts) ||
-                       json_object_set(cp, "pending", r->pending))) {
-        json_decref(cp);
-        return -ENOMEM;
-    }
-    rc = rx_checkpoint_put(c->checkpointer, c->thread_id, cp, r->last_id);
-    json_decref(cp);
-    if (rc)
-        return rx_error_set(r->err, rc, "thread '%s': cannot store a checkpoint (%s)",
-                            c->thread_id, strerror(-rc));
-    return 0;
+    if (r->cfg && r->cfg->on_step &&
+        r->cfg->on_step(r->cfg->on_step_ctx, r->step, r->updates, r->state))
+        return stopped(r);
+    rc = t ? rx_graph_stream_step(r, t, n) : rx_graph_stream_start(r);
+    return rc == -ECANCELED ? stopped(r) : rc;
 }
 
-/* The step callback, if any; non-zero from it stops the invoke. */
-static int stream(struct rx_graph_run *r)
+/* The caller's new answer for a paused task: by its interrupt id, or the one answer. */
+static json_t *fresh_answer(const struct rx_graph_config *cfg, const char *id)
 {
-    if (!r->cfg || !r->cfg->on_step)
-        return 0;
-    if (r->cfg->on_step(r->cfg->on_step_ctx, r->step, r->updates, r->state))
-        return rx_error_set(r->err, -ECANCELED,
-                            "stopped by the stream callback at step %d", r->step);
-    return 0;
+    if (!cfg)
+        return NULL;
+    if (cfg->resume_map)
+        return json_object_get(cfg->resume_map, id);
+    return cfg->resume;
 }
 
 /*
- * A task per `next` entry, in `next` order. On resume, a task that finished
- * before the interrupt takes its result from `pending` instead of running
- * again; the others get the answer.
+ * A task per `next` entry, in `next` order. After a pause, a task that had
+ * finished takes its result from `pending` instead of running again; a
+ * paused one gets its earlier answers and, with `answer`, the caller's new
+ * one.
  */
-static int make_tasks(struct rx_graph_run *r, struct rx_graph_task **out, size_t *nout)
+int rx_graph_run_make_tasks(struct rx_graph_run *r, bool answer,
+                            struct rx_graph_task **out, size_t *nout)
 {
     size_t n = json_array_size(r->next), i;
     struct rx_graph_task *t;
@@ -77,12 +72,15 @@ static int make_tasks(struct rx_graph_run *r, struct rx_graph_task **out, size_t
     json_array_foreach(r->next, i, e)
     {
         t[i].g = r->g;
+        t[i].run = r;
+        t[i].step = r->step + 1;
         t[i].node = rx_graph_lookup(r->g, json_string_value(json_object_get(e, "node")));
         if (t[i].node < 0) {
             rx_graph_tasks_release(t, i);
             return rx_error_set(r->err, -EINVAL, "node '%s': not in this graph",
                                 json_string_value(json_object_get(e, "node")));
         }
+        t[i].index = i;
         t[i].arg = json_object_get(e, "arg");
         t[i].send = t[i].arg ? sends++ : -1;
         if (!t[i].arg)
@@ -93,16 +91,29 @@ static int make_tasks(struct rx_graph_run *r, struct rx_graph_task **out, size_t
             return -ENOMEM;
         }
         p = r->pending ? json_array_get(r->pending, i) : NULL;
-        if (json_is_object(p)) {
-            /* Finished before an interrupt: keep its result, do not rerun. */
+        if (!p && answer && r->writes)
+            p = json_object_get(r->writes,
+                                rx_graph_task_id(&t[i])); /* finished before a crash */
+        if (json_object_get(p, "route")) {
+            /* Finished before the pause or crash: keep its result, do not rerun. */
             t[i].done = true;
             t[i].update = json_incref(json_object_get(p, "update"));
+            if (json_is_null(t[i].update)) {
+                json_decref(t[i].update);
+                t[i].update = NULL;
+            }
             if (json_array_extend(t[i].route.items, json_object_get(p, "route"))) {
                 rx_graph_tasks_release(t, i + 1);
                 return -ENOMEM;
             }
-        } else if (r->pending) {
-            t[i].resume = r->cfg ? r->cfg->resume : NULL;
+        } else if (p) {
+            t[i].answers = json_object_get(p, "answers");
+            t[i].interrupt = json_incref(json_object_get(p, "interrupt"));
+            if (answer) {
+                json_decref(t[i].interrupt);
+                t[i].interrupt = NULL;
+                t[i].fresh = fresh_answer(r->cfg, rx_graph_task_id(&t[i]));
+            }
         }
     }
     *out = t;
@@ -110,26 +121,39 @@ static int make_tasks(struct rx_graph_run *r, struct rx_graph_task **out, size_t
     return 0;
 }
 
-/* The result of every task, in `next` order, for a checkpoint taken on an interrupt. */
-static int save_interrupt(struct rx_graph_run *r, struct rx_graph_task *t, size_t n,
-                          json_t **interrupts)
+/*
+ * A paused step: per `next` entry the finished result, or the answers the
+ * paused task has used and what it paused with; *interrupts lists the
+ * pauses as [{"id","node","value"}] in merge order.
+ */
+static int save_pause(struct rx_graph_run *r, struct rx_graph_task *t, size_t n,
+                      json_t **interrupts)
 {
-    json_t *ints = json_array(), *pend = json_array();
+    json_t *ints = json_array(), *pend = json_array(), *answers, *e;
     size_t i;
 
+    for (i = 0; pend && i < n; i++)
+        if (json_array_append(pend, json_null()))
+            goto err_nomem;
     if (!ints || !pend)
         goto err_nomem;
     for (i = 0; i < n; i++) {
-        if (t[i].interrupt) {
-            if (json_array_append_new(ints, json_pack("{s:s,s:O}", "node",
-                                                      rx_graph_task_node(&t[i]), "value",
-                                                      t[i].interrupt)) ||
-                json_array_append(pend, json_null()))
+        if (!t[i].interrupt) {
+            e = json_pack("{s:O?,s:O}", "update", t[i].update, "route", t[i].route.items);
+        } else {
+            answers = t[i].answers ? json_copy(t[i].answers) : json_array();
+            if (answers && t[i].fresh_used && json_array_append(answers, t[i].fresh)) {
+                json_decref(answers);
                 goto err_nomem;
-            continue;
+            }
+            e = json_pack("{s:o,s:O}", "answers", answers, "interrupt", t[i].interrupt);
+            if (json_array_append_new(ints, json_pack("{s:s,s:s,s:O}", "id",
+                                                      rx_graph_task_id(&t[i]), "node",
+                                                      rx_graph_task_node(&t[i]), "value",
+                                                      t[i].interrupt)))
+                goto err_nomem;
         }
-        if (json_array_append_new(pend, json_pack("{s:O?,s:O}", "update", t[i].update,
-                                                  "route", t[i].route.items)))
+        if (json_array_set_new(pend, t[i].index, e))
             goto err_nomem;
     }
     json_decref(r->pending);
@@ -144,8 +168,8 @@ err_nomem:
 }
 
 /* The concurrent-write rule, then every update through the reducers, in order. */
-static int merge_step(struct rx_graph_run *r, struct rx_graph_task *t, size_t n,
-                      json_t **merged)
+int rx_graph_run_merge(struct rx_graph_run *r, struct rx_graph_task *t, size_t n,
+                       json_t **merged)
 {
     json_t *writers = json_object(), *st = json_copy(r->state), *w;
     struct rx_error rerr = {{0}};
@@ -187,7 +211,8 @@ static int merge_step(struct rx_graph_run *r, struct rx_graph_task *t, size_t n,
             rx_error_set(r->err, rc, "node '%s': %s", who, rerr.text);
             goto out_release;
         }
-        if (json_array_append_new(
+        if (r->updates &&
+            json_array_append_new(
                 r->updates, json_pack("{s:s,s:O}", "node", who, "update", t[i].update))) {
             rc = -ENOMEM;
             goto out_release;
@@ -202,34 +227,55 @@ out_release:
     return rc;
 }
 
+/* The names of the nodes a step ran, for update_state's as_node and for get_state. */
+static int record_ran(struct rx_graph_run *r, struct rx_graph_task *t, size_t n)
+{
+    json_t *ran = json_array();
+    size_t i;
+
+    for (i = 0; ran && i < n; i++) {
+        if (i && t[i - 1].node == t[i].node)
+            continue;
+        if (json_array_append_new(ran, json_string(rx_graph_task_node(&t[i])))) {
+            json_decref(ran);
+            return -ENOMEM;
+        }
+    }
+    if (!ran)
+        return -ENOMEM;
+    json_decref(r->ran);
+    r->ran = ran;
+    return 0;
+}
+
 /*
- * Run `next`, merge, route. On an interrupt, *interrupts is set (a new
- * reference), the step is checkpointed as paused and the state is left as it was.
+ * Run `next`, merge, route. On an interrupt(), *interrupts is set (a new
+ * reference), the step is checkpointed as paused, with the results of the
+ * tasks that finished, and the state is left as it was.
  */
 static int superstep(struct rx_graph_run *r, json_t **interrupts)
 {
     struct rx_graph_task *t = NULL;
-    json_t *next = NULL, *merged = NULL;
+    json_t *next = NULL, *merged = NULL, *before = NULL;
     size_t n = 0, i;
+    bool paused = false;
     int rc;
 
-    rc = make_tasks(r, &t, &n);
+    rc = rx_graph_run_make_tasks(r, true, &t, &n);
+    json_decref(r->writes); /* they were for this step only */
+    r->writes = NULL;
     if (rc)
         return rc;
     rx_graph_tasks_execute(t, n);
-    /* In `next` order for the checkpoint; then sorted for a deterministic merge. */
-    for (i = 0; i < n; i++)
-        if (t[i].interrupt)
-            break;
-    if (i < n) {
-        rc = save_interrupt(r, t, n, interrupts);
-        if (!rc)
-            rc = checkpoint(r, *interrupts);
+    if (r->stream_rc) {
+        rc = stopped(r); /* a node's chunk was answered with "stop" */
         goto out_release_tasks;
     }
     rx_graph_tasks_sort(t, n);
+    /* A failure wins over a pause, as in LangGraph; the first in merge order. */
     for (i = 0; i < n; i++) {
-        if (!t[i].rc)
+        paused |= t[i].interrupt != NULL;
+        if (!t[i].rc || t[i].interrupt)
             continue;
         rc = rx_error_set(r->err, t[i].rc, "node '%s' failed: %s",
                           rx_graph_task_node(&t[i]),
@@ -238,11 +284,21 @@ static int superstep(struct rx_graph_run *r, json_t **interrupts)
             rc = -EIO; /* a node returned a positive value */
         goto out_release_tasks;
     }
+    if (paused) {
+        rc = save_pause(r, t, n, interrupts);
+        if (!rc)
+            rc = rx_graph_run_checkpoint(r, *interrupts);
+        if (!rc)
+            rc = rx_graph_stream_pause(r, *interrupts);
+        if (rc == -ECANCELED)
+            rc = stopped(r);
+        goto out_release_tasks;
+    }
     json_array_clear(r->updates);
-    rc = merge_step(r, t, n, &merged);
+    rc = rx_graph_run_merge(r, t, n, &merged);
     if (rc)
         goto out_release_tasks;
-    json_decref(r->state);
+    before = r->state;
     r->state = merged;
     json_decref(r->pending);
     r->pending = NULL;
@@ -251,18 +307,24 @@ static int superstep(struct rx_graph_run *r, json_t **interrupts)
     next = json_array();
     if (!next)
         goto out_release_tasks;
+    /*
+     * Each task routes as its own: a command's goto and Sends, then its
+     * node's edges (an edge target is added once) and routers, which see the
+     * state before the step plus this task's writes only (LangGraph).
+     */
     for (i = 0; i < n; i++) {
         rc = rx_graph_route_into(r, next, t[i].route.items, NULL);
         if (rc)
             goto out_release_next;
-        /* Each node's edges are followed once, whatever its number of tasks. */
-        if (i && t[i - 1].node == t[i].node)
-            continue;
-        rc = rx_graph_route_follow(r, next, t[i].node);
+        rc = rx_graph_route_follow(r, next, t[i].node, before, t[i].update);
         if (rc)
             goto out_release_next;
     }
     rc = rx_graph_route_fire_joins(r, next);
+    /* Only checkpoints and interrupt_after read it: a plain invoke skips the work. */
+    if (!rc && r->cfg &&
+        ((r->cfg->checkpointer && r->cfg->thread_id) || r->cfg->interrupt_after))
+        rc = record_ran(r, t, n);
     if (rc)
         goto out_release_next;
     json_decref(r->next);
@@ -270,77 +332,18 @@ static int superstep(struct rx_graph_run *r, json_t **interrupts)
     next = NULL;
     r->step++;
     r->steps++;
-    rc = checkpoint(r, NULL);
+    r->source = "loop";
+    rc = rx_graph_run_checkpoint(r, NULL);
     if (!rc)
-        rc = stream(r);
+        rc = stream(r, t, n);
 out_release_next:
     json_decref(next);
 out_release_tasks:
+    json_decref(before);
     rx_graph_tasks_release(t, n);
     return rc;
 }
 
-/* No join has seen any of its sources. */
-static int joins_init(struct rx_graph_run *r)
-{
-    size_t i;
-
-    json_decref(r->joins);
-    r->joins = json_array();
-    if (!r->joins)
-        return -ENOMEM;
-    for (i = 0; i < r->g->njoins; i++)
-        if (json_array_append_new(r->joins, json_object()))
-            return -ENOMEM;
-    return 0;
-}
-
-/* Start from a checkpoint, or from nothing. */
-static int load(struct rx_graph_run *r, bool *continuing)
-{
-    const struct rx_graph_config *c = r->cfg;
-    json_t *cp = NULL;
-    int rc;
-
-    *continuing = false;
-    r->state = json_object();
-    r->next = json_array();
-    r->updates = json_array();
-    if (!r->state || !r->next || !r->updates || joins_init(r))
-        return -ENOMEM;
-    if (!c || !c->checkpointer || !c->thread_id)
-        return 0;
-    rc = rx_checkpoint_get(c->checkpointer, c->thread_id, c->checkpoint_id, &cp);
-    if (rc == -ENOENT && !c->checkpoint_id)
-        return 0; /* a new thread */
-    if (rc)
-        return rx_error_set(r->err, rc, "thread '%s': no checkpoint '%s'", c->thread_id,
-                            c->checkpoint_id ? c->checkpoint_id : "(newest)");
-    if (!json_is_object(json_object_get(cp, "state")) ||
-        !json_is_array(json_object_get(cp, "next")) ||
-        json_array_size(json_object_get(cp, "joins")) != r->g->njoins) {
-        json_decref(cp);
-        return rx_error_set(r->err, -EINVAL,
-                            "thread '%s': checkpoint does not fit this graph",
-                            c->thread_id);
-    }
-    json_decref(r->state);
-    json_decref(r->next);
-    json_decref(r->joins);
-    r->state = json_incref(json_object_get(cp, "state"));
-    r->next = json_incref(json_object_get(cp, "next"));
-    r->joins = json_incref(json_object_get(cp, "joins"));
-    if (json_object_get(cp, "interrupts"))
-        r->pending = json_incref(json_object_get(cp, "pending"));
-    r->step = (int)json_integer_value(json_object_get(cp, "step"));
-    snprintf(r->last_id, sizeof(r->last_id), "%s",
-             json_string_value(json_object_get(cp, "id")));
-    json_decref(cp);
-    *continuing = true;
-    return 0;
-}
-
-/* The input step: merge the input, then follow START. */
 static int start(struct rx_graph_run *r, json_t *input)
 {
     struct rx_error rerr = {{0}};
@@ -349,60 +352,144 @@ static int start(struct rx_graph_run *r, json_t *input)
     json_array_clear(r->next);
     json_decref(r->pending);
     r->pending = NULL;
-    rc = joins_init(r);
+    rc = rx_graph_run_joins_init(r);
     if (rc)
         return rc;
     rc = rx_reducer_merge(r->state, input, r->g->schema, r->g->nschema, r->ids, &rerr);
     if (rc)
         return rx_error_set(r->err, rc, "input: %s", rerr.text);
-    rc = rx_graph_route_follow(r, r->next, RX_GRAPH_IDX_START);
+    rc = rx_graph_route_follow(r, r->next, RX_GRAPH_IDX_START, NULL, NULL);
     if (rc)
         return rc;
     r->step = r->last_id[0] ? r->step + 1 : 0;
-    if (json_array_append_new(
+    r->source = "input";
+    json_array_clear(r->ran);
+    if (json_array_append_new(r->ran, json_string(RX_GRAPH_START)) ||
+        json_array_append_new(
             r->updates, json_pack("{s:s,s:O}", "node", RX_GRAPH_START, "update", input)))
         return -ENOMEM;
-    rc = checkpoint(r, NULL);
+    rc = rx_graph_run_checkpoint(r, NULL);
     if (!rc)
-        rc = stream(r);
+        rc = stream(r, NULL, 0);
     return rc;
+}
+
+/* Is `node` in the NULL-terminated list (where "*" stands for every node)? */
+static bool listed(const char *const *list, const char *node)
+{
+    for (; list && *list; list++)
+        if (!strcmp(*list, "*") || !strcmp(*list, node))
+            return true;
+    return false;
+}
+
+/* A static breakpoint: interrupt_before one of `next`, or interrupt_after one of `ran`.
+ */
+static bool breakpoint(const char *const *list, json_t *nodes)
+{
+    json_t *e;
+    size_t i;
+
+    json_array_foreach(nodes, i, e)
+    {
+        const char *n =
+            json_string_value(json_is_object(e) ? json_object_get(e, "node") : e);
+
+        if (n && listed(list, n))
+            return true;
+    }
+    return false;
+}
+
+/* Resume answers must match what is pending: one answer for one pause, else by id. */
+static int check_resume(struct rx_graph_run *r, json_t *interrupts)
+{
+    const struct rx_graph_config *c = r->cfg;
+    const char *thread = c->thread_id ? c->thread_id : "";
+    const char *key;
+    json_t *v, *e;
+    size_t i;
+
+    if (!r->pending)
+        return rx_error_set(r->err, -EINVAL, "thread '%s': no interrupt to resume",
+                            thread);
+    if (c->resume && json_array_size(interrupts) > 1)
+        return rx_error_set(r->err, -EINVAL,
+                            "thread '%s': %zu interrupts are pending: answer them by id "
+                            "(resume_map)",
+                            thread, json_array_size(interrupts));
+    json_object_foreach(c->resume_map, key, v)
+    {
+        json_array_foreach(interrupts, i, e)
+        {
+            if (!strcmp(json_string_value(json_object_get(e, "id")), key))
+                break;
+        }
+        if (i == json_array_size(interrupts))
+            return rx_error_set(r->err, -EINVAL,
+                                "thread '%s': no pending interrupt '%s' to resume",
+                                thread, key);
+    }
+    return 0;
 }
 
 int rx_graph_invoke(const struct rx_graph *g, json_t *input,
                     const struct rx_graph_config *cfg, struct rx_graph_result *res,
                     struct rx_error *err)
 {
-    struct rx_graph_run r = {0};
-    json_t *interrupts = NULL, *loaded;
-    bool continuing;
+    struct rx_graph_run r;
+    json_t *interrupts = NULL, *pending_ints = NULL;
+    bool continuing, started, resuming, first = true;
     int rc, limit = cfg && cfg->recursion_limit > 0 ? cfg->recursion_limit
                                                     : RX_GRAPH_RECURSION_LIMIT;
 
+    if (!g || !res)
+        return rx_error_set(err, -EINVAL, "graph or result is NULL");
     if (!g->compiled)
         return rx_error_set(err, -EINVAL, "graph is not compiled");
     if (err)
         err->text[0] = '\0';
-    r.g = g;
-    r.cfg = cfg;
-    r.err = err;
-    r.ids = g->has_ids ? &g->ids : NULL;
-    rc = load(&r, &continuing);
+    rc = rx_graph_run_init(&r, g, cfg, err);
+    if (!rc)
+        rc = rx_graph_run_load(&r, &continuing);
     if (rc)
         goto out_release;
-    /* A checkpoint's state is shared with the store's copy: merge into our own. */
-    loaded = r.state;
-    r.state = json_copy(loaded);
-    json_decref(loaded);
-    if (!r.state) {
-        rc = -ENOMEM;
-        goto out_release;
+    resuming = cfg && (cfg->resume || cfg->resume_map);
+    if (resuming) {
+        json_t *tasks = NULL, *e;
+        size_t i;
+
+        /* The pending interrupts, with their ids, as get_state lists them. */
+        pending_ints = json_array();
+        rc = pending_ints ? 0 : -ENOMEM;
+        if (!rc && r.pending)
+            rc = rx_graph_run_tasks(&r, &tasks);
+        json_array_foreach(tasks, i, e)
+        {
+            if (!rc && json_array_extend(pending_ints, json_object_get(e, "interrupts")))
+                rc = -ENOMEM;
+        }
+        json_decref(tasks);
+        if (!rc)
+            rc = check_resume(&r, pending_ints);
+        if (rc)
+            goto out_release;
     }
-    if (cfg && cfg->resume && !r.pending) {
-        rc = rx_error_set(err, -EINVAL, "thread '%s': no interrupt to resume",
-                          cfg->thread_id ? cfg->thread_id : "");
-        goto out_release;
+    started = input && !json_is_null(input) && !resuming;
+    /*
+     * Continuing the newest checkpoint (not a fork): the tasks that finished
+     * before a crash left their results in the store; they do not run again.
+     */
+    if (continuing && !started && !cfg->checkpoint_id) {
+        rc = rx_checkpoint_get_writes(cfg->checkpointer, cfg->thread_id, r.last_id,
+                                      &r.writes);
+        if (rc) {
+            rx_error_set(err, rc, "thread '%s': cannot read the writes of a step (%s)",
+                         cfg->thread_id, strerror(-rc));
+            goto out_release;
+        }
     }
-    if (input && !json_is_null(input) && !(cfg && cfg->resume)) {
+    if (started) {
         rc = start(&r, input);
         if (rc)
             goto out_release;
@@ -411,23 +498,55 @@ int rx_graph_invoke(const struct rx_graph *g, json_t *input,
         goto out_release;
     }
     while (json_array_size(r.next)) {
-        if (r.steps >= limit) {
-            rc = rx_error_set(
-                err, -ELOOP,
-                "recursion limit of %d steps reached without hitting END "
-                "(next: '%s')",
-                limit,
-                json_string_value(json_object_get(json_array_get(r.next, 0), "node")));
-            goto out_release;
+        /*
+         * interrupt_before pauses before the step runs; a run that continues
+         * without input goes past it (LangGraph marks what it had seen).
+         */
+        if ((started || !first) && !r.pending && cfg &&
+            breakpoint(cfg->interrupt_before, r.next)) {
+            interrupts = json_array();
+            rc = interrupts ? 0 : -ENOMEM;
+            break;
         }
+        first = false;
         rc = superstep(&r, &interrupts);
         if (rc || interrupts)
             break;
+        if (cfg && breakpoint(cfg->interrupt_after, r.ran)) {
+            interrupts = json_array();
+            rc = interrupts ? 0 : -ENOMEM;
+            break;
+        }
+        /*
+         * LangGraph's count (pregel/loop.ts): it stops when its step passes
+         * first step + limit + 1, checked after each step, before it looks
+         * for more work. With input, its input checkpoint and StateGraph's
+         * START node take two of those steps, so node step `limit` fails (a
+         * 3-node chain with limit 3 fails, with 4 it ends); a continued or
+         * resumed run takes neither, so step limit + 2 fails.
+         */
+        if (r.steps + (started ? 1 : -1) > limit) {
+            rc = rx_error_set(
+                err, -ELOOP,
+                "recursion limit of %d reached without hitting a stop condition "
+                "(next: '%s')",
+                limit,
+                json_array_size(r.next) ? json_string_value(json_object_get(
+                                              json_array_get(r.next, 0), "node"))
+                                        : RX_GRAPH_END);
+            break;
+        }
+    }
+    if (!rc && interrupts && !json_array_size(interrupts)) {
+        rc = rx_graph_stream_pause(&r, interrupts); /* a static breakpoint */
+        if (rc == -ECANCELED)
+            rc = stopped(&r);
     }
     if (rc)
         goto out_release;
-    res->state = r.state;
-    r.state = NULL;
+    rc = rx_graph_run_values(&r, &res->state);
+    if (rc)
+        goto out_release;
     res->interrupts = interrupts;
     interrupts = NULL;
     res->steps = r.steps;
@@ -436,16 +555,15 @@ out_release:
     if (rc == -ENOMEM && err && !err->text[0])
         rx_error_set(err, rc, "out of memory");
     json_decref(interrupts);
-    json_decref(r.state);
-    json_decref(r.next);
-    json_decref(r.joins);
-    json_decref(r.pending);
-    json_decref(r.updates);
+    json_decref(pending_ints);
+    rx_graph_run_release(&r);
     return rc;
 }
 
 void rx_graph_result_release(struct rx_graph_result *res)
 {
+    if (!res)
+        return;
     json_decref(res->state);
     json_decref(res->interrupts);
     res->state = NULL;

@@ -1,6 +1,7 @@
 # mk/library.mk - the embeddable library's extras (graph/):
 #   make examples-check   run every example and check its output (in make test)
-#   make bench            invoke overhead of rx_graph (build/bench/bench_graph)
+#   make bench            invoke overhead of rx_graph, with and without the SQLite
+#                         checkpointer, and its bytes on disk over 500 chat turns
 #   make graph-layer-check graph/ includes nothing from effects/ or server/ (in make test)
 
 .PHONY: examples-check bench-graph graph-layer-check
@@ -11,7 +12,13 @@ examples-check: $(EXAMPLES)
 	$(BUILD)/examples/map_reduce | grep -qx 'map=3 reduce=6 with=4 send=4 '
 	$(BUILD)/examples/map_reduce | grep -qx 'total: 17'
 	$(BUILD)/examples/interrupt | grep -qx 'resumed with true: outcome done'
-	$(BUILD)/examples/react | grep -qxF 'answer: 6*7 = 42'
+	rm -f $(BUILD)/examples/react.db*
+	echo y | $(BUILD)/examples/react 'what is 6*7?' $(BUILD)/examples/react.db | grep -qxF 'answer: 6*7 = 42'
+	echo n | $(BUILD)/examples/react 'what is 2+3?' $(BUILD)/examples/react.db \
+	  | grep -qxF 'tool: Error: the user said no'
+	rm -f $(BUILD)/examples/react.db*
+	$(BUILD)/examples/subgraph | grep -qxF 'paused in research: are 3 sources enough?'
+	$(BUILD)/examples/subgraph | grep -qx 'searches: 1'
 	@echo "examples-check: every example printed what it should"
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libreflexor.a

@@ -349,6 +349,12 @@ START_TEST(command_goto)
     ck_assert_int_eq(rx_graph_add_node(g, "counter", counter_cmd, NULL), 0);
     ck_assert_int_eq(rx_graph_add_node(g, "done", log_node, NULL), 0);
     ck_assert_int_eq(rx_graph_add_edge(g, RX_GRAPH_START, "counter"), 0);
+    /* LangGraph: a node only a command goes to is declared as the node's ends. */
+    {
+        const char *ends[] = {"counter", "done", NULL};
+
+        ck_assert_int_eq(rx_graph_set_ends(g, "counter", ends), 0);
+    }
     ck_assert_int_eq(rx_graph_compile(g, NULL), 0);
     ck_assert_int_eq(rx_graph_invoke(g, in, NULL, &res, NULL), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(res.state, "count")), 3);
