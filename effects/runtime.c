@@ -518,6 +518,15 @@ int runtime_running(const struct runtime *rt)
     return n;
 }
 
+int runtime_active(const struct runtime *rt)
+{
+    int n = 0;
+
+    for (struct effect *fx = rt->running; fx; fx = fx->next)
+        n++;
+    return n;
+}
+
 int runtime_waiting(const struct runtime *rt)
 {
     return rt->waiting.len;

@@ -158,6 +158,8 @@ void runtime_cancel_all(struct runtime *rt);
  * cancelled ones still draining. Lock held.
  */
 int runtime_running(const struct runtime *rt);
+/* Of those, the ones not cancelled: running or waiting, to report again. Lock held. */
+int runtime_active(const struct runtime *rt);
 /* Of those, the ones waiting for a place among the session's `session_max`. Lock held. */
 int runtime_waiting(const struct runtime *rt);
 /*

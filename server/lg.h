@@ -21,6 +21,11 @@
 enum MHD_Result lg_route(struct http_server *srv, struct MHD_Connection *conn,
                          const char *method, const char *path, const struct rx_buf *body,
                          struct park **slot);
+/*
+ * A session left the table (session_env.removed): its thread's metadata and
+ * run records go too, however it was deleted (the native API, retention).
+ */
+void lg_thread_removed(const char *tid);
 /* Free what the module keeps between requests (at shutdown, after the HTTP server). */
 void lg_shutdown(void);
 

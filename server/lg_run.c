@@ -334,10 +334,15 @@ static void on_ended(void *arg, struct run *r, enum run_status status,
                      const struct rx_state *st, enum rx_reason reason, const char *why)
 {
     struct lg_run *lr = arg;
+    bool never_started;
 
     (void)r;
     pthread_mutex_lock(&lr->lock);
-    if (st)
+    /* A run cancelled before it started shows nothing of its own: its waiters
+       read the thread's values when they answer (lg_run_wait.c), so ending
+       thousands of queued runs costs nothing per run under the lock. */
+    never_started = lr->status == RUN_PENDING;
+    if (st && !never_started)
         settle(lr, st, true);
     if (status == RUN_ERROR) {
         const char *kind = reason != RX_REASON_NONE ? "InvalidInput" : "RunError";
@@ -352,6 +357,8 @@ static void on_ended(void *arg, struct run *r, enum run_status status,
                           json_pack("{s:s, s:s}", "error", kind, "message", msg));
         lr->final =
             json_pack("{s:{s:s, s:s}}", "__error__", "error", kind, "message", msg);
+    } else if (never_started) {
+        lr->final = NULL;
     } else {
         /* The last step's messages are the final ones (settle just ran). */
         json_t *msgs = lr->last ? json_incref(lr->last)

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "server/lg_internal.h"
+#include "server/lg_msg.h"
+#include "server/run.h"
 
 /*
  * on_disconnect "cancel": left in the request's slot, never suspended; the
@@ -137,15 +139,34 @@ void lg_run__finish_waiters(struct lg_run *lr)
     }
 }
 
+/* session_read_fn: the thread's values now. */
+static void read_values(void *arg, const struct rx_state *st, int64_t seq,
+                        const struct event_session *entry)
+{
+    (void)seq;
+    (void)entry;
+    *(json_t **)arg = json_pack("{s:o}", "messages", lg_msg_messages(st));
+}
+
 static enum MHD_Result waiter_reply(struct lg_waiter *w, struct MHD_Connection *conn)
 {
+    struct run *r;
     json_t *j;
 
     if (w->kind == LG_WAIT_EMPTY)
         return lg__empty(conn, 204);
     pthread_mutex_lock(&w->lr->lock);
     j = json_incref(w->lr->final);
+    r = w->lr->run;
+    if (r)
+        run_ref(r);
     pthread_mutex_unlock(&w->lr->lock);
+    /* Cancelled before it started: the thread's values as they are. */
+    if (!j && r && session_read(run_session(r), read_values, &j))
+        j = NULL; /* the thread is gone: no values */
+    if (!j)
+        j = json_pack("{s:[]}", "messages");
+    run_unref(r);
     return lg__reply(conn, 200, j, w->location);
 }
 

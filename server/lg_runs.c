@@ -276,8 +276,12 @@ static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *co
     err = lg_run_start(lr, s, in, n);
     n = 0; /* moved in, even on failure */
     if (err) {
-        ret = err == -ENOENT ? lg__detail(conn, 404, "Thread with ID %s not found", tid)
-                             : lg__detail(conn, 500, "out of memory");
+        ret = err == -ENOENT  ? lg__detail(conn, 404, "Thread with ID %s not found", tid)
+              : err == -EBUSY ? lg__detail(conn, 429,
+                                           "too many runs wait for thread %s "
+                                           "(limits.session_queue_max)",
+                                           tid)
+                              : lg__detail(conn, 500, "out of memory");
         goto out;
     }
     snprintf(location, sizeof(location), "/threads/%s/runs/%s", tid, lg_run_id(lr));

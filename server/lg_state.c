@@ -365,7 +365,7 @@ static enum MHD_Result history_post(struct http_server *srv, struct MHD_Connecti
     /* A checkpoint to start from: the states at it and before. */
     if (at < 0 && json_is_object(cp) && json_object_get(cp, "checkpoint_id")) {
         at = checkpoint_seq(json_string_value(json_object_get(cp, "checkpoint_id")));
-        at = at >= 0 ? at + 1 : at;
+        at = at >= 0 && at < INT64_MAX ? at + 1 : at; /* INT64_MAX: past any log */
     }
     json_decref(q);
     return history(srv, conn, s, limit, at);

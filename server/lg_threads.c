@@ -10,6 +10,7 @@
  * Depends on server/session, server/session_table, server/lg_msg,
  * server/lg_run.
  */
+#include "server/lg.h"
 #include "server/lg_internal.h"
 
 #include <errno.h>
@@ -89,6 +90,12 @@ static void meta_forget(const char *tid)
     pthread_mutex_unlock(&meta_lock);
 }
 
+void lg_thread_removed(const char *tid)
+{
+    meta_forget(tid);
+    lg_run_forget_thread(tid);
+}
+
 void lg_threads_shutdown(void)
 {
     pthread_mutex_lock(&meta_lock);
@@ -143,6 +150,9 @@ static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *co
     tidj = json_object_get(q, "thread_id");
     tid = json_string_value(tidj);
     if_exists = json_string_value(json_object_get(q, "if_exists"));
+    if (!if_exists && json_object_get(q, "if_exists") &&
+        !json_is_null(json_object_get(q, "if_exists")))
+        if_exists = "?"; /* not a string: refused below, as a wrong word is */
     if ((meta && !json_is_null(meta) && !json_is_object(meta)) ||
         (tidj && !json_is_null(tidj) && !tid) ||
         (if_exists && strcmp(if_exists, "raise") && strcmp(if_exists, "do_nothing"))) {
@@ -234,8 +244,12 @@ static enum MHD_Result search(struct http_server *srv, struct MHD_Connection *co
     order = json_string_value(json_object_get(q, "sort_order"));
     if (json_is_integer(json_object_get(q, "limit")))
         limit = json_integer_value(json_object_get(q, "limit"));
+    else if (json_object_get(q, "limit") && !json_is_null(json_object_get(q, "limit")))
+        limit = -1; /* not a number: refused below */
     if (json_is_integer(json_object_get(q, "offset")))
         offset = json_integer_value(json_object_get(q, "offset"));
+    else if (json_object_get(q, "offset") && !json_is_null(json_object_get(q, "offset")))
+        offset = -1;
     if (limit < 1 || limit > LG_SEARCH_MAX || offset < 0) {
         ret = lg__detail(conn, 422, "'limit' must be 1 to %d, 'offset' at least 0",
                          LG_SEARCH_MAX);
@@ -285,7 +299,8 @@ static enum MHD_Result search(struct http_server *srv, struct MHD_Connection *co
     MHD_add_response_header(r, "Content-Type", "application/json");
     snprintf(total, sizeof(total), "%zu", n);
     MHD_add_response_header(r, "X-Pagination-Total", total);
-    if ((size_t)(offset + limit) < n) {
+    /* offset may be anything up to INT64_MAX: compared, never added past n. */
+    if ((size_t)offset < n && n - (size_t)offset > (size_t)limit) {
         snprintf(total, sizeof(total), "%lld", (long long)(offset + limit));
         MHD_add_response_header(r, "X-Pagination-Next", total);
     }

@@ -454,7 +454,8 @@ int main(int argc, char **argv)
     rc = 1;
     if (open_store(&cfg, &store))
         goto out_release;
-    sessions = session_table_create(&(struct session_env){&cfg, brain, tools, store});
+    sessions = session_table_create(
+        &(struct session_env){&cfg, brain, tools, store, lg_thread_removed});
     if (!sessions) {
         fprintf(stderr, "reflexor: out of memory\n");
         goto out_release;

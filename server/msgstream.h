@@ -18,6 +18,7 @@
 #ifndef MSGSTREAM_H
 #define MSGSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -32,6 +33,7 @@ struct msgstream {
     char *id;
     struct rx_buf text;      /* what has streamed so far */
     struct rx_buf reasoning; /* the reasoning streamed so far (same bound) */
+    bool over_logged;        /* the bound was passed and said so in the log, once */
     struct sse_channel ch;
 };
 

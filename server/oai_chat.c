@@ -45,7 +45,7 @@ struct oai_chat {
     const struct config *cfg;
     struct oai_memo *memo;
     struct run *run;
-    char sid[SESSION_ID_MAX];
+    char sid[SESSION_ID_MAX + 1];
     char id[64];
     char *model;
     int64_t created;
@@ -460,6 +460,32 @@ static struct oai_chat *chat_create(struct http_server *srv, struct session *s,
     return c;
 }
 
+/* Why a run could not be queued, in OpenAI's shape. */
+static enum MHD_Result start_error(struct MHD_Connection *conn, int err)
+{
+    struct oai_error e;
+
+    switch (err) {
+    case -ENOENT:
+        oai_error_set(&e, 0, 404, "invalid_request_error", NULL, "session_not_found",
+                      "%s", "the session is gone");
+        break;
+    case -EBUSY:
+        oai_error_set(
+            &e, 0, 429, "requests", NULL, "rate_limit_exceeded", "%s",
+            "too many requests wait for this session (limits.session_queue_max)");
+        break;
+    case -ESHUTDOWN:
+        oai_error_set(&e, 0, 503, "server_error", NULL, NULL, "%s",
+                      "the server is stopping");
+        break;
+    default:
+        oai_error_set(&e, 0, 500, "server_error", NULL, NULL, "%s", "out of memory");
+        break;
+    }
+    return oai__reply_error(conn, &e, NULL);
+}
+
 static enum MHD_Result start_streaming(struct http_server *srv,
                                        struct MHD_Connection *conn, struct oai_chat *c,
                                        struct session *s, struct rx_input *in, size_t n)
@@ -468,7 +494,6 @@ static enum MHD_Result start_streaming(struct http_server *srv,
     struct MHD_Response *resp = NULL;
     struct oai_head h = chat_head(c);
     struct sse_frame *first = NULL;
-    struct oai_error e;
     struct rx_buf b;
     int err = -ENOMEM;
 
@@ -495,10 +520,7 @@ static enum MHD_Result start_streaming(struct http_server *srv,
             MHD_destroy_response(resp);
         c->refs = 1;
         chat_unref(c);
-        oai_error_set(&e, 0, err == -ENOENT ? 404 : 500, "invalid_request_error", NULL,
-                      err == -ENOENT ? "session_not_found" : NULL, "%s",
-                      err == -ENOENT ? "the session is gone" : "out of memory");
-        return oai__reply_error(conn, &e, NULL);
+        return start_error(conn, err);
     }
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
     MHD_add_response_header(resp, OAI_SESSION_HEADER, c->sid);
@@ -538,16 +560,7 @@ enum MHD_Result oai__chat_start(struct http_server *srv, struct MHD_Connection *
         park_leave();
         c->refs = 1;
         chat_unref(c);
-        oai_error_set(&e, 0,
-                      err == -ENOENT      ? 404
-                      : err == -ESHUTDOWN ? 503
-                                          : 500,
-                      err == -ESHUTDOWN ? "server_error" : "invalid_request_error", NULL,
-                      err == -ENOENT ? "session_not_found" : NULL, "%s",
-                      err == -ENOENT      ? "the session is gone"
-                      : err == -ESHUTDOWN ? "the server is stopping"
-                                          : "out of memory");
-        return oai__reply_error(conn, &e, NULL);
+        return start_error(conn, err);
     }
     if (park_suspend(&c->park)) {
         *slot = &c->park;

@@ -30,7 +30,7 @@
 
 struct oai_memo_entry {
     struct oai_fp fp;
-    char sid[SESSION_ID_MAX];
+    char sid[SESSION_ID_MAX + 1];
     size_t n_user; /* the session's user messages when the answer ended */
     int64_t seq;   /* its last input then */
 };

@@ -141,6 +141,12 @@ static int read_options(json_t *j, struct oai_request *r, struct oai_error *e)
                                  "'stream_options' must be {\"include_usage\": boolean}");
         r->include_usage = json_is_true(v);
     }
+    /* One agent, one answer: several choices would be several agents' work. */
+    v = json_object_get(j, "n");
+    if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return oai_error_set(e, -EINVAL, 400, "invalid_request_error", "n",
+                             "invalid_value",
+                             "'n' must be 1 (the agent gives one answer)");
     return 0;
 }
 

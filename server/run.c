@@ -137,8 +137,10 @@ static struct run *starter_pop(bool reap)
 /* ---- the lane (session lock held) -------------------------------------------- */
 
 /*
- * Idle: the state wants no effect (a call waiting for a person wants none).
- * With effects off nothing ever runs, so every state is idle.
+ * Idle: no effect is wanted (a call waiting for a person wants none) or
+ * running. Both count: a brain whose own input removed its key (a
+ * compress before its answer, the answer itself) runs on to its end, and
+ * its next input may want more. With effects off every state is idle.
  */
 static bool session_idle(struct session *s)
 {
@@ -147,6 +149,8 @@ static bool session_idle(struct session *s)
 
     if (!s->table->env.cfg->effects)
         return true;
+    if (runtime_active(s->rt))
+        return false;
     rx_effect_set_init(&fx);
     idle = !rx_effects_at(&s->state, &fx) && fx.len == 0;
     rx_effect_set_release(&fx);
@@ -218,6 +222,18 @@ void run__settled(struct session *s)
         if (session_idle(s))
             run_end(s, r, final_status(s, r), RX_REASON_NONE, NULL);
     }
+    lane_pump(s);
+}
+
+void run__effect_ended(struct session *s)
+{
+    struct run *r = s->runs;
+
+    /* Unsettled: the settle to come judges (its inputs may want more). */
+    if (s->pending)
+        return;
+    if (r && r->phase == PHASE_LIVE && session_idle(s))
+        run_end(s, r, final_status(s, r), RX_REASON_NONE, NULL);
     lane_pump(s);
 }
 
@@ -400,6 +416,7 @@ void run_shutdown(void)
 int run_start(struct session *s, struct rx_input *in, size_t n, const struct run_ops *ops,
               void *arg, struct run **out)
 {
+    int lane_max = s->table->env.cfg->session_queue_max, n_runs = 0;
     struct run *r, **tail;
     int err = starter_ensure();
 
@@ -429,8 +446,14 @@ int run_start(struct session *s, struct rx_input *in, size_t n, const struct run
         run_unref(r);
         return -ENOENT;
     }
-    for (tail = &s->runs; *tail; tail = &(*tail)->next)
-        ;
+    for (tail = &s->runs; *tail && n_runs < lane_max; tail = &(*tail)->next)
+        n_runs++;
+    if (n_runs >= lane_max) {
+        pthread_mutex_unlock(&s->lock);
+        r->refs = 1;
+        run_unref(r);
+        return -EBUSY;
+    }
     *tail = r;
     lane_pump(s);
     pthread_mutex_unlock(&s->lock);

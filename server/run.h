@@ -2,7 +2,8 @@
  * run - one agent run on a session, for the client protocols (server/oai,
  * server/lg): inputs submitted on a client's behalf, then everything the
  * agent does until the session is idle (its state wants no effect) or waits
- * for a person (a tool call awaiting approval), as SPEC 4.3 defines a run.
+ * for a person (a tool call awaiting approval), as SPEC 4.3 defines a run:
+ * no effect wanted or running.
  *
  * A session's runs form a lane: one runs at a time, the others wait in the
  * order they were started (the OpenAI protocol's "waits its turn", the
@@ -76,8 +77,9 @@ struct run_ops {
 /*
  * Queue a run of `n` inputs (moved in: `in` is left released) on `s`. 0 and a
  * NEW reference in *out; -ENOMEM (the inputs are released), -ENOENT (the
- * session was deleted). ops->ended may come before run_start returns only
- * for a run that never starts (the session deleted meanwhile).
+ * session was deleted), -EBUSY (limits.session_queue_max runs already wait
+ * in its lane: the inputs are released). ops->ended may come before run_start returns
+ * only for a run that never starts (the session deleted meanwhile).
  */
 int run_start(struct session *s, struct rx_input *in, size_t n, const struct run_ops *ops,
               void *arg, struct run **out) RX_WUR;
@@ -112,6 +114,8 @@ void run_shutdown(void);
 void run__applied(struct run *r, int64_t seq);
 /* The session settled: step the running run, end it if idle, start the next. */
 void run__settled(struct session *s);
+/* An effect of `s` ended (completed, failed or cancelled): the session may be idle. */
+void run__effect_ended(struct session *s);
 /* Text streamed onto message `mid` of `s`. */
 void run__delta(struct session *s, const char *mid, const char *delta, bool reasoning);
 /* The session is stopping (deleted, shutdown): every run of it ends ERROR. */

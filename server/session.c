@@ -81,10 +81,13 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
     else if (!m)
         err = -ENOENT;
     else if (reasoning ? msgstream_append_reasoning(m, delta)
-                       : msgstream_append(m, delta))
-        log_warn("session %s: %s of %s is over limits.message_max; dropped", s->id,
-                 reasoning ? "reasoning" : "the answer", message_id);
-    else if (s->runs)
+                       : msgstream_append(m, delta)) {
+        if (!m->over_logged) /* once per message, not once per chunk */
+            log_warn("session %s: %s of %s is over limits.message_max; the rest is "
+                     "dropped",
+                     s->id, reasoning ? "reasoning" : "the answer", message_id);
+        m->over_logged = true;
+    } else if (s->runs)
         run__delta(s, message_id, delta, reasoning);
     pthread_mutex_unlock(&s->lock);
     return err;
@@ -112,6 +115,8 @@ static void host_event(void *ctx, const char *type, const struct effect *fx)
         metrics_effect_done(effect_kind(fx) == RX_EFFECT_ASK_BRAIN ? 0 : 1,
                             effect_elapsed_ms(fx), !strcmp(type, "effect-failed"));
     log_debug("session %s: %s %s", s->id, type, effect_key(fx));
+    if (s->runs && strcmp(type, "effect-started"))
+        run__effect_ended(s);
     if (!sse_channel_has_clients(&s->ch) && !sse_channel_has_clients(&s->patch_ch))
         return;
     /* One frame, shared by both kinds of subscribers. */

@@ -128,6 +128,8 @@ static bool table_remove(struct session_table *t, const char *id)
     /* After the stop: no update of it can follow its deletion. */
     if (id)
         session_feed_deleted(&t->feed, id);
+    if (id && t->env.removed)
+        t->env.removed(s->id);
     session_unref(s);
     return true;
 }

@@ -36,6 +36,12 @@ struct session_env {
     struct brain *brain;
     const struct toolkit *tools;
     struct store *store; /* NULL: in memory only */
+    /*
+     * Told when a session leaves the table (deleted, swept; not at shutdown),
+     * after it stopped, with no lock held: what a client protocol keeps about
+     * it in memory goes with it. May be NULL.
+     */
+    void (*removed)(const char *id);
 };
 
 struct session_table *session_table_create(const struct session_env *env) RX_WUR;

@@ -376,6 +376,176 @@ START_TEST(test_delete_ends_the_run)
 }
 END_TEST
 
+/* ---- what the adversarial review found ------------------------------------------------
+ */
+
+/*
+ * A run lasts until no effect is wanted *or running*: the builtin brain
+ * compresses the history before it answers (compress_after), and the run
+ * must not end at that moment with no answer.
+ */
+START_TEST(test_run_outlives_a_compress)
+{
+    struct itest_server srv;
+    char hdr[128], body[256], want[64], *text, *sid;
+    const char *headers[] = {"Content-Type: application/json", hdr, NULL};
+    struct itest_resp r;
+
+    start(&srv, "{\"db\":\":memory:\",\"brain\":{\"provider\":\"builtin\","
+                "\"builtin\":{\"chunk_delay_ms\":1,\"compress_after\":4,"
+                "\"compress_keep\":2}}}");
+    sid = itest_new_session(&srv);
+    snprintf(hdr, sizeof(hdr), "X-Reflexor-Session: %s", sid);
+    for (int i = 0; i < 12; i++) {
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"reflexor\",\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"turn %d\"}]}",
+                 i);
+        post(&srv, "/v1/chat/completions", body, headers, &r);
+        ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+        text = completion_text(&r);
+        snprintf(want, sizeof(want), "Echo: turn %d", i);
+        ck_assert_msg(text && !strcmp(text, want), "turn %d answered %s", i,
+                      text ? text : "(null)");
+        free(text);
+        itest_resp_release(&r);
+    }
+    free(sid);
+    stop(&srv);
+}
+END_TEST
+
+/* A session id of the longest length comes back whole, and continues. */
+START_TEST(test_longest_session_id)
+{
+    struct itest_server srv;
+    char id[65], body[256], hdr[128], url[256];
+    const char *headers[] = {"Content-Type: application/json", hdr, NULL};
+    struct itest_resp r;
+    json_t *j;
+
+    memset(id, 'd', 64);
+    id[64] = '\0';
+    start(&srv, "{\"db\":\":memory:\"}");
+    snprintf(body, sizeof(body), "{\"thread_id\":\"%s\"}", id);
+    post(&srv, "/api/langgraph/threads", body, NULL, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    itest_resp_release(&r);
+    snprintf(hdr, sizeof(hdr), "X-Reflexor-Session: %s", id);
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", srv.base);
+    ck_assert_int_eq(
+        itest_request("POST", url,
+                      "{\"model\":\"reflexor\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":\"mine\"}]}",
+                      headers, &r),
+        0);
+    ck_assert_int_eq(r.status, 200);
+    itest_resp_release(&r);
+    /* Resent without the header: the same session continues (1 more message). */
+    post(&srv, "/v1/chat/completions",
+         "{\"model\":\"reflexor\",\"messages\":[{\"role\":\"user\",\"content\":\"mine\"},"
+         "{\"role\":\"assistant\",\"content\":\"Echo: mine\"},{\"role\":\"user\","
+         "\"content\":\"next\"}]}",
+         NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    itest_resp_release(&r);
+    snprintf(url, sizeof(url), "/api/reflexor/sessions/%s", id);
+    get(&srv, url, NULL, &r);
+    j = itest_resp_json(&r);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "userMessages")), 2);
+    json_decref(j);
+    itest_resp_release(&r);
+    stop(&srv);
+}
+END_TEST
+
+/* Numbers at the edge of int64 are refused or answered, never overflowed. */
+START_TEST(test_huge_numbers)
+{
+    struct itest_server srv;
+    struct itest_resp r;
+
+    start(&srv, "{\"db\":\":memory:\"}");
+    post(&srv, "/api/langgraph/threads", "{\"thread_id\":\"t1\"}", NULL, &r);
+    itest_resp_release(&r);
+    post(&srv, "/api/langgraph/threads/search",
+         "{\"offset\":9223372036854775807,\"limit\":10}", NULL, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    ck_assert_str_eq(r.body, "[]");
+    itest_resp_release(&r);
+    post(&srv, "/api/langgraph/threads/search", "{\"limit\":\"5\"}", NULL, &r);
+    ck_assert_int_eq(r.status, 422);
+    itest_resp_release(&r);
+    post(&srv, "/api/langgraph/threads/t1/history",
+         "{\"checkpoint\":{\"checkpoint_id\":\"9223372036854775807\"}}", NULL, &r);
+    ck_assert_msg(r.status < 500, "%ld %s", r.status, r.body);
+    itest_resp_release(&r);
+    post(&srv, "/api/langgraph/threads", "{\"thread_id\":\"t2\",\"if_exists\":5}", NULL,
+         &r);
+    ck_assert_int_eq(r.status, 422);
+    itest_resp_release(&r);
+    stop(&srv); /* exits 0: under the sanitizers, nothing overflowed */
+}
+END_TEST
+
+/* A lane holds at most limits.session_queue_max runs; cancelling them is cheap. */
+START_TEST(test_lane_bounded)
+{
+    struct itest_server srv;
+    struct itest_resp r;
+    const char *run = "{\"assistant_id\":\"agent\",\"input\":{\"messages\":[{\"type\":"
+                      "\"human\",\"content\":\"a slow answer to wait for\"}]}}";
+    int ok = 0, busy = 0;
+
+    start(&srv,
+          "{\"db\":\":memory:\",\"limits\":{\"session_queue_max\":4},"
+          "\"brain\":{\"provider\":\"builtin\",\"builtin\":{\"chunk_delay_ms\":100}}}");
+    post(&srv, "/api/langgraph/threads", "{\"thread_id\":\"q\"}", NULL, &r);
+    itest_resp_release(&r);
+    for (int i = 0; i < 8; i++) {
+        post(&srv, "/api/langgraph/threads/q/runs", run, NULL, &r);
+        ok += r.status == 200;
+        busy += r.status == 429;
+        itest_resp_release(&r);
+    }
+    ck_assert_int_eq(ok, 4);
+    ck_assert_int_eq(busy, 4);
+    /* interrupt: the queued ones end at once, the new one runs. */
+    post(&srv, "/api/langgraph/threads/q/runs/wait",
+         "{\"assistant_id\":\"agent\",\"multitask_strategy\":\"interrupt\",\"input\":"
+         "{\"messages\":[{\"type\":\"human\",\"content\":\"x\"}]}}",
+         NULL, &r);
+    ck_assert_msg(r.status == 200 && strstr(r.body, "Echo: x"), "%ld %s", r.status,
+                  r.body);
+    itest_resp_release(&r);
+    stop(&srv);
+}
+END_TEST
+
+/* A thread deleted through the native API takes its LangGraph metadata along. */
+START_TEST(test_native_delete_forgets_thread)
+{
+    struct itest_server srv;
+    struct itest_resp r;
+    char url[256];
+
+    start(&srv, "{\"db\":\":memory:\"}");
+    post(&srv, "/api/langgraph/threads",
+         "{\"thread_id\":\"reused\",\"metadata\":{\"owner\":\"alice\"}}", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    itest_resp_release(&r);
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/reused", srv.base);
+    ck_assert_int_eq(itest_request("DELETE", url, NULL, NULL, &r), 0);
+    ck_assert_int_eq(r.status, 204);
+    itest_resp_release(&r);
+    post(&srv, "/api/langgraph/threads", "{\"thread_id\":\"reused\"}", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_msg(!strstr(r.body, "alice"), "stale metadata: %s", r.body);
+    itest_resp_release(&r);
+    stop(&srv);
+}
+END_TEST
+
 Suite *protocols_suite(void);
 Suite *protocols_suite(void)
 {
@@ -390,6 +560,11 @@ Suite *protocols_suite(void)
     tcase_add_test(tc, test_run_waits_for_native_work);
     tcase_add_test(tc, test_parked_run_and_shutdown);
     tcase_add_test(tc, test_delete_ends_the_run);
+    tcase_add_test(tc, test_run_outlives_a_compress);
+    tcase_add_test(tc, test_longest_session_id);
+    tcase_add_test(tc, test_huge_numbers);
+    tcase_add_test(tc, test_lane_bounded);
+    tcase_add_test(tc, test_native_delete_forgets_thread);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -105,6 +105,12 @@ static const struct prow {
     BAD("stream not a boolean",
         "{\"model\":\"reflexor\",\"stream\":\"yes\",\"messages\":[" U("hi") "]}", 400,
         "stream", "invalid_type"),
+    BAD("n of 3", "{\"model\":\"reflexor\",\"n\":3,\"messages\":[" U("hi") "]}", 400, "n",
+        "invalid_value"),
+    BAD("n a string", "{\"model\":\"reflexor\",\"n\":\"1\",\"messages\":[" U("hi") "]}",
+        400, "n", "invalid_value"),
+    OK("n of 1", "{\"model\":\"reflexor\",\"n\":1,\"messages\":[" U("hi") "]}", 1, 0,
+       false, false),
     BAD("stream_options not an object",
         "{\"model\":\"reflexor\",\"stream\":true,\"stream_options\":1,\"messages\":[" U(
             "hi") "]}",
