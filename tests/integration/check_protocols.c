@@ -326,19 +326,29 @@ static void *wait_completion(void *arg)
     return NULL;
 }
 
+/* A server whose slow answer a chat completion waits for (parked) on thread *t. */
+static char *park_a_completion(struct itest_server *srv, struct waiter *w, pthread_t *t)
+{
+    char *sid;
+
+    start(srv, "{\"db\":\":memory:\",\"brain\":{\"provider\":\"builtin\","
+               "\"builtin\":{\"chunk_chars\":1,\"chunk_delay_ms\":200}}}");
+    sid = itest_new_session(srv);
+    ck_assert_ptr_nonnull(sid);
+    w->srv = srv;
+    w->session = sid;
+    pthread_create(t, NULL, wait_completion, w);
+    usleep(800 * 1000); /* parked, the answer streaming */
+    return sid;
+}
+
 START_TEST(test_parked_run_and_shutdown)
 {
     struct itest_server srv;
     struct waiter w = {.srv = &srv};
     pthread_t t;
-    char *sid;
+    char *sid = park_a_completion(&srv, &w, &t);
 
-    start(&srv, "{\"db\":\":memory:\",\"brain\":{\"provider\":\"builtin\","
-                "\"builtin\":{\"chunk_chars\":1,\"chunk_delay_ms\":200}}}");
-    sid = itest_new_session(&srv);
-    w.session = sid;
-    pthread_create(&t, NULL, wait_completion, &w);
-    usleep(800 * 1000);                           /* parked, the answer streaming */
     ck_assert_int_eq(itest_server_stop(&srv), 0); /* stops, and cleanly */
     pthread_join(t, NULL);
     if (!w.rc)
@@ -354,14 +364,8 @@ START_TEST(test_delete_ends_the_run)
     struct itest_resp r;
     char url[256];
     pthread_t t;
-    char *sid;
+    char *sid = park_a_completion(&srv, &w, &t);
 
-    start(&srv, "{\"db\":\":memory:\",\"brain\":{\"provider\":\"builtin\","
-                "\"builtin\":{\"chunk_chars\":1,\"chunk_delay_ms\":200}}}");
-    sid = itest_new_session(&srv);
-    w.session = sid;
-    pthread_create(&t, NULL, wait_completion, &w);
-    usleep(800 * 1000);
     snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s", srv.base, sid);
     ck_assert_int_eq(itest_request("DELETE", url, NULL, NULL, &r), 0);
     ck_assert_int_eq(r.status, 204);
