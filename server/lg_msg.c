@@ -519,8 +519,14 @@ static int review_json(json_t *d, const struct rx_tool_call *c, json_t **out,
         approve = true;
     } else if (!strcmp(type, "edit")) {
         json_t *action = json_object_get(d, "edited_action");
+        const char *name = json_string_value(json_object_get(action, "name"));
 
         approve = true;
+        /* An edit may change the arguments, not the tool: another name is refused. */
+        if (name && strcmp(name, c->name))
+            return rx_error_set(err, -EINVAL,
+                                "an edit may not change the tool ('%s' waits, not '%s')",
+                                c->name, name);
         /* agent-inbox sends {"args": {"action", "args"}}. */
         args = json_object_get(action ? action : json_object_get(d, "args"), "args");
         if (!json_is_object(args))

@@ -319,6 +319,11 @@ static const struct resume_case {
     {"{'resume':{'decisions':[{'type':'reject','message':5},{'type':'approve'}]}}",
      -EINVAL,
      {{0}}},
+    /* An edit changes the arguments, never the tool. */
+    {"{'resume':{'decisions':[{'type':'edit','edited_action':{'name':'shell',"
+     "'args':{'cmd':'rm'}}},{'type':'approve'}]}}",
+     -EINVAL,
+     {{0}}},
     {"{'resume':'yes'}", -EINVAL, {{0}}},
     {"{'resume':null}", -EINVAL, {{0}}},
     {"{'goto':'tools'}", -EINVAL, {{0}}},
