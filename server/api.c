@@ -87,7 +87,6 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
                               "the input does not apply to the current state");
 
         rx_input_release(in);
-        metrics_http_error(409);
         return reply_json(conn, 409, e);
     }
     return send_accepted(conn, res, in);

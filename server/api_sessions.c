@@ -193,7 +193,6 @@ enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connectio
     struct export_stream *x = calloc(1, sizeof(*x));
     struct MHD_Response *r;
     char disposition[128];
-    enum MHD_Result ret;
     int err;
 
     (void)srv;
@@ -220,9 +219,7 @@ enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connectio
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Content-Disposition", disposition);
     MHD_add_response_header(r, "Cache-Control", "no-store");
-    ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_queue(conn, MHD_HTTP_OK, r);
 }
 
 /* ---- POST /sessions/import ------------------------------------------------------- */

@@ -159,7 +159,6 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
                                     const char *method, const char *url)
 {
     struct MHD_Response *r = NULL;
-    enum MHD_Result ret;
     int err;
 
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
@@ -173,9 +172,7 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
         return reply_error(conn, 404, "not-found", NULL, "no such file");
     if (err)
         return reply_error(conn, 500, "internal", NULL, "out of memory");
-    ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_queue(conn, MHD_HTTP_OK, r);
 }
 
 /*

@@ -15,7 +15,7 @@
 
 #include "server/lg_msg.h"
 #include "server/lg_run.h"
-#include "server/metrics.h"
+#include "server/reply.h"
 #include "server/session_table.h"
 
 /* ---- answers ------------------------------------------------------------------ */
@@ -52,48 +52,31 @@ enum MHD_Result lg__queue(struct MHD_Connection *conn, unsigned status,
                           struct MHD_Response *r)
 {
     const char *origin = local_origin(conn);
-    enum MHD_Result ret;
 
-    if (!r)
-        return MHD_NO;
-    if (origin) {
+    if (r && origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
         MHD_add_response_header(r, "Vary", "Origin");
         MHD_add_response_header(r, "Access-Control-Expose-Headers",
                                 "Content-Location, Location, X-Pagination-Total, "
                                 "X-Pagination-Next");
     }
-    if (status >= 400)
-        metrics_http_error((int)status);
-    ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_queue(conn, status, r);
 }
 
 enum MHD_Result lg__reply(struct MHD_Connection *conn, unsigned status, json_t *j,
                           const char *location)
 {
+    static const char oom[] = "{\"detail\":\"out of memory\"}";
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     struct MHD_Response *r;
 
     json_decref(j);
-    if (!text) {
-        static const char oom[] = "{\"detail\":\"out of memory\"}";
-
-        r = MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom,
-                                            MHD_RESPMEM_PERSISTENT);
+    if (!text)
         status = 500;
-    } else {
-        /* jansson allocates with malloc: MHD may free(3) it. */
-        r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!r)
-            free(text);
-    }
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    if (location)
+    r = text ? reply_response("application/json", text, strlen(text))
+             : reply_response("application/json", oom, sizeof(oom) - 1);
+    free(text);
+    if (r && location)
         MHD_add_response_header(r, "Content-Location", location);
     return lg__queue(conn, status, r);
 }

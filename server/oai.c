@@ -31,7 +31,7 @@
 
 #include "effects/log.h"
 #include "effects/now.h"
-#include "server/metrics.h"
+#include "server/reply.h"
 #include "server/session.h"
 #include "server/session_import.h"
 #include "server/session_table.h"
@@ -57,23 +57,13 @@ static enum MHD_Result queue_json(struct MHD_Connection *conn, unsigned status,
                                   const char *data, size_t len, const char *sid,
                                   const char *allow)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
-    enum MHD_Result ret;
+    struct MHD_Response *r = reply_response("application/json", data, len);
 
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    if (sid)
+    if (r && sid)
         MHD_add_response_header(r, OAI_SESSION_HEADER, sid);
-    if (allow)
+    if (r && allow)
         MHD_add_response_header(r, "Allow", allow);
-    if (status >= 400)
-        metrics_http_error((int)status);
-    ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return reply_queue(conn, status, r);
 }
 
 static enum MHD_Result reply_error_allow(struct MHD_Connection *conn,

@@ -61,56 +61,52 @@ out_truncate:
     return err;
 }
 
-/* ` name="<the text as a JSON string, HTML-escaped>"`, as Open WebUI reads it. */
-static int put_json_attr(struct rx_buf *b, const char *name, const char *text)
+/*
+ * `<pre><label><mid>` then `len` bytes of text HTML-escaped (`attr`: for an
+ * attribute value, quotes too), then `end`: an attribute ` name="..."` or a
+ * body line `- label: ...\n`.
+ */
+static int put_field(struct rx_buf *b, const char *pre, const char *label,
+                     const char *mid, const char *text, size_t len, bool attr, char end)
 {
-    struct rx_buf j;
     size_t start = b->len;
     int err;
 
-    rx_buf_init(&j, RX_BUF_STATE_MAX);
-    PUT(rx_buf_put_json_str(&j, text));
-    PUT(rx_buf_printf(b, " %s=\"", name));
-    PUT(put_html(b, j.data, j.len, true));
-    PUT(rx_buf_putc(b, '"'));
-    rx_buf_release(&j);
+    PUT(rx_buf_puts(b, pre));
+    PUT(rx_buf_puts(b, label));
+    PUT(rx_buf_puts(b, mid));
+    PUT(put_html(b, text, len, attr));
+    PUT(rx_buf_putc(b, end));
     return 0;
 
 out_truncate:
-    rx_buf_release(&j);
     rx_buf_truncate(b, start);
     return err;
 }
 
 static int put_text_attr(struct rx_buf *b, const char *name, const char *text)
 {
-    size_t start = b->len;
+    return put_field(b, " ", name, "=\"", text, strlen(text), true, '"');
+}
+
+/* ` name="<the text as a JSON string, HTML-escaped>"`, as Open WebUI reads it. */
+static int put_json_attr(struct rx_buf *b, const char *name, const char *text)
+{
+    struct rx_buf j;
     int err;
 
-    PUT(rx_buf_printf(b, " %s=\"", name));
-    PUT(put_html(b, text, strlen(text), true));
-    PUT(rx_buf_putc(b, '"'));
-    return 0;
-
-out_truncate:
-    rx_buf_truncate(b, start);
+    rx_buf_init(&j, RX_BUF_STATE_MAX);
+    err = rx_buf_put_json_str(&j, text);
+    if (!err)
+        err = put_field(b, " ", name, "=\"", j.data, j.len, true, '"');
+    rx_buf_release(&j);
     return err;
 }
 
 /* "- label: text\n" in the block's body. */
 static int put_item(struct rx_buf *b, const char *label, const char *text)
 {
-    size_t start = b->len;
-    int err;
-
-    PUT(rx_buf_printf(b, "- %s: ", label));
-    PUT(put_html(b, text, strlen(text), false));
-    PUT(rx_buf_putc(b, '\n'));
-    return 0;
-
-out_truncate:
-    rx_buf_truncate(b, start);
-    return err;
+    return put_field(b, "- ", label, ": ", text, strlen(text), false, '\n');
 }
 
 int oai_render_tool(struct rx_buf *b, const struct rx_tool_call *c)

@@ -3,7 +3,9 @@
  * section 4: every error is JSON), plain text and streams.
  *
  * Depends on libmicrohttpd, jansson and server/metrics (errors are counted).
- * Each call queues one response on `conn` and returns MHD's verdict.
+ * Each call queues one response on `conn` and returns MHD's verdict. Every
+ * answer, the client protocols' (server/oai, server/lg) included, is queued
+ * by reply_queue: one place counts error answers for /metrics.
  * Ownership: reply_json steals `j` (NULL: out of memory, the connection is
  * closed); reply_stream takes the response (NULL: answered 500). Text is copied.
  */
@@ -17,6 +19,17 @@
 
 #include "state_machine/rx_buf.h"
 
+/*
+ * A response holding `len` bytes of `data` (copied) as `type`, with
+ * Cache-Control: no-store; NULL on ENOMEM. Add headers, then reply_queue.
+ */
+struct MHD_Response *reply_response(const char *type, const void *data, size_t len);
+/*
+ * Queue `r` with `status` and let go of it (NULL: out of memory, MHD_NO, the
+ * connection is closed). An error status (400 and up) is counted.
+ */
+enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
+                            struct MHD_Response *r);
 enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,
                            const char *text, size_t len);
 enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t *j);
