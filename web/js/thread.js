@@ -78,6 +78,9 @@ function stoppedUnanswered(items) {
 
 export function renderThread() {
   const thread = $('thread');
+  // A tool call redrawn (it ran, it finished) keeps the keyboard focus on its summary.
+  const active = document.activeElement;
+  const focusedTool = active?.matches?.('.tool > summary') ? active.parentElement.dataset.id : null;
   const s = ui.state;
   const items = threadItems();
   const ex = exchanges(items);
@@ -110,6 +113,8 @@ export function renderThread() {
   const empty = items.length === 0 && !isThinking();
   $('welcome').hidden = !empty || !ui.sid;
   thread.hidden = empty;
+  if (focusedTool && !document.activeElement?.matches?.('.tool > summary'))
+    document.querySelector(`.tool[data-id="${CSS.escape(focusedTool)}"] > summary`)?.focus();
   restoreReviewFocus();
 }
 
