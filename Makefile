@@ -19,7 +19,7 @@ WERROR  ?= -Werror
 WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
            -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings -fno-common \
            -Wno-overlength-strings
-PKGS    := libmicrohttpd jansson uuid libcurl sqlite3
+PKGS    := libmicrohttpd jansson uuid libcurl sqlite3 libpq
 OPT     ?= -O2 -g
 
 # BUILD_ROOT=build/x keeps a second tree of objects apart (two builds at once).

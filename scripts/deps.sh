@@ -13,6 +13,8 @@ declare -A why=(
   [uuid-dev]="message ids (libuuid)"
   [libcurl4-openssl-dev]="the OpenAI-compatible brain"
   [libsqlite3-dev]="the durable input log"
+  [libpq-dev]="the input log on PostgreSQL (--db postgres://...)"
+  [postgresql]="the cluster tests start a throwaway PostgreSQL"
   [check]="unit and integration tests"
   [valgrind]="leak checks in make test"
   [clang]="libFuzzer target (make fuzz)"
@@ -23,7 +25,7 @@ declare -A why=(
   [npm]="fetches the web UI's libraries"
 )
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(build-essential pkg-config libmicrohttpd-dev libjansson-dev uuid-dev libcurl4-openssl-dev libsqlite3-dev check)
+[ ${#want[@]} -gt 0 ] || want=(build-essential pkg-config libmicrohttpd-dev libjansson-dev uuid-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev check)
 
 missing=()
 for p in "${want[@]}"; do

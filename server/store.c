@@ -8,6 +8,8 @@
  */
 #include "server/store.h"
 #include "server/store_internal.h"
+#include "server/pgstore.h"
+#include "server/pgstore_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +84,12 @@ void store__set_error(struct store *st, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
+    /* store_append and store_history, shared by both, say why through here. */
+    if (st->pg) {
+        pgstore__set_error_v(st->pg, fmt, ap);
+        va_end(ap);
+        return;
+    }
     pthread_mutex_lock(&st->hlock);
     set_error_locked(st, fmt, ap);
     pthread_mutex_unlock(&st->hlock);
@@ -202,6 +210,10 @@ int store__sql_fail(struct store *st, struct store_conn *c, int rc, const char *
 
 void store_last_error(struct store *st, struct rx_error *err)
 {
+    if (st->pg) {
+        pgstore_last_error(st->pg, err);
+        return;
+    }
     pthread_mutex_lock(&st->hlock);
     rx_error_set(err, 0, "%s", st->err);
     pthread_mutex_unlock(&st->hlock);
@@ -833,6 +845,14 @@ struct store *store_open(const char *path, struct rx_error *err)
         snprintf(why, sizeof(why), "empty database path");
         goto out_fail;
     }
+    if (pgstore_is_conninfo(path)) {
+        /* pgstore_open's error names the database (without its password). */
+        if (!(st->pg = pgstore_open(path, err))) {
+            store_close(st);
+            return NULL;
+        }
+        return st;
+    }
     memory = !strcmp(path, ":memory:");
     if (!memory) {
         if (check_directory(path, why, sizeof(why)))
@@ -935,6 +955,8 @@ void store_close(struct store *st)
 {
     if (!st)
         return;
+    /* PostgreSQL: none of SQLite's threads or files were started below. */
+    pgstore_close(st->pg);
     /* The writer commits what is queued, the notifier answers it, they end. */
     pthread_mutex_lock(&st->qlock);
     st->stopping = true;
@@ -987,6 +1009,8 @@ void store_close(struct store *st)
 
 int store_set_durable(struct store *st, bool fsync_each_commit)
 {
+    if (st->pg)
+        return pgstore_set_durable(st->pg, fsync_each_commit);
     int rc;
 
     pthread_mutex_lock(&st->lock);
@@ -1006,6 +1030,8 @@ int store_set_durable(struct store *st, bool fsync_each_commit)
 
 int store_set_max_bytes(struct store *st, int64_t max_bytes)
 {
+    if (st->pg)
+        return max_bytes < 0 ? -EINVAL : 0; /* PostgreSQL's own quotas apply */
     char sql[64];
     int64_t size, pages;
     int rc, err;
@@ -1031,6 +1057,8 @@ out_unlock:
 
 enum store_health store_health(struct store *st, struct rx_error *why)
 {
+    if (st->pg)
+        return pgstore_health(st->pg, why);
     enum store_health h;
 
     /* hlock alone: /healthz never waits for a commit. */
@@ -1042,6 +1070,31 @@ enum store_health store_health(struct store *st, struct rx_error *why)
     rx_error_set(why, 0, "%s", h == STORE_OK ? "" : st->why);
     pthread_mutex_unlock(&st->hlock);
     return h;
+}
+
+bool store_is_postgres(const struct store *st)
+{
+    return st->pg != NULL;
+}
+
+void store_set_node(struct store *st, const char *node)
+{
+    if (st->pg)
+        pgstore_set_node(st->pg, node);
+    /* SQLite: one process per file (flock), nobody to fence off. */
+}
+
+int store_session_created(struct store *st, const char *sid, int64_t *created_at)
+{
+    struct store_conn *c;
+    int err;
+
+    if (st->pg)
+        return pgstore_session_created(st->pg, sid, created_at);
+    c = store__reader_lock(st);
+    err = store__session_get(st, c, sid, created_at);
+    store__reader_unlock(st);
+    return err;
 }
 
 const char *store_health_name(enum store_health h)

@@ -101,6 +101,21 @@ struct store *store_open(const char *path, struct rx_error *err) RX_WUR;
 void store_close(struct store *st);
 
 /*
+ * PostgreSQL instead of SQLite: when store_open's `path` is a PostgreSQL
+ * connection string (postgres://, postgresql:// or libpq keywords), every
+ * call below goes to server/pgstore, which keeps the same log with the
+ * differences server/pgstore.h lists (health not sticky, fencing, ...).
+ */
+bool store_is_postgres(const struct store *st);
+/*
+ * Fence every later write with cluster node `node` (copied; NULL: none),
+ * see pgstore_set_node. SQLite: ignored (one process per file anyway).
+ */
+void store_set_node(struct store *st, const char *node);
+/* One session's created_at: 0, -ENOENT or -EIO. */
+int store_session_created(struct store *st, const char *sid, int64_t *created_at) RX_WUR;
+
+/*
  * fsync at every commit (true, the default) or leave it to the OS (false).
  * Either way a commit survives kill -9 of the process; only fsync makes it
  * survive a power loss. 0 or -EIO.

@@ -219,6 +219,9 @@ struct store_conn {
  * first two.
  */
 struct store {
+    /* PostgreSQL (store_is_postgres): every public call forwards to it, and
+       nothing below is used but the locks and `err` of store_append. */
+    struct pgstore *pg;
     struct store_conn w;       /* every write (the writer thread, create, delete...) */
     struct store_conn r;       /* read-only, beside it: reads never wait for a commit */
     struct store_conn *reader; /* &r, or &w for ":memory:" (a second one is another db) */

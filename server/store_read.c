@@ -8,6 +8,7 @@
  */
 #include "server/store.h"
 #include "server/store_internal.h"
+#include "server/pgstore.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -214,6 +215,8 @@ static int list_sessions(struct store *st, struct store_conn *c, struct store_en
 
 int store_load(struct store *st, store_each_fn each, void *ctx)
 {
+    if (st->pg)
+        return pgstore_load(st->pg, each, ctx);
     struct store_entry *v = NULL;
     struct store_conn *c;
     size_t n = 0, i;
@@ -244,6 +247,8 @@ int store_load(struct store *st, store_each_fn each, void *ctx)
 int store_session_load(struct store *st, const char *sid, struct rx_state *out,
                        int64_t *seq)
 {
+    if (st->pg)
+        return pgstore_session_load(st->pg, sid, out, seq);
     struct store_conn *c = store__reader_lock(st);
     int err = store__read_begin(st, c);
 
@@ -261,6 +266,8 @@ int store_session_load(struct store *st, const char *sid, struct rx_state *out,
 int store_history_page(struct store *st, const char *sid, int64_t after_seq, int limit,
                        struct rx_buf *out, int64_t *last)
 {
+    if (st->pg)
+        return pgstore_history_page(st->pg, sid, after_seq, limit, out, last);
     struct store_conn *c = store__reader_lock(st);
     size_t start = out->len, rows = 0;
     sqlite3_stmt *q = NULL;
@@ -365,6 +372,8 @@ static int check_seq(struct store *st, struct store_conn *c, const char *sid, in
 
 int store_state_at(struct store *st, const char *sid, int64_t seq, struct rx_state *out)
 {
+    if (st->pg)
+        return pgstore_state_at(st->pg, sid, seq, out);
     struct store_conn *c = store__reader_lock(st);
     int64_t reached;
     int err = store__read_begin(st, c);
@@ -380,6 +389,8 @@ int store_state_at(struct store *st, const char *sid, int64_t seq, struct rx_sta
 int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
                int64_t created_at)
 {
+    if (st->pg)
+        return pgstore_fork(st->pg, sid, at, new_sid, created_at);
     static const int copies[] = {Q_FORK_INPUTS, Q_FORK_SNAPSHOT, Q_FORK_DOCS,
                                  Q_FORK_TITLE};
     struct store_conn *c = &st->w;
@@ -449,6 +460,8 @@ static int list_expired(struct store *st, int64_t older_than_ms, json_t *ids,
 int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                   int64_t *removed_inputs)
 {
+    if (st->pg)
+        return pgstore_gc_list(st->pg, older_than_ms, removed_ids, removed_inputs);
     static const int deletes[] = {Q_GC_INPUTS, Q_GC_RECENT,  Q_GC_SNAPSHOTS,
                                   Q_GC_DOCS,   Q_GC_PENDING, Q_GC_SESSIONS};
     json_t *ids = json_array();
@@ -507,6 +520,8 @@ int store_gc(struct store *st, int64_t older_than_ms, int *removed_sessions,
 
 int store_stats(struct store *st, int64_t *inputs, int64_t *bytes)
 {
+    if (st->pg)
+        return pgstore_stats(st->pg, inputs, bytes);
     struct store_conn *c = store__reader_lock(st);
     int64_t n = 0, pages = 0, size = 0, free_pages = 0;
     int err = store__read_begin(st, c);

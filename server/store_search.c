@@ -27,6 +27,7 @@
  */
 #include "server/store.h"
 #include "server/store_internal.h"
+#include "server/pgstore.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -277,6 +278,8 @@ static int title_doc(struct store *st, const char *sid, const char *title)
 
 int store_set_title(struct store *st, const char *sid, const char *title)
 {
+    if (st->pg)
+        return pgstore_set_title(st->pg, sid, title);
     sqlite3_stmt *q;
     int rc, err;
 
@@ -310,6 +313,8 @@ out_unlock:
 
 int store_session_title(struct store *st, const char *sid, char **out)
 {
+    if (st->pg)
+        return pgstore_session_title(st->pg, sid, out);
     struct store_conn *c = store__reader_lock(st);
     sqlite3_stmt *q = store__stmt(c, Q_SESSION_TITLE_GET);
     const char *t;
@@ -390,6 +395,8 @@ static int search_run(struct store *st, struct store_conn *c, sqlite3_stmt *q,
 
 int store_search(struct store *st, const char *const *words, size_t n, json_t **out)
 {
+    if (st->pg)
+        return pgstore_search(st->pg, words, n, out);
     struct store_conn *c;
     sqlite3_stmt *q = NULL;
     struct rx_buf sql;
@@ -459,6 +466,8 @@ int store_import(struct store *st, const char *sid, int64_t created_at, const ch
                  const struct store_text *inputs, size_t n,
                  const struct store_text *snapshot)
 {
+    if (st->pg)
+        return pgstore_import(st->pg, sid, created_at, title, inputs, n, snapshot);
     sqlite3_stmt *q;
     int rc, err;
 

@@ -8,6 +8,7 @@
  */
 #include "server/store.h"
 #include "server/store_internal.h"
+#include "server/pgstore.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -124,6 +125,8 @@ void store__last_release(struct last_map *m)
 
 int store_create_session(struct store *st, const char *sid, int64_t created_at)
 {
+    if (st->pg)
+        return pgstore_create_session(st->pg, sid, created_at);
     sqlite3_stmt *q;
     int rc, err;
 
@@ -163,6 +166,8 @@ static int delete_rows(struct store *st, const char *sid)
 
 int store_delete_session(struct store *st, const char *sid)
 {
+    if (st->pg)
+        return pgstore_delete_session(st->pg, sid);
     int err;
 
     pthread_mutex_lock(&st->lock);
@@ -593,6 +598,10 @@ void *store__checkpointer_main(void *arg)
 
 void store_write_queue(struct store *st, struct store_write *w)
 {
+    if (st->pg) {
+        pgstore_write_queue(st->pg, w);
+        return;
+    }
     w->next = NULL;
     w->err = 0;
     pthread_mutex_lock(&st->qlock);
@@ -605,6 +614,10 @@ void store_write_queue(struct store *st, struct store_write *w)
 
 void store_commit_counts(struct store *st, int64_t *commits, int64_t *writes)
 {
+    if (st->pg) {
+        pgstore_commit_counts(st->pg, commits, writes);
+        return;
+    }
     if (commits)
         *commits = __atomic_load_n(&st->commits, __ATOMIC_RELAXED);
     if (writes)

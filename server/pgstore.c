@@ -1,0 +1,639 @@
+/*
+ * pgstore - the input log in PostgreSQL: telling a connection string from a
+ * path, opening (three connections, the schema), closing, settings, health,
+ * and the helpers the other pgstore files share: errors, reconnecting with
+ * backoff, parameterised statements, transactions and binary array
+ * parameters. The writer and notifier threads are in pgstore_writer.c,
+ * create/delete/fork/gc/title/import in pgstore_admin.c, the reads in
+ * pgstore_read.c; what they share is in pgstore_internal.h. See pgstore.h.
+ */
+#include "server/pgstore.h"
+#include "server/pgstore_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+/* Every node takes this advisory lock around creating the schema. ("RFLX") */
+#define PGSTORE_SCHEMA_LOCK "1380339800"
+
+/*
+ * Created on first use. IF NOT EXISTS alone races (two nodes creating one
+ * table both pass the check, one fails on pg_type's unique index), hence
+ * the transaction-scoped advisory lock: nodes starting together take turns.
+ * search_docs: what people read of each input (seq > 0) and the title they
+ * gave (seq 0), with its words for full-text search.
+ */
+static const char schema_sql[] =
+    "BEGIN;"
+    "SELECT pg_advisory_xact_lock(" PGSTORE_SCHEMA_LOCK ");"
+    "CREATE TABLE IF NOT EXISTS rx_meta(k text PRIMARY KEY, v bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sessions(id text PRIMARY KEY, created_at bigint NOT NULL,"
+    " updated_at bigint NOT NULL, title text);"
+    "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);"
+    "CREATE TABLE IF NOT EXISTS inputs(session_id text NOT NULL, seq bigint NOT NULL,"
+    " input text NOT NULL, PRIMARY KEY(session_id, seq));"
+    "CREATE TABLE IF NOT EXISTS snapshots(session_id text NOT NULL, seq bigint NOT NULL,"
+    " state text NOT NULL, PRIMARY KEY(session_id, seq));"
+    "CREATE TABLE IF NOT EXISTS search_docs(id bigserial PRIMARY KEY,"
+    " session_id text NOT NULL, seq bigint NOT NULL, body text NOT NULL,"
+    " words tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED);"
+    "CREATE INDEX IF NOT EXISTS search_docs_session ON search_docs(session_id, seq);"
+    "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING gin(words);"
+    "CREATE TABLE IF NOT EXISTS nodes(id text PRIMARY KEY, url text,"
+    " expires_at timestamptz);"
+    "CREATE TABLE IF NOT EXISTS owners(session_id text PRIMARY KEY, node text,"
+    " since timestamptz);"
+    "INSERT INTO rx_meta(k, v) VALUES('version', 1) ON CONFLICT (k) DO NOTHING;"
+    "COMMIT";
+
+/* ---- connection strings ------------------------------------------------------ */
+
+bool pgstore_is_conninfo(const char *path)
+{
+    PQconninfoOption *opts;
+    char *msg = NULL;
+
+    if (!path)
+        return false;
+    if (!strncmp(path, "postgres://", 11) || !strncmp(path, "postgresql://", 13))
+        return true;
+    /* Keywords: "host=... dbname=..."; a file name has no valid keyword=value. */
+    if (!strchr(path, '='))
+        return false;
+    opts = PQconninfoParse(path, &msg);
+    PQfreemem(msg);
+    if (!opts)
+        return false;
+    PQconninfoFree(opts);
+    return true;
+}
+
+/* Remove [from, to) of s in place. */
+static void cut(char *s, size_t from, size_t to)
+{
+    memmove(s + from, s + to, strlen(s + to) + 1);
+}
+
+/*
+ * The connection string without its password, for every message: in a
+ * URL the ":password" of user:password@ and a password= parameter, in
+ * keywords the value of password=. A malloc'd copy, or NULL (ENOMEM).
+ */
+static char *redact(const char *conninfo)
+{
+    char *s = strdup(conninfo), *p;
+
+    if (!s)
+        return NULL;
+    if ((p = strstr(s, "://"))) {
+        char *auth = p + 3, *end = auth + strcspn(auth, "/?"), *at = NULL, *colon;
+
+        for (char *q = auth; q < end; q++)
+            if (*q == '@')
+                at = q;
+        if (at && (colon = memchr(auth, ':', (size_t)(at - auth))))
+            cut(s, (size_t)(colon - s), (size_t)(at - s));
+        while ((p = strstr(s, "password="))) {
+            size_t from = (size_t)(p - s), to = from + strcspn(p, "&");
+
+            if (from && (s[from - 1] == '?' || s[from - 1] == '&'))
+                from--;
+            else if (s[to] == '&')
+                to++;
+            cut(s, from, to);
+        }
+        return s;
+    }
+    for (p = strstr(s, "password"); p; p = strstr(p + 1, "password")) {
+        char *v = p + 8;
+        size_t from, to;
+
+        while (*v == ' ')
+            v++;
+        if (*v != '=' || (p > s && p[-1] != ' '))
+            continue;
+        from = (size_t)(p - s);
+        v++;
+        while (*v == ' ')
+            v++;
+        if (*v == '\'') {
+            for (v++; *v && *v != '\''; v++)
+                if (*v == '\\' && v[1])
+                    v++;
+            if (*v)
+                v++;
+        } else {
+            v += strcspn(v, " ");
+        }
+        to = (size_t)(v - s);
+        cut(s, from, to);
+        p = s + from - (from ? 1 : 0);
+    }
+    return s;
+}
+
+/* ---- errors and health ------------------------------------------------------ */
+
+void pgstore__set_error_v(struct pgstore *pg, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&pg->hlock);
+    vsnprintf(pg->err, sizeof(pg->err), fmt, ap);
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+void pgstore__set_error(struct pgstore *pg, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    pgstore__set_error_v(pg, fmt, ap);
+    va_end(ap);
+}
+
+/* libpq's sentences end with a newline and may span lines: the error is one line. */
+static void one_line(char *s)
+{
+    size_t n = strlen(s);
+
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+        s[--n] = '\0';
+    for (char *p = s; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+}
+
+/* The database cannot be reached: say so until a connection succeeds. */
+static void mark_down(struct pgstore *pg, const char *what, const char *msg)
+{
+    pthread_mutex_lock(&pg->hlock);
+    snprintf(pg->why, sizeof(pg->why),
+             "the database '%.200s' is unreachable (%s): %.200s", pg->safe, what, msg);
+    one_line(pg->why);
+    snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
+    pg->down = true;
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+static void mark_up(struct pgstore *pg)
+{
+    pthread_mutex_lock(&pg->hlock);
+    pg->down = false;
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+void pgstore__wrote(struct pgstore *pg)
+{
+    pthread_mutex_lock(&pg->hlock);
+    pg->full = false;
+    pg->down = false;
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+void pgstore_last_error(struct pgstore *pg, struct rx_error *err)
+{
+    pthread_mutex_lock(&pg->hlock);
+    rx_error_set(err, 0, "%s", pg->err);
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+/* Not sticky: the state of the last attempt; hlock only, never a query. */
+enum store_health pgstore_health(struct pgstore *pg, struct rx_error *why)
+{
+    enum store_health h;
+
+    pthread_mutex_lock(&pg->hlock);
+    h = pg->down ? STORE_UNAVAILABLE : pg->full ? STORE_FULL : STORE_OK;
+    rx_error_set(why, 0, "%s", h == STORE_OK ? "" : pg->why);
+    pthread_mutex_unlock(&pg->hlock);
+    return h;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+int64_t pgstore__now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Connect. Our bounds first, the caller's string after: expanded in place
+ * of dbname, its own settings win. connect_timeout bounds a connection
+ * attempt; keepalives and tcp_user_timeout a peer that vanished (TCP; a
+ * Unix socket fails at once). Together every wait stays under 10 s.
+ */
+static PGconn *connect_db(const char *conninfo)
+{
+    static const char *const keys[] = {
+        "connect_timeout",     "keepalives",       "keepalives_idle",
+        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+        "application_name",    "dbname",           NULL};
+    const char *vals[] = {"5", "1", "3", "1", "3", "8000", "reflexor", conninfo, NULL};
+
+    return PQconnectdbParams(keys, vals, 1);
+}
+
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+void pgstore__conn_drop(struct pgstore *pg, struct pg_conn *pc, const char *why)
+{
+    PQfinish(pc->c);
+    pc->c = NULL;
+    /* The first attempt again at once (a restarted server is back), then backoff. */
+    pc->retry_at_ms = 0;
+    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
+    mark_down(pg, pc->name, why);
+}
+
+bool pgstore__conn_lost(const struct pg_conn *pc)
+{
+    return !pc->c || PQstatus(pc->c) != CONNECTION_OK;
+}
+
+int pgstore__conn_get(struct pgstore *pg, struct pg_conn *pc)
+{
+    char msg[RX_ERR_LEN];
+    PGconn *c;
+
+    if (pc->c && PQstatus(pc->c) == CONNECTION_OK)
+        return 0;
+    if (pc->c)
+        pgstore__conn_drop(pg, pc, PQerrorMessage(pc->c));
+    if (pgstore__now_ms() < pc->retry_at_ms) {
+        /* Down, and not yet time to try: fail fast with the reason. */
+        pthread_mutex_lock(&pg->hlock);
+        snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
+        pthread_mutex_unlock(&pg->hlock);
+        return -EIO;
+    }
+    c = connect_db(pg->conninfo);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        snprintf(msg, sizeof(msg), "%s", c ? PQerrorMessage(c) : "out of memory");
+        PQfinish(c);
+        pc->retry_at_ms = pgstore__now_ms() + pc->backoff_ms;
+        pc->backoff_ms = pc->backoff_ms * 2 > PGSTORE_BACKOFF_MAX_MS
+                             ? PGSTORE_BACKOFF_MAX_MS
+                             : pc->backoff_ms * 2;
+        mark_down(pg, pc->name, msg);
+        return -EIO;
+    }
+    /* Notices (a table that exists, an empty query) are not errors: not on stderr. */
+    PQsetNoticeProcessor(c, ignore_notice, NULL);
+    pc->c = c;
+    pc->fresh = true;
+    pc->retry_at_ms = 0;
+    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
+    mark_up(pg);
+    return 0;
+}
+
+/* SQLSTATEs of a server going away: class 08 and the shutdowns of 57P0x. */
+static bool state_is_lost(const char *state)
+{
+    return state && (!strncmp(state, "08", 2) || !strncmp(state, "57P0", 4));
+}
+
+int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
+                  const char *sql, int n, const char *const *vals, const int *lens,
+                  const int *bin, PGresult **out)
+{
+    ExecStatusType status;
+    char msg[RX_ERR_LEN], code[6] = "";
+    const char *state = NULL;
+    PGresult *r;
+    int err;
+
+    if (out)
+        *out = NULL;
+    if ((err = pgstore__conn_get(pg, pc)))
+        return err;
+    r = PQexecParams(pc->c, sql, n, NULL, vals, lens, bin, 0);
+    status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+        if (out)
+            *out = r;
+        else
+            PQclear(r);
+        return 0;
+    }
+    /* Copied: the result is cleared before it is looked at. */
+    if (r && PQresultErrorField(r, PG_DIAG_SQLSTATE)) {
+        snprintf(code, sizeof(code), "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE));
+        state = code;
+    }
+    snprintf(msg, sizeof(msg), "%s",
+             r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
+                                           : PQerrorMessage(pc->c));
+    one_line(msg);
+    if (state && !strcmp(state, "23505"))
+        err = -EEXIST;
+    else if (state && !strcmp(state, "53100"))
+        err = -ENOSPC;
+    else
+        err = -EIO;
+    PQclear(r);
+    pgstore__set_error(pg, "%s: %s", what, msg);
+    /* An error libpq made itself (no SQLSTATE: "server closed the connection
+       unexpectedly", a broken socket) may leave PQstatus OK: the connection
+       is no better for it. Drop it; the next call reconnects. */
+    if (pgstore__conn_lost(pc) || state_is_lost(state) || !state) {
+        pgstore__conn_drop(pg, pc, msg);
+        pgstore__set_error(pg, "%s: %s", what, msg);
+        return -EIO;
+    }
+    if (err == -ENOSPC) {
+        pthread_mutex_lock(&pg->hlock);
+        pg->full = true;
+        snprintf(pg->why, sizeof(pg->why), "%s", pg->err);
+        pthread_mutex_unlock(&pg->hlock);
+    }
+    return err;
+}
+
+int pgstore__begin(struct pgstore *pg, struct pg_conn *pc)
+{
+    return pgstore__exec(pg, pc, "begin", "BEGIN", 0, NULL, NULL, NULL, NULL);
+}
+
+int pgstore__commit(struct pgstore *pg, struct pg_conn *pc)
+{
+    return pgstore__exec(pg, pc, "commit", "COMMIT", 0, NULL, NULL, NULL, NULL);
+}
+
+void pgstore__rollback(struct pgstore *pg, struct pg_conn *pc)
+{
+    (void)pg; /* a failed ROLLBACK changes nothing: the next use sees the loss */
+    if (pc->c && PQstatus(pc->c) == CONNECTION_OK &&
+        PQtransactionStatus(pc->c) != PQTRANS_IDLE)
+        PQclear(PQexec(pc->c, "ROLLBACK"));
+}
+
+bool pgstore__node(struct pgstore *pg, char *out)
+{
+    bool fenced;
+
+    pthread_mutex_lock(&pg->hlock);
+    fenced = pg->fenced;
+    memcpy(out, pg->node, PGSTORE_NODE_MAX);
+    pthread_mutex_unlock(&pg->hlock);
+    return fenced;
+}
+
+/* ---- results ---------------------------------------------------------------- */
+
+int64_t pgstore__i64(const PGresult *r, int row, int col)
+{
+    return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+const char *pgstore__fmt_i64(char *buf, int64_t n)
+{
+    snprintf(buf, 24, "%lld", (long long)n);
+    return buf;
+}
+
+/* ---- binary arrays ------------------------------------------------------------ */
+
+static int put_u32(struct rx_buf *b, uint32_t v)
+{
+    unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+
+    return rx_buf_append(b, x, sizeof(x));
+}
+
+void pgstore__array_init(struct pg_array *a, uint32_t oid)
+{
+    rx_buf_init(&a->b, PGSTORE_PARAM_MAX);
+    a->n = 0;
+    a->oid = oid;
+}
+
+void pgstore__array_release(struct pg_array *a)
+{
+    rx_buf_release(&a->b);
+}
+
+/* array_recv's header: ndim 1, no nulls, the element type, count, lower bound 1. */
+static int array_head(struct pg_array *a)
+{
+    if (a->b.len)
+        return 0;
+    return put_u32(&a->b, 1) || put_u32(&a->b, 0) || put_u32(&a->b, a->oid) ||
+                   put_u32(&a->b, 0) || put_u32(&a->b, 1)
+               ? -ENOMEM
+               : 0;
+}
+
+int pgstore__array_text(struct pg_array *a, const char *s, size_t len)
+{
+    if (len > PGSTORE_PARAM_MAX || array_head(a) || put_u32(&a->b, (uint32_t)len) ||
+        rx_buf_append(&a->b, s, len))
+        return -ENOMEM;
+    a->n++;
+    return 0;
+}
+
+int pgstore__array_i64(struct pg_array *a, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+
+    if (array_head(a) || put_u32(&a->b, 8) || put_u32(&a->b, (uint32_t)(u >> 32)) ||
+        put_u32(&a->b, (uint32_t)u))
+        return -ENOMEM;
+    a->n++;
+    return 0;
+}
+
+int pgstore__array_end(struct pg_array *a)
+{
+    if (array_head(a))
+        return -ENOMEM;
+    if (!a->n) { /* an empty array has no dimension */
+        rx_buf_reset(&a->b);
+        return put_u32(&a->b, 0) || put_u32(&a->b, 0) || put_u32(&a->b, a->oid) ? -ENOMEM
+                                                                                : 0;
+    }
+    /* The count, at byte 12 of the header. */
+    for (int i = 0; i < 4; i++)
+        ((unsigned char *)a->b.data)[12 + i] = (unsigned char)(a->n >> (24 - 8 * i));
+    return 0;
+}
+
+/* ---- open / close --------------------------------------------------------------- */
+
+/* Create or check the schema on `pc`. 0, or -EPROTO/-EIO with `why` set. */
+static int check_schema(struct pgstore *pg, struct pg_conn *pc, char *why, size_t n)
+{
+    PGresult *r = PQexec(pc->c, schema_sql);
+    int64_t ver;
+    int err = 0;
+
+    if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+        snprintf(why, n, "creating the schema: %s",
+                 r ? PQresultErrorMessage(r) : PQerrorMessage(pc->c));
+        PQclear(r);
+        pgstore__rollback(pg, pc);
+        return -EIO;
+    }
+    PQclear(r);
+    if ((err = pgstore__exec(pg, pc, "reading the schema version",
+                             "SELECT v FROM rx_meta WHERE k = 'version'", 0, NULL, NULL,
+                             NULL, &r))) {
+        pthread_mutex_lock(&pg->hlock);
+        snprintf(why, n, "%s", pg->err);
+        pthread_mutex_unlock(&pg->hlock);
+        return err;
+    }
+    ver = PQntuples(r) ? pgstore__i64(r, 0, 0) : 0;
+    PQclear(r);
+    if (ver > PGSTORE_SCHEMA_VERSION) {
+        snprintf(why, n,
+                 "schema version %lld is newer than this reflexor supports (%d); "
+                 "use a newer reflexor",
+                 (long long)ver, PGSTORE_SCHEMA_VERSION);
+        return -EPROTO;
+    }
+    if (ver < 1) {
+        snprintf(why, n, "unknown schema version %lld", (long long)ver);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+/* Connect `pc` at open: the database unreachable at start-up is an error. */
+static int open_conn(struct pgstore *pg, struct pg_conn *pc, const char *name, char *why,
+                     size_t n)
+{
+    pc->name = name;
+    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
+    if (pgstore__conn_get(pg, pc)) {
+        pthread_mutex_lock(&pg->hlock);
+        snprintf(why, n, "%s", pg->why);
+        pthread_mutex_unlock(&pg->hlock);
+        return -EIO;
+    }
+    return 0;
+}
+
+struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
+{
+    char why[RX_ERR_LEN] = "";
+    struct pgstore *pg;
+    int rc;
+
+    pg = calloc(1, sizeof(*pg));
+    if (!pg) {
+        rx_error_set(err, 0, "out of memory opening the database");
+        return NULL;
+    }
+    pg->tail = &pg->head;
+    pg->dtail = &pg->dhead;
+    pg->durable = true;
+    pthread_mutex_init(&pg->alock, NULL);
+    pthread_mutex_init(&pg->rlock, NULL);
+    pthread_mutex_init(&pg->hlock, NULL);
+    pthread_mutex_init(&pg->qlock, NULL);
+    pthread_cond_init(&pg->queued_cond, NULL);
+    pthread_mutex_init(&pg->dlock, NULL);
+    pthread_cond_init(&pg->dcond, NULL);
+    pg->conninfo = strdup(conninfo);
+    pg->safe = redact(conninfo);
+    if (!pg->conninfo || !pg->safe) {
+        snprintf(why, sizeof(why), "out of memory");
+        goto out_fail;
+    }
+    if (open_conn(pg, &pg->a, "admin", why, sizeof(why)) ||
+        check_schema(pg, &pg->a, why, sizeof(why)) ||
+        open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
+        open_conn(pg, &pg->w, "writer", why, sizeof(why)))
+        goto out_fail;
+    if ((rc = pthread_create(&pg->notifier, NULL, pgstore__notifier_main, pg)) == 0)
+        pg->notifier_started = true;
+    if (!rc && (rc = pthread_create(&pg->writer, NULL, pgstore__writer_main, pg)) == 0)
+        pg->writer_started = true;
+    if (rc) {
+        snprintf(why, sizeof(why), "cannot start a thread: %s", strerror(rc));
+        goto out_fail;
+    }
+    return pg;
+
+out_fail:
+    one_line(why);
+    rx_error_set(err, 0, "'%s': %s", pg->safe ? pg->safe : "", why);
+    pgstore_close(pg);
+    return NULL;
+}
+
+void pgstore_close(struct pgstore *pg)
+{
+    if (!pg)
+        return;
+    /* The writer commits what is queued, the notifier answers it, they end. */
+    pthread_mutex_lock(&pg->qlock);
+    pg->stopping = true;
+    pthread_cond_signal(&pg->queued_cond);
+    pthread_mutex_unlock(&pg->qlock);
+    if (pg->writer_started) {
+        pthread_join(pg->writer, NULL);
+    } else {
+        pthread_mutex_lock(&pg->dlock);
+        pg->writer_done = true;
+        pthread_cond_signal(&pg->dcond);
+        pthread_mutex_unlock(&pg->dlock);
+    }
+    if (pg->notifier_started)
+        pthread_join(pg->notifier, NULL);
+    PQfinish(pg->w.c);
+    PQfinish(pg->a.c);
+    PQfinish(pg->r.c);
+    free(pg->safe);
+    free(pg->conninfo);
+    pthread_cond_destroy(&pg->dcond);
+    pthread_mutex_destroy(&pg->dlock);
+    pthread_cond_destroy(&pg->queued_cond);
+    pthread_mutex_destroy(&pg->qlock);
+    pthread_mutex_destroy(&pg->hlock);
+    pthread_mutex_destroy(&pg->rlock);
+    pthread_mutex_destroy(&pg->alock);
+    free(pg);
+}
+
+void pgstore_set_node(struct pgstore *pg, const char *node)
+{
+    pthread_mutex_lock(&pg->hlock);
+    pg->fenced = node != NULL;
+    snprintf(pg->node, sizeof(pg->node), "%s", node ? node : "");
+    pthread_mutex_unlock(&pg->hlock);
+}
+
+/* Applied by the writer before its next batch (its connection is its own). */
+int pgstore_set_durable(struct pgstore *pg, bool fsync_each_commit)
+{
+    pthread_mutex_lock(&pg->qlock);
+    pg->durable = fsync_each_commit;
+    pg->durable_set = false;
+    pthread_mutex_unlock(&pg->qlock);
+    return 0;
+}
+
+void pgstore_commit_counts(struct pgstore *pg, int64_t *commits, int64_t *writes)
+{
+    if (commits)
+        *commits = __atomic_load_n(&pg->commits, __ATOMIC_RELAXED);
+    if (writes)
+        *writes = __atomic_load_n(&pg->writes, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,403 @@
+/*
+ * pgstore_admin - the writes beside group commit: creating, deleting,
+ * forking, importing and renaming sessions, and retention. Each is one
+ * transaction on the admin connection (`a`, under alock): none waits for a
+ * batch of inputs to commit, nor a batch for them, except on the rows they
+ * share (a delete waits for the batch holding its session's key share
+ * lock, then sees the batch's rows). Private to server/pgstore*.c through
+ * pgstore_internal.h; see pgstore.h.
+ */
+#include "server/pgstore.h"
+#include "server/pgstore_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+/* A new session's owners row, when fencing: it names this node. */
+static const char owner_sql[] =
+    "INSERT INTO owners(session_id, node, since) VALUES($1, $2, now())"
+    " ON CONFLICT (session_id) DO UPDATE SET node = excluded.node, since = "
+    "excluded.since";
+static const char created_sql[] = "SELECT pg_notify('rx_sess', 'created ' || $1::text)";
+
+/* Run `sql` with text parameters on the admin connection. alock held. */
+static int run(struct pgstore *pg, const char *what, const char *sql, int n,
+               const char *const *vals, PGresult **out)
+{
+    return pgstore__exec(pg, &pg->a, what, sql, n, vals, NULL, NULL, out);
+}
+
+/* The rows affected by a command: PQcmdTuples as a number. */
+static int64_t changed(PGresult *r)
+{
+    return strtoll(PQcmdTuples(r), NULL, 10);
+}
+
+/* Insert `sid`'s owners row when fencing, and say it was created. In the transaction. */
+static int announce_created(struct pgstore *pg, const char *sid)
+{
+    char node[PGSTORE_NODE_MAX];
+    const char *vals[2] = {sid, node};
+    int err;
+
+    if (pgstore__node(pg, node) &&
+        (err = run(pg, "naming the session's owner", owner_sql, 2, vals, NULL)))
+        return err;
+    return run(pg, "notifying", created_sql, 1, vals, NULL);
+}
+
+/* The end of a transaction: COMMIT when err is 0, else ROLLBACK. alock held. */
+static int finish(struct pgstore *pg, int err)
+{
+    if (!err)
+        return pgstore__commit(pg, &pg->a);
+    pgstore__rollback(pg, &pg->a);
+    return err;
+}
+
+int pgstore_create_session(struct pgstore *pg, const char *sid, int64_t created_at)
+{
+    char at[24];
+    const char *vals[2] = {sid, pgstore__fmt_i64(at, created_at)};
+    int err;
+
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    err = run(pg, "creating a session",
+              "INSERT INTO sessions(id, created_at, updated_at) VALUES($1, $2, $2)", 2,
+              vals, NULL);
+    if (err == -EEXIST)
+        pgstore__set_error(pg, "session '%s' exists", sid);
+    if (!err)
+        err = announce_created(pg, sid);
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+    return err;
+}
+
+/*
+ * The rows of the sessions in `ids` (a text[] parameter, binary), their
+ * owners rows, and a "deleted" notification for each. After their sessions
+ * rows were deleted: each statement sees what a batch that held them
+ * committed meanwhile. alock held, in the transaction.
+ */
+static int delete_rows(struct pgstore *pg, const struct pg_array *ids)
+{
+    static const char *const sql[] = {
+        "DELETE FROM inputs WHERE session_id = ANY($1::text[])",
+        "DELETE FROM snapshots WHERE session_id = ANY($1::text[])",
+        "DELETE FROM search_docs WHERE session_id = ANY($1::text[])",
+        "DELETE FROM owners WHERE session_id = ANY($1::text[])",
+        "SELECT pg_notify('rx_sess', 'deleted ' || x) FROM unnest($1::text[]) AS x",
+    };
+    const char *vals[1] = {ids->b.data};
+    int lens[1] = {(int)ids->b.len}, bin[1] = {1}, err;
+
+    for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++)
+        if ((err = pgstore__exec(pg, &pg->a, "deleting sessions", sql[i], 1, vals, lens,
+                                 bin, NULL)))
+            return err;
+    return 0;
+}
+
+int pgstore_delete_session(struct pgstore *pg, const char *sid)
+{
+    const char *vals[1] = {sid};
+    struct pg_array ids;
+    PGresult *r = NULL;
+    int err;
+
+    pgstore__array_init(&ids, PGSTORE_OID_TEXT);
+    if ((err = pgstore__array_text(&ids, sid, strlen(sid))) ||
+        (err = pgstore__array_end(&ids)))
+        goto out_release;
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    /* First, alone: it waits for a batch that holds the row, then the rest sees it. */
+    err =
+        run(pg, "deleting a session", "DELETE FROM sessions WHERE id = $1", 1, vals, &r);
+    if (!err && !changed(r)) {
+        pgstore__set_error(pg, "no session '%s'", sid);
+        err = -ENOENT;
+    }
+    if (!err)
+        err = delete_rows(pg, &ids);
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+out_release:
+    PQclear(r);
+    pgstore__array_release(&ids);
+    return err;
+}
+
+int pgstore_fork(struct pgstore *pg, const char *sid, int64_t at, const char *new_sid,
+                 int64_t created_at)
+{
+    static const char *const copies[] = {
+        "INSERT INTO inputs(session_id, seq, input) SELECT $2, seq, input FROM inputs"
+        " WHERE session_id = $1 AND seq <= $3 ORDER BY seq",
+        "INSERT INTO snapshots(session_id, seq, state) SELECT $2, seq, state FROM"
+        " snapshots WHERE session_id = $1 AND seq <= $3 ORDER BY seq DESC LIMIT 1",
+        "INSERT INTO search_docs(session_id, seq, body) SELECT $2, seq, body FROM"
+        " search_docs WHERE session_id = $1 AND seq <= $3 ORDER BY id",
+    };
+    char at_s[24], created_s[24];
+    const char *vals[3] = {sid, new_sid, pgstore__fmt_i64(at_s, at)};
+    const char *insert_vals[3] = {sid, new_sid, pgstore__fmt_i64(created_s, created_at)};
+    PGresult *r = NULL;
+    int64_t last;
+    int err;
+
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    if ((err =
+             run(pg, "reading the session",
+                 "SELECT coalesce((SELECT max(seq) FROM inputs WHERE session_id = $1), 0)"
+                 " FROM sessions WHERE id = $1 FOR KEY SHARE",
+                 1, vals, &r)))
+        goto out_finish;
+    if (!PQntuples(r)) {
+        pgstore__set_error(pg, "no session '%s'", sid);
+        err = -ENOENT;
+        goto out_finish;
+    }
+    last = pgstore__i64(r, 0, 0);
+    if (at < 0 || at > last) {
+        pgstore__set_error(pg, "session '%s': seq %lld is not in 0..%lld", sid,
+                           (long long)at, (long long)last);
+        err = -ERANGE;
+        goto out_finish;
+    }
+    if ((err =
+             run(pg, "creating the fork",
+                 "INSERT INTO sessions(id, created_at, updated_at, title) SELECT $2, $3,"
+                 " $3, title FROM sessions WHERE id = $1",
+                 3, insert_vals, NULL))) {
+        if (err == -EEXIST)
+            pgstore__set_error(pg, "session '%s' exists", new_sid);
+        goto out_finish;
+    }
+    for (size_t i = 0; !err && i < sizeof(copies) / sizeof(copies[0]); i++)
+        err = run(pg, "copying the log", copies[i], 3, vals, NULL);
+    if (!err)
+        err = announce_created(pg, new_sid);
+out_finish:
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+    PQclear(r);
+    return err;
+}
+
+int pgstore_gc_list(struct pgstore *pg, int64_t older_than_ms, json_t **removed_ids,
+                    int64_t *removed_inputs)
+{
+    char older[24];
+    const char *vals[1] = {pgstore__fmt_i64(older, older_than_ms)};
+    json_t *list = json_array();
+    struct pg_array ids;
+    PGresult *r = NULL, *count = NULL;
+    int64_t inputs = 0;
+    int err;
+
+    pgstore__array_init(&ids, PGSTORE_OID_TEXT);
+    if (!list)
+        return -ENOMEM;
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    /* FOR UPDATE: waits for a batch writing to one of them, then sees its rows. */
+    if ((err = run(pg, "listing expired sessions",
+                   "SELECT id FROM sessions WHERE updated_at < $1 ORDER BY created_at, id"
+                   " FOR UPDATE",
+                   1, vals, &r)))
+        goto out_finish;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *id = PQgetvalue(r, i, 0);
+
+        if (pgstore__array_text(&ids, id, strlen(id)) ||
+            json_array_append_new(list, json_string(id))) {
+            pgstore__set_error(pg, "out of memory listing expired sessions");
+            err = -ENOMEM;
+            goto out_finish;
+        }
+    }
+    if (!PQntuples(r) || (err = pgstore__array_end(&ids)))
+        goto out_finish;
+    {
+        const char *av[1] = {ids.b.data};
+        int lens[1] = {(int)ids.b.len}, bin[1] = {1};
+
+        if ((err = pgstore__exec(pg, &pg->a, "counting expired inputs",
+                                 "SELECT count(*) FROM inputs WHERE session_id ="
+                                 " ANY($1::text[])",
+                                 1, av, lens, bin, &count)) ||
+            (err = pgstore__exec(pg, &pg->a, "deleting expired sessions",
+                                 "DELETE FROM sessions WHERE id = ANY($1::text[])", 1, av,
+                                 lens, bin, NULL)) ||
+            (err = delete_rows(pg, &ids)))
+            goto out_finish;
+        inputs = pgstore__i64(count, 0, 0);
+    }
+out_finish:
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+    if (!err) {
+        if (removed_inputs)
+            *removed_inputs = inputs;
+        if (removed_ids) {
+            *removed_ids = list;
+            list = NULL;
+        }
+    }
+    json_decref(list);
+    PQclear(count);
+    PQclear(r);
+    pgstore__array_release(&ids);
+    return err;
+}
+
+/* The title row of the index (seq 0): replaced by `title` (NULL or "": none). */
+static int title_doc(struct pgstore *pg, const char *sid, const char *title)
+{
+    const char *vals[2] = {sid, title};
+    int err;
+
+    if ((err = run(pg, "indexing a title",
+                   "DELETE FROM search_docs WHERE session_id = $1 AND seq = 0", 1, vals,
+                   NULL)))
+        return err;
+    if (!title || !*title)
+        return 0;
+    return run(pg, "indexing a title",
+               "INSERT INTO search_docs(session_id, seq, body) VALUES($1, 0, $2)", 2,
+               vals, NULL);
+}
+
+int pgstore_set_title(struct pgstore *pg, const char *sid, const char *title)
+{
+    const char *vals[2] = {sid, title};
+    PGresult *r = NULL;
+    int err;
+
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    err = run(pg, "renaming a session", "UPDATE sessions SET title = $2 WHERE id = $1", 2,
+              vals, &r);
+    if (!err && !changed(r)) {
+        pgstore__set_error(pg, "no session '%s'", sid);
+        err = -ENOENT;
+    }
+    if (!err)
+        err = title_doc(pg, sid, title);
+    if (!err)
+        err = run(pg, "notifying", "SELECT pg_notify('rx_sess', 'title ' || $1::text)", 1,
+                  vals, NULL);
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+    PQclear(r);
+    return err;
+}
+
+/* The imported log as the writer's three arrays (sid, seq, text). */
+static int import_arrays(const char *sid, const struct store_text *v, size_t n,
+                         struct pg_array a[3])
+{
+    for (size_t i = 0; i < n; i++)
+        if (pgstore__array_text(&a[0], sid, strlen(sid)) ||
+            pgstore__array_i64(&a[1], (int64_t)i + 1) ||
+            pgstore__array_text(&a[2], v[i].data, v[i].len))
+            return -ENOMEM;
+    return pgstore__array_end(&a[0]) || pgstore__array_end(&a[1]) ||
+                   pgstore__array_end(&a[2])
+               ? -ENOMEM
+               : 0;
+}
+
+/* The inputs, their search rows and the snapshot. In the transaction. */
+static int import_rows(struct pgstore *pg, const char *sid, const struct store_text *v,
+                       size_t n, const struct store_text *snapshot)
+{
+    struct pg_array a[3];
+    const char *vals[3];
+    int lens[3], bin[3] = {1, 1, 1}, err;
+
+    pgstore__array_init(&a[0], PGSTORE_OID_TEXT);
+    pgstore__array_init(&a[1], PGSTORE_OID_INT8);
+    pgstore__array_init(&a[2], PGSTORE_OID_TEXT);
+    if ((err = import_arrays(sid, v, n, a))) {
+        pgstore__set_error(pg, "out of memory importing a session");
+        goto out_release;
+    }
+    for (int i = 0; i < 3; i++) {
+        vals[i] = a[i].b.data;
+        lens[i] = (int)a[i].b.len;
+    }
+    if ((err = pgstore__exec(pg, &pg->a, "importing inputs",
+                             "INSERT INTO inputs(session_id, seq, input) SELECT * FROM"
+                             " unnest($1::text[], $2::bigint[], $3::text[])",
+                             3, vals, lens, bin, NULL)) ||
+        (err = pgstore__exec(pg, &pg->a, "indexing inputs", pgstore__index_sql, 3, vals,
+                             lens, bin, NULL)))
+        goto out_release;
+    if (snapshot && n) {
+        char seq[24];
+        const char *sv[3] = {sid, pgstore__fmt_i64(seq, (int64_t)n), NULL};
+        int sl[3] = {0, 0, (int)snapshot->len}, sb[3] = {0, 0, 1};
+
+        /* Binary text is the bytes as they are: no NUL needed. */
+        sv[2] = snapshot->data;
+        err = pgstore__exec(pg, &pg->a, "importing a snapshot",
+                            "INSERT INTO snapshots(session_id, seq, state)"
+                            " VALUES($1, $2, $3::text)",
+                            3, sv, sl, sb, NULL);
+    }
+out_release:
+    for (int i = 0; i < 3; i++)
+        pgstore__array_release(&a[i]);
+    return err;
+}
+
+int pgstore_import(struct pgstore *pg, const char *sid, int64_t created_at,
+                   const char *title, const struct store_text *inputs, size_t n,
+                   const struct store_text *snapshot)
+{
+    char at[24];
+    const char *vals[3] = {sid, pgstore__fmt_i64(at, created_at), title};
+    int err;
+
+    pthread_mutex_lock(&pg->alock);
+    if ((err = pgstore__begin(pg, &pg->a)))
+        goto out_unlock;
+    err = run(pg, "importing a session",
+              "INSERT INTO sessions(id, created_at, updated_at, title) VALUES($1, $2, $2,"
+              " $3)",
+              3, vals, NULL);
+    if (err == -EEXIST)
+        pgstore__set_error(pg, "session '%s' exists", sid);
+    if (!err)
+        err = title_doc(pg, sid, title);
+    if (!err)
+        err = import_rows(pg, sid, inputs, n, snapshot);
+    if (!err)
+        err = announce_created(pg, sid);
+    err = finish(pg, err);
+out_unlock:
+    pthread_mutex_unlock(&pg->alock);
+    return err;
+}
