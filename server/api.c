@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/reply.h"
 #include "server/session.h"
+#include "server/session_follow.h"
 #include "server/session_table.h"
 #include "server/sse.h"
 
@@ -72,6 +73,9 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
         if (err == -ENOENT)
             return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
                                "not-found", NULL, "the session is gone");
+        if (err == -EREMOTE)
+            return reply_error(conn, 503, "not-owner", NULL,
+                               "another node took this session over; retry");
         /* Not stored, so not acknowledged: the store's own status. */
         return api__store_error(conn, err);
     }
@@ -219,9 +223,14 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
 {
     bool suspended = false;
     enum MHD_Result ret;
+    char path[512];
 
     park_enter();
-    ret = submit_parked(srv, conn, s, body, slot, &suspended);
+    snprintf(path, sizeof(path), "%s/sessions/%s/moorex", srv->cfg->prefix,
+             session_id(s));
+    /* In a cluster, a session another node owns: its owner answers. */
+    if (!api__forward(srv, conn, s, path, body, slot, &suspended, &ret))
+        ret = submit_parked(srv, conn, s, body, slot, &suspended);
     if (!suspended)
         park_leave();
     return ret;
@@ -533,6 +542,10 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
         return reply_error(conn, 404, "not-found", NULL, "no such route");
     }
     s = session_table_get(srv->sessions, sid);
+    /* In a cluster, one made on another node a moment ago: read it now. */
+    if (!s && __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE) &&
+        !session_table_adopt(srv->sessions, sid))
+        s = session_table_get(srv->sessions, sid);
     if (!s)
         return reply_error(conn, 404, "not-found", NULL, "no session '%s'", sid);
     ret = session_route(srv, conn, method, s, rest, body, pending);

@@ -77,6 +77,7 @@ int config_init(struct config *c)
     c->snapshot_every = 200;
     c->retention_max_age_days = 0;
     c->oai_tool_details = true;
+    c->cluster_lease_ms = 5000;
     c->json = json_object();
     if (!c->json || config_set_str(&c->listen_host, "127.0.0.1") ||
         config_set_str(&c->prefix, "/api/reflexor") ||
@@ -86,6 +87,7 @@ int config_init(struct config *c)
         config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin") ||
         config_set_str(&c->oai_prefix, "/v1") ||
         config_set_str(&c->lg_prefix, "/api/langgraph") ||
+        config_set_str(&c->cluster_advertise, "") ||
         set_models(c, (const char *[]){"reflexor"}, 1)) {
         config_release(c);
         return -ENOMEM;
@@ -103,6 +105,7 @@ void config_release(struct config *c)
     free(c->auth_token);
     free(c->oai_prefix);
     free(c->lg_prefix);
+    free(c->cluster_advertise);
     free_models(c);
     for (size_t i = 0; i < c->n_retired; i++)
         free(c->retired[i]);
@@ -169,9 +172,10 @@ static const struct {
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools mcpServers openai langgraph"},
+         "retention brain tools mcpServers openai langgraph cluster"},
     {"openai", "prefix models tool_details on_disconnect"},
     {"langgraph", "prefix"},
+    {"cluster", "lease_ms advertise"},
     {"auth", "token"},
     {"api", "allow_agent_inputs"},
     {"limits",
@@ -359,6 +363,13 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("store.snapshot_every", c->snapshot_every, 1, 1000000);
     INT_FIELD("store.max_bytes", c->store_max_bytes, 0, LONG_MAX);
     INT_FIELD("retention.max_age_days", c->retention_max_age_days, 0, 100000);
+    INT_FIELD("cluster.lease_ms", c->cluster_lease_ms, 200, 600000);
+    if ((rc = get_str(root, file, "cluster.advertise", &c->cluster_advertise, err)))
+        goto out_decref;
+    if (*c->cluster_advertise && strncmp(c->cluster_advertise, "http://", 7)) {
+        rc = bad(err, file, "cluster.advertise", "must be \"\" or an http:// URL");
+        goto out_decref;
+    }
     if ((rc = load_protocols(c, root, file, err)))
         goto out_decref;
     if (*c->prefix != '/' || c->prefix[strlen(c->prefix) - 1] == '/') {

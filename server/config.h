@@ -56,8 +56,12 @@ struct config {
     bool oai_tool_details;         /* show tool activity as a <details> block */
     bool oai_cancel_on_disconnect; /* a client gone stops the agent's work */
     char *lg_prefix;               /* LangGraph Agent Server subset, "/api/langgraph" */
-    json_t *json;                  /* the whole file ({} when none) */
-    char **retired; /* auth tokens replaced by a reload, freed at release */
+    /* Many nodes on one PostgreSQL log (SPEC 6.1, server/cluster). */
+    int cluster_lease_ms; /* a dead owner's sessions are taken over after this */
+    char
+        *cluster_advertise; /* the URL other nodes reach this one at; "": http://listen */
+    json_t *json;           /* the whole file ({} when none) */
+    char **retired;         /* auth tokens replaced by a reload, freed at release */
     size_t n_retired;
 };
 

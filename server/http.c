@@ -16,6 +16,7 @@
 #include "effects/now.h"
 #include "effects/toolkit.h"
 #include "server/api.h"
+#include "server/cluster.h"
 #include "server/lg.h"
 #include "server/oai.h"
 #include "server/park.h"
@@ -125,16 +126,30 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
             ? json_pack("{s:s, s:b}", "status", "ok", "persistent", st != NULL)
             : json_pack("{s:s, s:s}", "status", store_health_name(h), "error", why.text);
 
+    struct cluster *c = __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE);
+    bool leased = true;
+    json_t *j;
+
     /* "o" steals `store` and `mcp`, even when the pack fails. */
-    return reply_json(conn, 200,
-                      json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "status",
-                                http_server_is_stopping(srv) ? "stopping"
-                                : h != STORE_OK              ? "degraded"
-                                                             : "ok",
-                                "sessions",
-                                (json_int_t)session_table_count(srv->sessions),
-                                "uptimeMs", (json_int_t)(now_wall_ms() - srv->started_ms),
-                                "brain", srv->brain_name, "store", store, "mcp", mcp));
+    j = json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "status",
+                  http_server_is_stopping(srv) ? "stopping"
+                  : h != STORE_OK              ? "degraded"
+                                               : "ok",
+                  "sessions", (json_int_t)session_table_count(srv->sessions), "uptimeMs",
+                  (json_int_t)(now_wall_ms() - srv->started_ms), "brain", srv->brain_name,
+                  "store", store, "mcp", mcp);
+    /* In a cluster: this node, and whether its lease lets it own sessions. */
+    if (j && c) {
+        leased = cluster_healthy(c, &why);
+        json_object_set_new(
+            j, "cluster",
+            leased ? json_pack("{s:s, s:s}", "node", cluster_url(c), "lease", "ok")
+                   : json_pack("{s:s, s:s, s:s}", "node", cluster_url(c), "lease",
+                               "lapsed", "error", why.text));
+        if (!leased && h == STORE_OK && !http_server_is_stopping(srv))
+            json_object_set_new(j, "status", json_string("degraded"));
+    }
+    return reply_json(conn, 200, j);
 }
 
 static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *conn)

@@ -22,6 +22,8 @@
 #include "server/session.h"
 #include "state_machine/rx_common.h"
 
+struct cluster;
+
 struct http_server {
     struct MHD_Daemon *daemon;
     const struct config *cfg;
@@ -31,6 +33,7 @@ struct http_server {
     int port;       /* the bound port (useful with port 0) */
     int64_t started_ms;
     bool stopping;
+    struct cluster *cluster; /* NULL: one node alone; set once, read atomically */
 };
 
 /* Bind and start serving. 0, or a negative errno with a logged reason. */

@@ -27,6 +27,8 @@
 #include "server/session_table.h"
 #include "server/sse.h"
 #include "server/store.h"
+#include "server/cluster.h"
+#include "server/reply.h"
 
 static const char usage[] =
     "usage: reflexor [options]\n"
@@ -37,7 +39,9 @@ static const char usage[] =
     "  -l, --listen HOST:PORT address to serve on (default 127.0.0.1:8080; port 0\n"
     "                         picks a free port, printed at start-up)\n"
     "      --db PATH          input log database (default data/reflexor.db),\n"
-    "                         ':memory:' keeps nothing across restarts\n"
+    "                         ':memory:' keeps nothing across restarts;\n"
+    "                         postgresql://... keeps it in PostgreSQL, shared by\n"
+    "                         every server on it (a cluster, config/README.md)\n"
     "      --gc               apply the retention policy to the database of a\n"
     "                         stopped server once, report what was removed, exit\n"
     "      --web DIR          static files of the web UI (default build/web)\n"
@@ -423,6 +427,7 @@ int main(int argc, char **argv)
     struct brain *brain = NULL;
     struct store *store = NULL;
     struct session_table *sessions = NULL;
+    struct cluster *cluster = NULL;
     struct http_server srv;
     struct pinger pinger = {.lock = PTHREAD_MUTEX_INITIALIZER,
                             .wake = PTHREAD_COND_INITIALIZER};
@@ -454,8 +459,18 @@ int main(int argc, char **argv)
     rc = 1;
     if (open_store(&cfg, &store))
         goto out_release;
+    /* On PostgreSQL this node is one of a cluster (SPEC 6.1), maybe of one. */
+    if (store && store_is_postgres(store)) {
+        struct rx_error why;
+
+        if (cluster_start(&cfg, store, &cluster, &why)) {
+            fprintf(stderr, "reflexor: %s\n", why.text);
+            goto out_release;
+        }
+    }
     sessions = session_table_create(
-        &(struct session_env){&cfg, brain, tools, store, lg_thread_removed});
+        &(struct session_env){&cfg, brain, tools, store, lg_thread_removed,
+                              cluster ? cluster_relay : NULL, cluster});
     if (!sessions) {
         fprintf(stderr, "reflexor: out of memory\n");
         goto out_release;
@@ -474,6 +489,14 @@ int main(int argc, char **argv)
     rc = 1;
     if (http_server_start(&srv, &cfg, sessions, cfg.brain))
         goto out_release;
+    if (cluster) {
+        if (cluster_run(cluster, sessions, srv.port)) {
+            http_server_stop(&srv);
+            goto out_release;
+        }
+        __atomic_store_n(&srv.cluster, cluster, __ATOMIC_RELEASE);
+        reply_set_node(cluster_url(cluster));
+    }
     pinger.interval_ms = cfg.sse_ping_ms;
     pinger.sessions = sessions;
     pinger.retention_days = cfg.retention_max_age_days;
@@ -508,6 +531,9 @@ int main(int argc, char **argv)
     /* Connections still open would go on using the sessions: close them all
        before the table goes. */
     http_server_stop(&srv);
+    /* The other nodes take this one's sessions over at their next scan. */
+    cluster_stop(cluster);
+    cluster = NULL;
     /* Runs hold their sessions: the protocols let go of them before the table goes. */
     run_shutdown();
     oai_shutdown();
@@ -518,6 +544,7 @@ int main(int argc, char **argv)
     rc = 0;
 
 out_release:
+    cluster_stop(cluster);
     session_table_destroy(sessions);
     store_close(store); /* after every session: effects append until they end */
     if (brain)

@@ -34,6 +34,10 @@ struct msgstream {
     struct rx_buf text;      /* what has streamed so far */
     struct rx_buf reasoning; /* the reasoning streamed so far (same bound) */
     bool over_logged;        /* the bound was passed and said so in the log, once */
+    /* A cluster's owner relays the text to other nodes once the answer's start
+       is in the log (seq open_seq): the bytes relayed so far, text and reasoning. */
+    int64_t open_seq;
+    size_t relayed[2];
     struct sse_channel ch;
 };
 

@@ -22,6 +22,18 @@ struct MHD_Response *reply_response(const char *type, const void *data, size_t l
     return r;
 }
 
+/* The node's name on every answer, in a cluster: written once, then published. */
+static char node_name[128];
+static bool node_named;
+
+void reply_set_node(const char *name)
+{
+    if (__atomic_load_n(&node_named, __ATOMIC_ACQUIRE) || !name)
+        return;
+    snprintf(node_name, sizeof(node_name), "%s", name);
+    __atomic_store_n(&node_named, true, __ATOMIC_RELEASE);
+}
+
 enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
                             struct MHD_Response *r)
 {
@@ -29,6 +41,8 @@ enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
 
     if (!r)
         return MHD_NO;
+    if (__atomic_load_n(&node_named, __ATOMIC_ACQUIRE))
+        MHD_add_response_header(r, "X-Reflexor-Node", node_name);
     if (status >= 400)
         metrics_http_error((int)status);
     ret = MHD_queue_response(conn, status, r);

@@ -28,6 +28,8 @@ struct MHD_Response *reply_response(const char *type, const void *data, size_t l
  * Queue `r` with `status` and let go of it (NULL: out of memory, MHD_NO, the
  * connection is closed). An error status (400 and up) is counted.
  */
+/* In a cluster: every answer names the node (X-Reflexor-Node). Once. */
+void reply_set_node(const char *name);
 enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
                             struct MHD_Response *r);
 enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,

@@ -266,6 +266,8 @@ static const char *submit_error_text(int err)
         return "the store is full";
     case -EIO:
         return "the store is unusable";
+    case -EREMOTE:
+        return "another node of the cluster owns this session: run it there";
     case -ENOMEM:
         return "out of memory";
     default:

@@ -67,6 +67,24 @@ static int host_dispatch(void *ctx, struct effect *fx, struct rx_input *in)
 }
 
 /* Streamed text of an answer (or its reasoning) onto the message's stream. */
+/*
+ * In a cluster, what streamed of an answer goes to the other nodes once its
+ * start is in the log (before, they would not know the message). What
+ * streamed meanwhile goes with the first delta after. Lock held.
+ */
+static void relay(struct session *s, struct msgstream *m, bool reasoning)
+{
+    const struct session_env *env = &s->table->env;
+    const struct rx_buf *b = reasoning ? &m->reasoning : &m->text;
+    size_t *done = &m->relayed[reasoning];
+
+    if (!env->relay || s->seq < m->open_seq || *done >= b->len)
+        return;
+    env->relay(env->relay_ctx, s->id, m->id, reasoning, *done, b->data + *done,
+               b->len - *done);
+    *done = b->len;
+}
+
 static int host_stream(struct session *s, const struct effect *fx, const char *message_id,
                        const char *delta, bool reasoning)
 {
@@ -87,8 +105,11 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
                      "dropped",
                      s->id, reasoning ? "reasoning" : "the answer", message_id);
         m->over_logged = true;
-    } else if (s->runs)
-        run__delta(s, message_id, delta, reasoning);
+    } else {
+        if (s->runs)
+            run__delta(s, message_id, delta, reasoning);
+        relay(s, m, reasoning);
+    }
     pthread_mutex_unlock(&s->lock);
     return err;
 }
@@ -249,7 +270,8 @@ void session_stop(struct session *s)
 void session_reconcile(struct session *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, NULL))
+    if (!s->follower && s->table->env.cfg->effects &&
+        runtime_reconcile(s->rt, &s->state, NULL))
         log_warn("session %s: out of memory starting effects", s->id);
     pthread_mutex_unlock(&s->lock);
 }

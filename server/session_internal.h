@@ -38,6 +38,7 @@ struct session {
     pthread_mutex_t lock; /* guards everything below */
     int waiting;          /* clients' inputs, arrival to answer (atomic) */
     bool deleted;
+    bool follower;         /* another node owns it (session_follow.h) */
     bool broken;           /* its log could not be read back after a failed write */
     struct rx_state state; /* every input applied, durable or on its way */
     int64_t last_stamp;
@@ -124,6 +125,11 @@ struct msgstream *session_stream_open(struct session *s, const char *id);
 int session__submit_run(struct session *s, struct rx_input *in, struct run *run,
                         struct submit_result *res, session_done_fn done,
                         void *arg) RX_WUR;
+
+/* session_pipeline.c, for session_follow.c: an input committed by the owner,
+   applied and published as the owner did. 0, -EPROTO (does not fold) or
+   -ENOMEM. Lock held. */
+int session__follow_apply(struct session *s, struct rx_input *in);
 
 /* session_pipeline.c, for session.c. */
 

@@ -162,9 +162,10 @@ static void undo_unstored(struct session *s, int err)
               (long long)s->seq + 1, why.text, (long long)(s->applied - s->seq));
     if (store_session_load(st, s->id, &fresh, &seq)) {
         /* Neither the state that ran ahead nor an empty one is the truth: the
-           session takes no more input until a restart rebuilds it. */
+           session takes no more input until it is read back (a restart; in a
+           cluster, its next take-over once the database answers). */
         log_error("session %s: cannot reload it from the log; it refuses inputs until "
-                  "a restart",
+                  "it is read back",
                   s->id);
         s->broken = true;
         seq = s->seq;
@@ -199,7 +200,7 @@ static void settle(struct session *s)
 
     s->settle_due = false;
     msgstream_settle(&s->streams, &s->state);
-    if (!s->deleted && cfg->effects &&
+    if (!s->deleted && !s->follower && cfg->effects &&
         runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
         log_warn("session %s: out of memory starting effects", s->id);
     if (s->runs)
@@ -439,6 +440,24 @@ static void publish_now(struct session *s, const struct rx_input *in,
     settle(s);
 }
 
+int session__follow_apply(struct session *s, struct rx_input *in)
+{
+    struct rx_outcome out;
+    int err = rx_machine_apply(&s->state, in, &out);
+
+    if (err)
+        return err;
+    if (out.verdict != RX_ACCEPTED)
+        return -EPROTO; /* the owner stored it because it was accepted */
+    s->applied++;
+    if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START &&
+        !msgstream_find(s->streams, in->message_id) &&
+        !session_stream_open(s, in->message_id))
+        log_warn("session %s: no buffer for message %s", s->id, in->message_id);
+    publish_now(s, in, &out, NULL);
+    return 0;
+}
+
 /* session_submit_start; a run's input (`run` set) is told to it once applied. */
 static int submit_start(struct session *s, struct rx_input *in,
                         const struct effect *cause, struct run *run,
@@ -470,6 +489,10 @@ static int submit_start(struct session *s, struct rx_input *in,
     }
     if (s->broken) {
         err = -EIO;
+        goto out_unlock;
+    }
+    if (s->follower) {
+        err = -EREMOTE; /* another node owns it: the caller forwards */
         goto out_unlock;
     }
     if (cause && effect_is_cancelled(cause)) {
@@ -510,9 +533,14 @@ static int submit_start(struct session *s, struct rx_input *in,
     if (run)
         run__applied(run, s->applied); /* before anything of it is published */
     /* Chunks may stream before the start is durable: the buffer is there. */
-    if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START &&
-        !session_stream_open(s, in->message_id))
-        log_warn("session %s: no buffer for message %s", s->id, in->message_id);
+    if (in->type == RX_IN_BRAIN_SEND_MESSAGE_START) {
+        struct msgstream *m = session_stream_open(s, in->message_id);
+
+        if (m)
+            m->open_seq = s->applied;
+        else
+            log_warn("session %s: no buffer for message %s", s->id, in->message_id);
+    }
     if (!store) {
         publish_now(s, in, &out, cause);
         goto out_unlock;

@@ -12,6 +12,7 @@
 #include "server/config.h"
 #include "effects/log.h"
 #include "server/event.h"
+#include "server/session_follow.h"
 #include "server/session_import.h"
 #include "server/run.h"
 #include "server/session_internal.h"
@@ -67,7 +68,7 @@ static struct session *table_find(struct session_table *t, const char *id)
  */
 static int table_add(struct session_table *t, const char *id, int64_t created_at,
                      const char *title, struct rx_state *state, int64_t seq,
-                     struct session **out)
+                     bool follower, struct session **out)
 {
     struct session *s;
     int err = 0;
@@ -89,6 +90,7 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
     } else {
         if (state)
             session_restore(s, state, seq, created_at);
+        s->follower = follower;
         s->next = t->head;
         t->head = s;
         t->count++;
@@ -143,7 +145,7 @@ int session_table_create_session(struct session_table *t, const char *id,
         idgen_uuid(fresh);
         id = fresh;
     }
-    return table_add(t, id, 0, NULL, NULL, 0, out);
+    return table_add(t, id, 0, NULL, NULL, 0, false, out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
@@ -166,7 +168,7 @@ struct session *session_table_get(struct session_table *t, const char *id)
  */
 int session_table_delete(struct session_table *t, const char *id)
 {
-    int err;
+    int err = 0;
 
     if (t->env.store && (err = store_delete_session(t->env.store, id)) &&
         err != -ENOENT) {
@@ -176,7 +178,8 @@ int session_table_delete(struct session_table *t, const char *id)
         log_warn("session %s: not deleted, the log refused: %s", id, why.text);
         return err;
     }
-    return table_remove(t, id) ? 0 : -ENOENT;
+    /* In a cluster the deletion's notification may have removed it already. */
+    return table_remove(t, id) || (t->env.store && !err) ? 0 : -ENOENT;
 }
 
 void session_table_cancel_all(struct session_table *t)
@@ -278,7 +281,8 @@ static int load_one(void *ctx, const char *sid, int64_t created_at, const char *
                     struct rx_state *state, int64_t seq)
 {
     struct session_table *t = ctx;
-    int err = table_add(t, sid, created_at, title, state, seq, NULL);
+    int err =
+        table_add(t, sid, created_at, title, state, seq, t->env.relay != NULL, NULL);
 
     if (err) {
         log_error("session %s: cannot restore: %s", sid, strerror(-err));
@@ -329,7 +333,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
     if ((err = store_session_title(t->env.store, fresh, &title)) ||
         (err = store_session_load(t->env.store, fresh, &state, &seq)))
         goto out_drop;
-    if ((err = table_add(t, fresh, now_wall_ms(), title, &state, seq, out))) {
+    if ((err = table_add(t, fresh, now_wall_ms(), title, &state, seq, false, out))) {
         rx_state_release(&state);
         goto out_drop;
     }
@@ -444,7 +448,8 @@ int session_table_import(struct session_table *t, json_t *doc,
         log_warn("import: not stored: %s", why.text);
         goto out_release;
     }
-    if ((err = table_add(t, fresh, now, log.title, &log.state, (int64_t)log.n, out))) {
+    if ((err = table_add(t, fresh, now, log.title, &log.state, (int64_t)log.n, false,
+                         out))) {
         if (t->env.store && store_delete_session(t->env.store, fresh))
             log_warn("session %s: half-made import left in the log", fresh);
         goto out_release;
@@ -455,4 +460,76 @@ int session_table_import(struct session_table *t, json_t *doc,
 out_release:
     session_import_release(&log);
     return err;
+}
+
+/* ---- a cluster: what other nodes did (session_follow.h) ---------------------------- */
+
+int session_table_adopt(struct session_table *t, const char *sid)
+{
+    struct rx_state state;
+    char *title = NULL;
+    int64_t seq, created_at;
+    int err;
+
+    if (!t->env.store)
+        return -ENOSYS;
+    if ((err = store_session_created(t->env.store, sid, &created_at)) ||
+        (err = store_session_title(t->env.store, sid, &title)))
+        goto out_free;
+    if ((err = store_session_load(t->env.store, sid, &state, &seq)))
+        goto out_free;
+    if ((err = table_add(t, sid, created_at, title, &state, seq, true, NULL)))
+        rx_state_release(&state);
+out_free:
+    free(title);
+    return err;
+}
+
+void session_table_forget(struct session_table *t, const char *sid)
+{
+    table_remove(t, sid);
+}
+
+void session_table_retitle(struct session_table *t, const char *sid)
+{
+    struct session *s = session_table_get(t, sid);
+    char *title = NULL;
+
+    if (!s)
+        return;
+    if (t->env.store && !store_session_title(t->env.store, sid, &title) && title) {
+        pthread_mutex_lock(&s->lock);
+        free(s->title);
+        s->title = title;
+        title = NULL;
+        s->feed_title = true;
+        session_feed_changed(&t->feed, s);
+        pthread_mutex_unlock(&s->lock);
+    }
+    free(title);
+    session_unref(s);
+}
+
+int session_table_each(struct session_table *t, void (*fn)(struct session *, void *),
+                       void *arg)
+{
+    struct session **v;
+    size_t n = 0;
+
+    pthread_mutex_lock(&t->lock);
+    v = malloc((t->count + 1) * sizeof(*v));
+    if (v)
+        for (struct session *s = t->head; s; s = s->next) {
+            session_ref(s);
+            v[n++] = s;
+        }
+    pthread_mutex_unlock(&t->lock);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        fn(v[i], arg);
+        session_unref(v[i]);
+    }
+    free(v);
+    return 0;
 }

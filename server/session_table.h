@@ -14,6 +14,7 @@
 #ifndef SESSION_TABLE_H
 #define SESSION_TABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,15 @@ struct session_env {
      * it in memory goes with it. May be NULL.
      */
     void (*removed)(const char *id);
+    /*
+     * A cluster (server/cluster): sessions loaded or learnt of are followers
+     * until taken (session_follow.h), and `relay` sends the owned answers'
+     * streamed deltas to the other nodes (any thread, never blocks). NULL:
+     * one node alone.
+     */
+    void (*relay)(void *ctx, const char *sid, const char *mid, bool reasoning,
+                  size_t offset, const char *delta, size_t len);
+    void *relay_ctx;
 };
 
 struct session_table *session_table_create(const struct session_env *env) RX_WUR;

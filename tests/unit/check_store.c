@@ -1387,7 +1387,7 @@ static void pipeline_open(struct pipeline_fixture *f, int snapshot_every)
     f->cfg.effects = false;
     f->cfg.snapshot_every = snapshot_every;
     f->st = open_ok(dbpath);
-    f->t = session_table_create(&(struct session_env){&f->cfg, NULL, NULL, f->st, NULL});
+    f->t = session_table_create(&(struct session_env){.cfg = &f->cfg, .store = f->st});
     ck_assert_ptr_nonnull(f->t);
     ck_assert_int_eq(session_table_create_session(f->t, "x", &f->x), 0);
     ck_assert_int_eq(session_table_create_session(f->t, "y", &f->y), 0);

@@ -1,0 +1,230 @@
+/*
+ * session_follow - a session another node owns. See session_follow.h.
+ */
+#include "server/session_follow.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "effects/log.h"
+#include "server/config.h"
+#include "server/session_internal.h"
+#include "server/store.h"
+#include "state_machine/rx_buf.h"
+#include "state_machine/rx_input.h"
+
+/* Inputs one catch-up reads per page of the log. */
+#define FOLLOW_PAGE 512
+
+bool session_is_follower(struct session *s)
+{
+    bool f;
+
+    pthread_mutex_lock(&s->lock);
+    f = s->follower;
+    pthread_mutex_unlock(&s->lock);
+    return f;
+}
+
+/* Apply one committed input's text. Lock held. 0 or an errno. */
+static int apply_text(struct session *s, const char *text, size_t len)
+{
+    struct rx_input in;
+    const char *field;
+    json_t *j = json_loadb(text, len, 0, NULL);
+    int err;
+
+    if (!j)
+        return -EPROTO;
+    err = rx_input_parse(j, &in, &field, NULL);
+    json_decref(j);
+    if (err)
+        return err == -ENOMEM ? err : -EPROTO;
+    err = session__follow_apply(s, &in);
+    rx_input_release(&in);
+    return err;
+}
+
+/*
+ * The log as this node cannot fold it (a row it missed between a reload and
+ * a notification, or damage): start again from the log. Lock held.
+ */
+static int reload(struct session *s)
+{
+    struct rx_state fresh;
+    int64_t seq;
+    int err = store_session_load(s->table->env.store, s->id, &fresh, &seq);
+
+    if (err)
+        return err;
+    msgstream_close_all(s->streams);
+    msgstream_free_all(&s->streams);
+    session_restore(s, &fresh, seq, s->created_at);
+    s->gen++;
+    s->broken = false;
+    return 0;
+}
+
+/* One page of [{"seq":N,"input":{...}}] applied in order. Lock held. */
+static int apply_page(struct session *s, const struct rx_buf *page, size_t *n)
+{
+    json_t *arr = json_loadb(page->data, page->len, 0, NULL), *row;
+    size_t i;
+    int err = 0;
+
+    *n = 0;
+    if (!json_is_array(arr)) {
+        json_decref(arr);
+        return -EPROTO;
+    }
+    json_array_foreach(arr, i, row)
+    {
+        int64_t seq = json_integer_value(json_object_get(row, "seq"));
+        char *text;
+
+        if (seq <= s->seq)
+            continue;
+        if (seq != s->seq + 1 ||
+            !(text = json_dumps(json_object_get(row, "input"), JSON_COMPACT))) {
+            err = -EPROTO;
+            break;
+        }
+        err = apply_text(s, text, strlen(text));
+        free(text);
+        if (err)
+            break;
+        (*n)++;
+    }
+    json_decref(arr);
+    return err;
+}
+
+/* Catch up from the log. Lock held. */
+static int catchup(struct session *s)
+{
+    struct store *st = s->table->env.store;
+    struct rx_buf page;
+    int err = 0;
+
+    rx_buf_init(&page, STORE_HISTORY_PAGE_MAX * 2);
+    for (;;) {
+        int64_t last;
+        size_t n;
+
+        rx_buf_reset(&page);
+        if ((err = store_history_page(st, s->id, s->seq, FOLLOW_PAGE, &page, &last)) ||
+            (err = apply_page(s, &page, &n)) || !n)
+            break;
+    }
+    rx_buf_release(&page);
+    if (err == -EPROTO) {
+        log_warn("session %s: the log does not follow from input %lld; reloading it",
+                 s->id, (long long)s->seq);
+        err = reload(s);
+    }
+    return err;
+}
+
+int session_follow_catchup(struct session *s)
+{
+    int err = 0;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->follower && !s->deleted)
+        err = catchup(s);
+    pthread_mutex_unlock(&s->lock);
+    return err;
+}
+
+int session_follow_input(struct session *s, int64_t seq, const char *text, size_t len)
+{
+    int err = 0;
+
+    pthread_mutex_lock(&s->lock);
+    if (!s->follower || s->deleted || seq <= s->seq)
+        goto out_unlock;
+    if (seq == s->seq + 1 && text) {
+        err = apply_text(s, text, len);
+        if (err == -EPROTO)
+            err = reload(s);
+    } else {
+        err = catchup(s);
+    }
+out_unlock:
+    pthread_mutex_unlock(&s->lock);
+    return err;
+}
+
+void session_follow_token(struct session *s, const char *mid, bool reasoning,
+                          size_t offset, const char *delta, size_t len)
+{
+    struct msgstream *m;
+    size_t have;
+    char *tail;
+
+    pthread_mutex_lock(&s->lock);
+    if (!s->follower || s->deleted || !(m = msgstream_find(s->streams, mid)))
+        goto out_unlock;
+    have = reasoning ? m->reasoning.len : m->text.len;
+    /* Past what is here, and no gap: a new owner that resumes an answer
+       streams it again from the start, and only what is new counts. */
+    if (offset > have || offset + len <= have)
+        goto out_unlock;
+    if (!(tail = strndup(delta + (have - offset), len - (have - offset))))
+        goto out_unlock;
+    if (reasoning ? msgstream_append_reasoning(m, tail) : msgstream_append(m, tail))
+        log_debug("session %s: streamed text of %s over the bound", s->id, mid);
+    free(tail);
+out_unlock:
+    pthread_mutex_unlock(&s->lock);
+}
+
+int session_take(struct session *s)
+{
+    bool took = false;
+    int err = 0;
+
+    pthread_mutex_lock(&s->lock);
+    if ((!s->follower && !s->broken) || s->deleted)
+        goto out_unlock;
+    /* Broken: a write failed while the log could not be read back (the
+       database was down); now that this node may own it, read it again. */
+    if ((s->broken && (err = reload(s))) || (err = catchup(s)))
+        goto out_unlock;
+    s->follower = false;
+    s->last_stamp = s->state.updated_at;
+    /* Answers that were streaming start again, under their id, from their
+       buffer emptied: what the old owner streamed of them is gone with it. */
+    for (struct msgstream *m = s->streams; m; m = m->next) {
+        rx_buf_reset(&m->text);
+        rx_buf_reset(&m->reasoning);
+        m->relayed[0] = m->relayed[1] = 0;
+        m->open_seq = 0;
+    }
+    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
+        if (s->state.assistant.items[i].status == RX_STATUS_STREAMING &&
+            !msgstream_find(s->streams, s->state.assistant.items[i].id) &&
+            !session_stream_open(s, s->state.assistant.items[i].id))
+            log_warn("session %s: no buffer for message %s", s->id,
+                     s->state.assistant.items[i].id);
+    if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, NULL))
+        log_warn("session %s: out of memory starting effects", s->id);
+    took = true;
+out_unlock:
+    pthread_mutex_unlock(&s->lock);
+    if (took)
+        log_info("session %s: owned here from input %lld", s->id, (long long)s->seq);
+    return err;
+}
+
+void session_drop(struct session *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->follower && !s->deleted) {
+        s->follower = true;
+        runtime_cancel_all(s->rt);
+        log_info("session %s: no longer owned here; following the log", s->id);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
