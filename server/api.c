@@ -73,9 +73,6 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
         if (err == -ENOENT)
             return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
                                "not-found", NULL, "the session is gone");
-        if (err == -EREMOTE)
-            return reply_error(conn, 503, "not-owner", NULL,
-                               "another node took this session over; retry");
         /* Not stored, so not acknowledged: the store's own status. */
         return api__store_error(conn, err);
     }
@@ -270,6 +267,9 @@ enum MHD_Result api__store_error(struct MHD_Connection *conn, int err)
     if (err == -ENOSPC)
         return reply_error(conn, 507, "storage-full", NULL,
                            "the disk or the database quota is full; nothing was stored");
+    if (err == -ESTALE || err == -EREMOTE)
+        return api__retry_soon(conn, "not-owner",
+                               "another node took this session over; retry");
     if (err == -EIO)
         return reply_error(conn, 503, "store-unavailable", NULL,
                            "the store cannot write (see /healthz); nothing was stored");
@@ -543,9 +543,13 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
     }
     s = session_table_get(srv->sessions, sid);
     /* In a cluster, one made on another node a moment ago: read it now. */
-    if (!s && __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE) &&
-        !session_table_adopt(srv->sessions, sid))
-        s = session_table_get(srv->sessions, sid);
+    if (!s && __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE)) {
+        int err = session_table_adopt(srv->sessions, sid);
+
+        /* -EEXIST: the listen thread adopted it meanwhile. */
+        if (!err || err == -EEXIST)
+            s = session_table_get(srv->sessions, sid);
+    }
     if (!s)
         return reply_error(conn, 404, "not-found", NULL, "no session '%s'", sid);
     ret = session_route(srv, conn, method, s, rest, body, pending);

@@ -100,9 +100,8 @@ static void *forward_main(void *arg)
     return NULL;
 }
 
-/* 503 with Retry-After: the client (or nginx) tries again, soon. */
-static enum MHD_Result retry_soon(struct MHD_Connection *conn, const char *code,
-                                  const char *msg)
+enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
+                                const char *msg)
 {
     json_t *j = json_pack("{s:s, s:s}", "error", code, "message", msg);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -123,8 +122,8 @@ static enum MHD_Result forward_answer(struct park *park, struct http_server *srv
 
     (void)srv;
     if (!f->status)
-        return retry_soon(conn, "owner-unreachable",
-                          "the node that owns this session does not answer; retry");
+        return api__retry_soon(conn, "owner-unreachable",
+                               "the node that owns this session does not answer; retry");
     return reply_queue(conn, (unsigned)f->status,
                        reply_response(*f->type ? f->type : "application/json",
                                       f->answer.data ? f->answer.data : "",
@@ -216,10 +215,11 @@ int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct se
         return 1;
     }
     if (err == -EBUSY)
-        *ret = retry_soon(conn, "not-owner",
-                          "another node owns this session and it moved meanwhile; retry");
+        *ret = api__retry_soon(
+            conn, "not-owner",
+            "another node owns this session and it moved meanwhile; retry");
     else
-        *ret = retry_soon(conn, "store-unavailable",
-                          "the database does not answer (see /healthz); retry");
+        *ret = api__retry_soon(conn, "store-unavailable",
+                               "the database does not answer (see /healthz); retry");
     return 1;
 }

@@ -47,6 +47,11 @@ int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct se
                  const char *path, const struct rx_buf *body, struct park **slot,
                  bool *suspended, enum MHD_Result *ret);
 
+/* 503 with Retry-After: 1 and {"error": code, "message": msg}: the client
+   (or nginx) tries again, soon. */
+enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
+                                const char *msg);
+
 /* ---- api_sessions.c ---- */
 
 /*

@@ -37,9 +37,9 @@
  * live owner it claims the session first and applies the input itself.
  *
  * Depends on libpq, libcurl, server/session_table and server/session_follow.
- * Threads: lease (renew, scan, claim), listen, relay. Locks: `lock` (the
- * control connection) is taken with no session lock held; the relay queue's
- * lock is a leaf.
+ * Threads: lease (renew, scan, claim), listen, relay; the locks are in
+ * cluster_internal.h. Every call to the database is bounded in time, and
+ * none is made with a session's lock held but a follower's catch-up.
  * Ownership: struct cluster is a heap object (cluster_start/cluster_stop);
  * strings handed out are malloc'd copies the caller frees.
  */
@@ -65,15 +65,21 @@ struct store;
 int cluster_start(const struct config *cfg, struct store *st, struct cluster **out,
                   struct rx_error *err) RX_WUR;
 /*
- * Advertise this node at cfg->cluster_advertise or http://127.0.0.1:`port`,
- * and start the threads on the loaded table: claim the orphans, follow the
- * log. 0 or -ENOMEM.
+ * Start the threads on the loaded table: first claim the orphans (so a node
+ * alone serves its sessions from its first request), then follow the log.
+ * 0 or -ENOMEM.
  */
-int cluster_run(struct cluster *c, struct session_table *t, int port) RX_WUR;
+int cluster_run(struct cluster *c, struct session_table *t) RX_WUR;
+/*
+ * Advertise this node at cfg->cluster_advertise or http://127.0.0.1:`port`
+ * (once it listens): where the others relay inputs for its sessions. Until
+ * then they answer 503 and the client retries. 0 or -ENOMEM.
+ */
+int cluster_advertise(struct cluster *c, int port) RX_WUR;
 /* Stop the threads, give up the leases (others take over at once), free. NULL ok. */
 void cluster_stop(struct cluster *c);
 
-/* The URL this node is reached at (borrowed; set by cluster_run). */
+/* The URL this node is reached at (borrowed; "" before cluster_advertise). */
 const char *cluster_url(struct cluster *c);
 /* This incarnation's id (borrowed, changes when the node re-registers). */
 const char *cluster_node(struct cluster *c);

@@ -487,10 +487,14 @@ int main(int argc, char **argv)
         goto out_release;
     }
     rc = 1;
+    if (cluster && cluster_run(cluster, sessions)) {
+        fprintf(stderr, "reflexor: cannot start the cluster's threads\n");
+        goto out_release;
+    }
     if (http_server_start(&srv, &cfg, sessions, cfg.brain))
         goto out_release;
     if (cluster) {
-        if (cluster_run(cluster, sessions, srv.port)) {
+        if (cluster_advertise(cluster, srv.port)) {
             http_server_stop(&srv);
             goto out_release;
         }

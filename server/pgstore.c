@@ -250,12 +250,13 @@ static void ignore_notice(void *arg, const char *message)
 
 void pgstore__conn_drop(struct pgstore *pg, struct pg_conn *pc, const char *why)
 {
+    /* `why` may be libpq's own message of this connection: said before it goes. */
+    mark_down(pg, pc->name, why);
     PQfinish(pc->c);
     pc->c = NULL;
     /* The first attempt again at once (a restarted server is back), then backoff. */
     pc->retry_at_ms = 0;
     pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
-    mark_down(pg, pc->name, why);
 }
 
 bool pgstore__conn_lost(const struct pg_conn *pc)
@@ -478,10 +479,20 @@ int pgstore__array_end(struct pg_array *a)
 /* Create or check the schema on `pc`. 0, or -EPROTO/-EIO with `why` set. */
 static int check_schema(struct pgstore *pg, struct pg_conn *pc, char *why, size_t n)
 {
-    PGresult *r = PQexec(pc->c, schema_sql);
+    PGresult *r;
     int64_t ver;
     int err = 0;
 
+    /* A schema in place is only read: its DDL (CREATE INDEX IF NOT EXISTS
+       too) would take locks that deadlock with the live nodes' commits. */
+    r = PQexec(pc->c, "SELECT to_regclass('rx_meta') IS NOT NULL");
+    if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) &&
+        !strcmp(PQgetvalue(r, 0, 0), "t")) {
+        PQclear(r);
+        goto out_version;
+    }
+    PQclear(r);
+    r = PQexec(pc->c, schema_sql);
     if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
         snprintf(why, n, "creating the schema: %s",
                  r ? PQresultErrorMessage(r) : PQerrorMessage(pc->c));
@@ -490,6 +501,7 @@ static int check_schema(struct pgstore *pg, struct pg_conn *pc, char *why, size_
         return -EIO;
     }
     PQclear(r);
+out_version:
     if ((err = pgstore__exec(pg, pc, "reading the schema version",
                              "SELECT v FROM rx_meta WHERE k = 'version'", 0, NULL, NULL,
                              NULL, &r))) {

@@ -267,6 +267,7 @@ static const char *submit_error_text(int err)
     case -EIO:
         return "the store is unusable";
     case -EREMOTE:
+    case -ESTALE:
         return "another node of the cluster owns this session: run it there";
     case -ENOMEM:
         return "out of memory";

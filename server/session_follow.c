@@ -61,6 +61,9 @@ static int reload(struct session *s)
     msgstream_close_all(s->streams);
     msgstream_free_all(&s->streams);
     session_restore(s, &fresh, seq, s->created_at);
+    /* Inputs still on their way were applied on the state now gone: they
+       are answered as not stored, never as a success. */
+    s->fail_err = -ESTALE;
     s->gen++;
     s->broken = false;
     return 0;
@@ -107,6 +110,15 @@ static int catchup(struct session *s)
     struct rx_buf page;
     int err = 0;
 
+    /* This node's own inputs still on their way (it owned the session a
+       moment ago) finish first: the log is folded on what it stored, never
+       on what it only applied. One commit at most. */
+    session_settle_wait(s);
+    /* A write failed while the log could not be read back: the state may hold
+       it. Only the log says what is true. */
+    if (s->broken && (err = reload(s)))
+        return err;
+
     rx_buf_init(&page, STORE_HISTORY_PAGE_MAX * 2);
     for (;;) {
         int64_t last;
@@ -142,9 +154,12 @@ int session_follow_input(struct session *s, int64_t seq, const char *text, size_
     int err = 0;
 
     pthread_mutex_lock(&s->lock);
-    if (!s->follower || s->deleted || seq <= s->seq)
+    if (!s->follower || s->deleted || (seq <= s->seq && !s->broken && !s->pending))
         goto out_unlock;
-    if (seq == s->seq + 1 && text) {
+    session_settle_wait(s); /* as in catchup */
+    if (seq <= s->seq && !s->broken)
+        goto out_unlock;
+    if (seq == s->seq + 1 && text && !s->broken) {
         err = apply_text(s, text, len);
         if (err == -EPROTO)
             err = reload(s);
@@ -190,7 +205,7 @@ int session_take(struct session *s)
         goto out_unlock;
     /* Broken: a write failed while the log could not be read back (the
        database was down); now that this node may own it, read it again. */
-    if ((s->broken && (err = reload(s))) || (err = catchup(s)))
+    if ((err = catchup(s))) /* reloads a broken one first */
         goto out_unlock;
     s->follower = false;
     s->last_stamp = s->state.updated_at;
