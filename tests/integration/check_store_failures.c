@@ -498,22 +498,31 @@ Suite *store_failures_suite(void);
 Suite *store_failures_suite(void)
 {
     Suite *s = suite_create("store_failures");
-    TCase *full = tcase_create("full");
-    TCase *gone = tcase_create("unavailable");
+    TCase *full, *gone;
     TCase *limit = tcase_create("limit");
     int t = getenv("RX_SERVER_WRAPPER") ? 600 : 120;
 
-    tcase_add_unchecked_fixture(full, make_dir, remove_dir);
-    tcase_set_timeout(full, t);
-    tcase_add_test(full, test_quota_full_is_507);
-    tcase_add_test(full, test_write_errors_are_507_and_delete_is_not_204);
-    suite_add_tcase(s, full);
+    /* SQLite only: a quota on its file, a file size limit, the file removed or
+       replaced. PostgreSQL's own outage is tests/cluster (PostgreSQL restarted). */
+    if (itest_on_postgres()) {
+        itest_skip("store_failures/full",
+                   "store.max_bytes and RLIMIT_FSIZE act on a SQLite file");
+        itest_skip("store_failures/unavailable", "removes or replaces the SQLite file");
+    } else {
+        full = tcase_create("full");
+        gone = tcase_create("unavailable");
+        tcase_add_unchecked_fixture(full, make_dir, remove_dir);
+        tcase_set_timeout(full, t);
+        tcase_add_test(full, test_quota_full_is_507);
+        tcase_add_test(full, test_write_errors_are_507_and_delete_is_not_204);
+        suite_add_tcase(s, full);
 
-    tcase_add_unchecked_fixture(gone, make_dir, remove_dir);
-    tcase_set_timeout(gone, t);
-    tcase_add_test(gone, test_removed_database_is_503);
-    tcase_add_test(gone, test_replaced_database_is_503);
-    suite_add_tcase(s, gone);
+        tcase_add_unchecked_fixture(gone, make_dir, remove_dir);
+        tcase_set_timeout(gone, t);
+        tcase_add_test(gone, test_removed_database_is_503);
+        tcase_add_test(gone, test_replaced_database_is_503);
+        suite_add_tcase(s, gone);
+    }
 
     tcase_add_unchecked_fixture(limit, make_dir, remove_dir);
     tcase_set_timeout(limit, t);

@@ -7,9 +7,12 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,173 @@ static long now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* ---- PostgreSQL: RX_PG_DIR ---------------------------------------------------- */
+
+bool itest_on_postgres(void)
+{
+    const char *d = getenv("RX_PG_DIR");
+
+    return d && *d;
+}
+
+void itest_skip(const char *test, const char *why)
+{
+    fprintf(stderr, "itest: SKIP on PostgreSQL: %s: %s\n", test, why);
+}
+
+/* Run argv (no shell), its stdout in out (may be NULL). The exit status or -1. */
+static int run_cmd(char *const argv[], char *out, size_t n)
+{
+    posix_spawn_file_actions_t fa;
+    int p[2], status = 0;
+    size_t len = 0;
+    pid_t pid;
+
+    if (pipe2(p, O_CLOEXEC))
+        return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+    if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)) {
+        posix_spawn_file_actions_destroy(&fa);
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    for (;;) {
+        char buf[256];
+        ssize_t r = read(p[0], buf, sizeof(buf));
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; out && i < r && len + 1 < n; i++)
+            out[len++] = buf[i];
+    }
+    close(p[0]);
+    if (out && n)
+        out[len] = '\0';
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* psql of the newest PostgreSQL installed, else the one on PATH. */
+static void psql_path(char *buf, size_t n)
+{
+    glob_t g;
+
+    snprintf(buf, n, "psql");
+    if (!glob("/usr/lib/postgresql/*/bin/psql", 0, NULL, &g)) {
+        if (g.gl_pathc)
+            snprintf(buf, n, "%s", g.gl_pathv[g.gl_pathc - 1]);
+        globfree(&g);
+    }
+}
+
+/* One SQL statement on the cluster's `postgres` database; its output in out. */
+static int pg_sql(const char *sql, char *out, size_t n)
+{
+    char psql[PATH_MAX], host[PATH_MAX];
+    char *argv[] = {psql,
+                    (char *)"-h",
+                    host,
+                    (char *)"-U",
+                    (char *)"postgres",
+                    (char *)"-d",
+                    (char *)"postgres",
+                    (char *)"-qAt",
+                    (char *)"-v",
+                    (char *)"ON_ERROR_STOP=1",
+                    (char *)"-c",
+                    (char *)"SET client_min_messages TO warning",
+                    (char *)"-c",
+                    (char *)sql,
+                    NULL};
+
+    psql_path(psql, sizeof(psql));
+    if (!realpath(getenv("RX_PG_DIR"), host))
+        return -1;
+    return run_cmd(argv, out, n);
+}
+
+/* The URL of database `name` in the cluster (as scripts/pgtmp.sh prints it). */
+static int pg_url(const char *name, char *url, size_t n)
+{
+    char host[PATH_MAX];
+
+    if (!realpath(getenv("RX_PG_DIR"), host))
+        return -1;
+    snprintf(url, n, "postgresql:///%s?host=%s&user=postgres", name, host);
+    return 0;
+}
+
+/* A fresh database `name` (dropped first if it exists), by scripts/pgtmp.sh. */
+static int pg_createdb(const char *name)
+{
+    const char *tool = getenv("RX_PGTMP") ? getenv("RX_PGTMP") : "scripts/pgtmp.sh";
+    char *argv[] = {(char *)tool, (char *)"createdb", getenv("RX_PG_DIR"), (char *)name,
+                    NULL};
+    char out[512];
+
+    return run_cmd(argv, out, sizeof(out)) == 0 ? 0 : -1;
+}
+
+static void pg_dropdb(const char *name)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)", name);
+    if (pg_sql(sql, NULL, 0))
+        fprintf(stderr, "itest: could not drop database %s\n", name);
+}
+
+/* The database that stands for SQLite file `path`: named after it. */
+static void pg_name_for_file(const char *path, char *name, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+    for (const char *p = path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(name, n, "rx_file_%016llx", (unsigned long long)h);
+}
+
+static bool pg_exists(const char *name)
+{
+    char sql[128], out[32] = "";
+
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_database WHERE datname = '%s'", name);
+    return pg_sql(sql, out, sizeof(out)) == 0 && out[0] == '1';
+}
+
+/*
+ * The --db this start gets on PostgreSQL: `db` is the last --db of the extra
+ * arguments (NULL: none). 0 with url set ("" keeps what the arguments say),
+ * or -1.
+ */
+static int pg_choose(struct itest_server *s, const char *db, char *url, size_t n)
+{
+    static unsigned counter;
+
+    *url = '\0';
+    if (db && (!strcmp(db, ":memory:") || !strncmp(db, "postgres", 8) || strchr(db, '=')))
+        return 0; /* asked for explicitly */
+    if (!db) {
+        snprintf(s->pg_db, sizeof(s->pg_db), "rx_it_%d_%u", (int)getpid(), counter++);
+        s->pg_fresh = true;
+        if (pg_createdb(s->pg_db))
+            return -1;
+    } else {
+        pg_name_for_file(db, s->pg_db, sizeof(s->pg_db));
+        if (!pg_exists(s->pg_db) && pg_createdb(s->pg_db))
+            return -1;
+    }
+    return pg_url(s->pg_db, url, n);
 }
 
 /* ---- the server process ----------------------------------------------------- */
@@ -63,7 +233,8 @@ int itest_server_start(struct itest_server *s, const char *config_json,
 {
     const char *bin = getenv("RX_SERVER") ? getenv("RX_SERVER") : "build/reflexor";
     const char *wrap = getenv("RX_SERVER_WRAPPER");
-    char *argv[64], wrapbuf[512];
+    char *argv[64], wrapbuf[512], pgurl[PATH_MAX + 128] = "";
+    const char *db = NULL;
     int pipefd[2], fd, argc = 0;
     posix_spawn_file_actions_t fa;
     FILE *f;
@@ -76,6 +247,15 @@ int itest_server_start(struct itest_server *s, const char *config_json,
     f = fdopen(fd, "w");
     fputs(config_json ? config_json : "{}", f);
     fclose(f);
+    for (size_t i = 0; extra_args && extra_args[i]; i++)
+        if (!strcmp(extra_args[i], "--db") && extra_args[i + 1])
+            db = extra_args[i + 1];
+    if (itest_on_postgres() && pg_choose(s, db, pgurl, sizeof(pgurl))) {
+        fprintf(stderr, "itest: no PostgreSQL database for this server (RX_PG_DIR=%s)\n",
+                getenv("RX_PG_DIR"));
+        unlink(s->config_path);
+        return -1;
+    }
     if (wrap && *wrap) {
         char *save = NULL;
 
@@ -91,11 +271,15 @@ int itest_server_start(struct itest_server *s, const char *config_json,
     argv[argc++] = (char *)"127.0.0.1:0";
     /* No file unless a test asks for one (a later --db wins). */
     argv[argc++] = (char *)"--db";
-    argv[argc++] = (char *)":memory:";
+    argv[argc++] = *pgurl && !db ? pgurl : (char *)":memory:";
     argv[argc++] = (char *)"--log-level";
     argv[argc++] = getenv("RX_LOG_LEVEL") ? getenv("RX_LOG_LEVEL") : (char *)"warn";
-    for (size_t i = 0; extra_args && extra_args[i] && argc < 62; i++)
+    for (size_t i = 0; extra_args && extra_args[i] && argc < 60; i++)
         argv[argc++] = (char *)extra_args[i];
+    if (*pgurl && db) { /* a file: its database, after (so over) the test's --db */
+        argv[argc++] = (char *)"--db";
+        argv[argc++] = pgurl;
+    }
     argv[argc] = NULL;
     if (pipe2(pipefd, O_CLOEXEC))
         return -1;
@@ -105,6 +289,8 @@ int itest_server_start(struct itest_server *s, const char *config_json,
         posix_spawn_file_actions_destroy(&fa);
         close(pipefd[0]);
         close(pipefd[1]);
+        if (s->pg_fresh)
+            pg_dropdb(s->pg_db);
         return -1;
     }
     posix_spawn_file_actions_destroy(&fa);
@@ -140,6 +326,9 @@ int itest_server_stop(struct itest_server *s)
     if (s->out_fd > 0)
         close(s->out_fd);
     unlink(s->config_path);
+    if (s->pg_fresh)
+        pg_dropdb(s->pg_db);
+    s->pg_fresh = false;
     if (status == -1 || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
@@ -609,6 +798,12 @@ void itest_remove_db(const char *path)
     unlink(p);
     snprintf(p, sizeof(p), "%s-shm", path);
     unlink(p);
+    if (itest_on_postgres()) {
+        char name[64];
+
+        pg_name_for_file(path, name, sizeof(name));
+        pg_dropdb(name);
+    }
 }
 
 int itest_fake_start(struct itest_fake *f)

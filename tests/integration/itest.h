@@ -5,6 +5,17 @@
  *
  * Test code only. The server binary is $RX_SERVER (default build/reflexor);
  * $RX_SERVER_WRAPPER (e.g. "valgrind -q --error-exitcode=99") runs it under a tool.
+ *
+ * PostgreSQL (SPEC 6.1): with $RX_PG_DIR set to the folder of a running
+ * throwaway cluster (scripts/pgtmp.sh start DIR), every server runs on
+ * PostgreSQL. A server started without --db (the default :memory:) gets a
+ * fresh database of its own (scripts/pgtmp.sh createdb), dropped when it
+ * stops; a "db" in the test's config is overridden too (the flag wins).
+ * `--db FILE` becomes a database named after FILE, kept across restarts like
+ * the file and dropped by itest_remove_db(FILE); an explicit `--db :memory:`
+ * stays in memory. Tests that only make sense on SQLite (a file removed,
+ * replaced, garbage or over a quota) are not run then: itest_skip says so.
+ *
  * Ownership: struct itest_server / itest_sse are caller-allocated; _stop/_close
  * release them. Responses (struct itest_resp) own their body: itest_resp_release.
  */
@@ -24,6 +35,8 @@ struct itest_server {
     char base[64];        /* "http://127.0.0.1:PORT" */
     char config_path[64]; /* temp config file, removed at stop */
     int out_fd;           /* the server's stdout */
+    char pg_db[64];       /* RX_PG_DIR: the database it runs on ("" none) */
+    bool pg_fresh;        /* ... made for this start: dropped at stop */
 };
 
 /* Start with `config_json` (a JSON object text, may be NULL for "{}") plus
@@ -106,8 +119,14 @@ long itest_raw_drain(int fd, int timeout_ms, char **out);
 char *itest_new_session(const struct itest_server *s);
 /* GET base+path: the HTTP status, or -1 when the request failed. */
 long itest_get_status(const struct itest_server *s, const char *path);
-/* Remove a SQLite database file and its -wal and -shm files. */
+/* Remove a SQLite database file and its -wal and -shm files (and, with
+ * RX_PG_DIR, drop the PostgreSQL database that stands for it). */
 void itest_remove_db(const char *path);
+
+/* True when $RX_PG_DIR makes every server run on PostgreSQL. */
+bool itest_on_postgres(void);
+/* Say on stderr that `test` does not run on PostgreSQL, and why. */
+void itest_skip(const char *test, const char *why);
 
 /* POST a JSON input to a session's moorex; returns the HTTP status. */
 long itest_post_input(const struct itest_server *s, const char *sid, const char *json,
