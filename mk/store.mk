@@ -19,7 +19,8 @@
 # Explicit: the benchmark needs the store, which is not in libreflexor.a.
 $(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o \
                             $(BUILD)/server/store_writer.o $(BUILD)/server/store_read.o \
-                            $(BUILD)/server/store_search.o $(BUILD)/libreflexor.a
+                            $(BUILD)/server/store_search.o $(BUILD)/server/store_notifier.o \
+                            $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench-store: $(BUILD)/bench/bench_store

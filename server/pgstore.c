@@ -553,15 +553,13 @@ struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
         return NULL;
     }
     pg->tail = &pg->head;
-    pg->dtail = &pg->dhead;
     pg->durable = true;
     pthread_mutex_init(&pg->alock, NULL);
     pthread_mutex_init(&pg->rlock, NULL);
     pthread_mutex_init(&pg->hlock, NULL);
     pthread_mutex_init(&pg->qlock, NULL);
     pthread_cond_init(&pg->queued_cond, NULL);
-    pthread_mutex_init(&pg->dlock, NULL);
-    pthread_cond_init(&pg->dcond, NULL);
+    store_notifier_init(&pg->notifier);
     pg->conninfo = strdup(conninfo);
     pg->safe = redact(conninfo);
     if (!pg->conninfo || !pg->safe) {
@@ -573,8 +571,7 @@ struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
         open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
         open_conn(pg, &pg->w, "writer", why, sizeof(why)))
         goto out_fail;
-    if ((rc = pthread_create(&pg->notifier, NULL, pgstore__notifier_main, pg)) == 0)
-        pg->notifier_started = true;
+    rc = store_notifier_start(&pg->notifier);
     if (!rc && (rc = pthread_create(&pg->writer, NULL, pgstore__writer_main, pg)) == 0)
         pg->writer_started = true;
     if (rc) {
@@ -599,23 +596,16 @@ void pgstore_close(struct pgstore *pg)
     pg->stopping = true;
     pthread_cond_signal(&pg->queued_cond);
     pthread_mutex_unlock(&pg->qlock);
-    if (pg->writer_started) {
+    if (pg->writer_started)
         pthread_join(pg->writer, NULL);
-    } else {
-        pthread_mutex_lock(&pg->dlock);
-        pg->writer_done = true;
-        pthread_cond_signal(&pg->dcond);
-        pthread_mutex_unlock(&pg->dlock);
-    }
-    if (pg->notifier_started)
-        pthread_join(pg->notifier, NULL);
+    else
+        store_notifier_end(&pg->notifier);
+    store_notifier_release(&pg->notifier);
     PQfinish(pg->w.c);
     PQfinish(pg->a.c);
     PQfinish(pg->r.c);
     free(pg->safe);
     free(pg->conninfo);
-    pthread_cond_destroy(&pg->dcond);
-    pthread_mutex_destroy(&pg->dlock);
     pthread_cond_destroy(&pg->queued_cond);
     pthread_mutex_destroy(&pg->qlock);
     pthread_mutex_destroy(&pg->hlock);

@@ -11,8 +11,8 @@
  * retention, so none of them waits for a batch to commit, nor a batch for
  * them; `r` (under rlock) every read, so a long history read holds up
  * nobody. Locks, in the order they may nest: alock or rlock, then hlock;
- * qlock and dlock alone. No callback is called with any of them held.
- * Ownership: struct pgstore is the heap object of pgstore_open/_close and
+ * qlock and the notifier's (server/store_notifier) alone. No callback is called with any
+ * of them held. Ownership: struct pgstore is the heap object of pgstore_open/_close and
  * owns its connections, strings and threads. PGresult values are freed by
  * whoever received them (PQclear).
  */
@@ -28,6 +28,7 @@
 #include <libpq-fe.h>
 
 #include "server/pgstore.h"
+#include "server/store_notifier.h"
 #include "state_machine/rx_buf.h"
 
 /* The most writes one transaction takes: bounds one commit's time, not the queue. */
@@ -79,13 +80,10 @@ struct pgstore {
     bool stopping;
     bool durable;     /* synchronous_commit on (store_set_durable) */
     bool durable_set; /* the writer's connection has `durable` applied */
-    pthread_t writer, notifier;
-    bool writer_started, notifier_started;
+    pthread_t writer;
+    bool writer_started;
 
-    pthread_mutex_t dlock; /* guards the answered writes down to `writer_done` */
-    pthread_cond_t dcond;
-    struct store_write *dhead, **dtail;
-    bool writer_done;
+    struct store_notifier notifier; /* answers committed writes, in order */
 
     int64_t commits, writes; /* the writer's batches and their writes (atomic) */
 };
@@ -161,7 +159,6 @@ const char *pgstore__fmt_i64(char *buf, int64_t n);
 /* ---- pgstore_writer.c: the writer's threads ---- */
 
 void *pgstore__writer_main(void *arg);
-void *pgstore__notifier_main(void *arg);
 
 /*
  * What a write's rows index for search: the SQL that fills search_docs from

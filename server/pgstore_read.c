@@ -70,47 +70,12 @@ static int fold_one(struct pgstore *pg, const char *sid, int64_t seq, const char
                     size_t len, struct rx_state *s)
 {
     struct rx_error why = {""};
-    const char *field = NULL;
-    struct rx_input in;
-    struct rx_outcome out;
-    json_error_t je;
-    json_t *j;
-    int err;
+    int err = store_input_fold(text, len, s, &why);
 
-    j = json_loadb(text, len, 0, &je);
-    if (!j) {
-        pgstore__set_error(pg, "session '%s': input %lld is not JSON: %s", sid,
-                           (long long)seq, je.text);
-        return -EPROTO;
-    }
-    err = rx_input_parse(j, &in, &field, &why);
-    json_decref(j);
-    if (err == -ENOMEM)
-        goto out_nomem;
-    if (err) {
-        pgstore__set_error(pg, "session '%s': input %lld is invalid: %s", sid,
-                           (long long)seq,
-                           why.text[0] ? why.text
-                           : field     ? field
-                                       : "?");
-        return -EPROTO;
-    }
-    err = rx_machine_apply(s, &in, &out);
-    rx_input_release(&in);
     if (err)
-        goto out_nomem;
-    if (out.verdict != RX_ACCEPTED) {
-        pgstore__set_error(pg, "session '%s': input %lld does not fold (%s: %s)", sid,
-                           (long long)seq, rx_verdict_name(out.verdict),
-                           rx_reason_name(out.reason));
-        return -EPROTO;
-    }
-    return 0;
-
-out_nomem:
-    pgstore__set_error(pg, "session '%s': out of memory at input %lld", sid,
-                       (long long)seq);
-    return -ENOMEM;
+        pgstore__set_error(pg, "session '%s': input %lld %s", sid, (long long)seq,
+                           why.text);
+    return err;
 }
 
 /* The newest snapshot at or before `upto` into *s (or the initial state), its seq. */

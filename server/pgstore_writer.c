@@ -422,45 +422,10 @@ void *pgstore__writer_main(void *arg)
         /* To the notifier, in order: the writes are linked again as queued. */
         for (size_t i = 0; i + 1 < n; i++)
             batch[i]->next = batch[i + 1];
-        batch[n - 1]->next = NULL;
-        pthread_mutex_lock(&pg->dlock);
-        *pg->dtail = batch[0];
-        pg->dtail = &batch[n - 1]->next;
-        pthread_cond_signal(&pg->dcond);
-        pthread_mutex_unlock(&pg->dlock);
+        store_notifier_push(&pg->notifier, batch[0], batch[n - 1]);
     }
-    pthread_mutex_lock(&pg->dlock);
-    pg->writer_done = true;
-    pthread_cond_signal(&pg->dcond);
-    pthread_mutex_unlock(&pg->dlock);
+    store_notifier_end(&pg->notifier);
     return NULL;
-}
-
-/* Each write's `done`, in queue order, with no pgstore lock held. */
-void *pgstore__notifier_main(void *arg)
-{
-    struct pgstore *pg = arg;
-
-    for (;;) {
-        struct store_write *w;
-
-        pthread_mutex_lock(&pg->dlock);
-        while (!pg->dhead && !pg->writer_done)
-            pthread_cond_wait(&pg->dcond, &pg->dlock);
-        w = pg->dhead;
-        pg->dhead = NULL;
-        pg->dtail = &pg->dhead;
-        pthread_mutex_unlock(&pg->dlock);
-        if (!w)
-            return NULL; /* the writer ended and everything is answered */
-        while (w) {
-            struct store_write *next = w->next;
-
-            /* `done` may free its write: nothing of it is read afterwards. */
-            w->done(w, w->err);
-            w = next;
-        }
-    }
 }
 
 void pgstore_write_queue(struct pgstore *pg, struct store_write *w)

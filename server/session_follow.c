@@ -30,17 +30,12 @@ bool session_is_follower(struct session *s)
 /* Apply one committed input's text. Lock held. 0 or an errno. */
 static int apply_text(struct session *s, const char *text, size_t len)
 {
+    struct rx_error why = {""};
     struct rx_input in;
-    const char *field;
-    json_t *j = json_loadb(text, len, 0, NULL);
-    int err;
+    int err = store_input_parse(text, len, &in, &why);
 
-    if (!j)
-        return -EPROTO;
-    err = rx_input_parse(j, &in, &field, NULL);
-    json_decref(j);
     if (err)
-        return err == -ENOMEM ? err : -EPROTO;
+        return err;
     err = session__follow_apply(s, &in);
     rx_input_release(&in);
     return err;

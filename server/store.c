@@ -816,6 +816,15 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), struct store *st,
     return rc;
 }
 
+static int notifier_start(struct store *st, char *why, size_t n)
+{
+    int rc = store_notifier_start(&st->notifier);
+
+    if (rc)
+        snprintf(why, n, "cannot start a thread: %s", strerror(rc));
+    return rc;
+}
+
 struct store *store_open(const char *path, struct rx_error *err)
 {
     char why[RX_ERR_LEN] = "", pages[32];
@@ -830,15 +839,13 @@ struct store *store_open(const char *path, struct rx_error *err)
     }
     st->lock_fd = -1;
     st->tail = &st->head;
-    st->dtail = &st->dhead;
     st->durable = true;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->hlock, NULL);
     pthread_mutex_init(&st->qlock, NULL);
     pthread_cond_init(&st->queued_cond, NULL);
-    pthread_mutex_init(&st->dlock, NULL);
-    pthread_cond_init(&st->dcond, NULL);
+    store_notifier_init(&st->notifier);
     pthread_mutex_init(&st->cklock, NULL);
     pthread_cond_init(&st->ckcond, NULL);
     if (!path || !*path) {
@@ -906,8 +913,7 @@ struct store *store_open(const char *path, struct rx_error *err)
     }
     if ((st->ck && (rc = start_thread(&st->checkpointer, store__checkpointer_main, st,
                                       &st->ck_started, why, sizeof(why)))) ||
-        (rc = start_thread(&st->notifier, store__notifier_main, st, &st->notifier_started,
-                           why, sizeof(why))) ||
+        (rc = notifier_start(st, why, sizeof(why))) ||
         (rc = start_thread(&st->writer, store__writer_main, st, &st->writer_started, why,
                            sizeof(why))))
         goto out_fail;
@@ -962,16 +968,11 @@ void store_close(struct store *st)
     st->stopping = true;
     pthread_cond_signal(&st->queued_cond);
     pthread_mutex_unlock(&st->qlock);
-    if (st->writer_started) {
+    if (st->writer_started)
         pthread_join(st->writer, NULL);
-    } else {
-        pthread_mutex_lock(&st->dlock);
-        st->writer_done = true;
-        pthread_cond_signal(&st->dcond);
-        pthread_mutex_unlock(&st->dlock);
-    }
-    if (st->notifier_started)
-        pthread_join(st->notifier, NULL);
+    else
+        store_notifier_end(&st->notifier);
+    store_notifier_release(&st->notifier);
     pthread_mutex_lock(&st->cklock);
     st->ck_stop = true;
     pthread_cond_signal(&st->ckcond);
@@ -997,8 +998,6 @@ void store_close(struct store *st)
     free(st->wal.path);
     pthread_cond_destroy(&st->ckcond);
     pthread_mutex_destroy(&st->cklock);
-    pthread_cond_destroy(&st->dcond);
-    pthread_mutex_destroy(&st->dlock);
     pthread_cond_destroy(&st->queued_cond);
     pthread_mutex_destroy(&st->qlock);
     pthread_mutex_destroy(&st->hlock);

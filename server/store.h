@@ -309,6 +309,18 @@ int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
 int store_gc(struct store *st, int64_t older_than_ms, int *removed_sessions,
              int64_t *removed_inputs) RX_WUR;
 
+/*
+ * One logged input's text (rx_input_encode's JSON), the one way the log is
+ * read back, for both stores and for a cluster's followers: parsed into
+ * `in` (release it), or also folded into `s` (store_input_fold). 0, -EPROTO
+ * (not JSON, invalid, or not accepted where it is folded) or -ENOMEM, with
+ * `why` saying which ("is not JSON: ...", "does not fold (...)").
+ */
+int store_input_parse(const char *text, size_t len, struct rx_input *in,
+                      struct rx_error *why) RX_WUR;
+int store_input_fold(const char *text, size_t len, struct rx_state *s,
+                     struct rx_error *why) RX_WUR;
+
 /* ---- titles, search and import (store_search.c) ---- */
 
 /* The longest query store_search takes, in words. */

@@ -7,11 +7,11 @@
  *
  * Depends on SQLite and state_machine/ only (through store.h), like the store.
  * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
- * `qlock`, `dlock` and `cklock` alone (see struct store). Each helper says
- * which lock it needs held.
- * Ownership: struct store is the heap object of store_open/store_close and
- * owns its connections, statements, queue links and last-seq map; text bound
- * with store__bind_text is borrowed until the statement is reset.
+ * `qlock`, the notifier's lock (server/store_notifier) and `cklock` alone (see struct
+ * store). Each helper says which lock it needs held. Ownership: struct store is the heap
+ * object of store_open/store_close and owns its connections, statements, queue links and
+ * last-seq map; text bound with store__bind_text is borrowed until the statement is
+ * reset.
  */
 #ifndef STORE_INTERNAL_H
 #define STORE_INTERNAL_H
@@ -25,6 +25,7 @@
 #include <sqlite3.h>
 
 #include "server/store.h"
+#include "server/store_notifier.h"
 
 /* How long open waits for a lock held by another process before saying so,
    and a connection for one SQLite holds briefly (WAL recovery). */
@@ -213,7 +214,7 @@ struct store_conn {
 
 /*
  * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
- * `qlock`, `dlock` and `cklock` alone. No callback is called with any of them
+ * `qlock`, the notifier's and `cklock` alone. No callback is called with any of them
  * held. Threads: the writer (commits), the notifier (answers) and the
  * checkpointer (copies the WAL into the file), none for ":memory:" but the
  * first two.
@@ -247,13 +248,10 @@ struct store {
     size_t queued; /* writes in the queue */
     bool stopping;
     bool durable; /* commits fsync (store_set_durable) */
-    pthread_t writer, notifier;
-    bool writer_started, notifier_started;
+    pthread_t writer;
+    bool writer_started;
 
-    pthread_mutex_t dlock; /* guards the committed writes down to `writer_done` */
-    pthread_cond_t dcond;
-    struct store_write *dhead, **dtail;
-    bool writer_done;
+    struct store_notifier notifier; /* answers committed writes, in order */
 
     sqlite3 *ck;            /* the checkpointer's connection; NULL: none */
     pthread_mutex_t cklock; /* guards ck_due, ck_stop */
@@ -389,7 +387,6 @@ int store__recent_merge(struct store *st);
 int store__recent_open(struct store *st);
 /* The threads' bodies; arg is the struct store. */
 void *store__writer_main(void *arg);
-void *store__notifier_main(void *arg);
 void *store__checkpointer_main(void *arg);
 
 #endif

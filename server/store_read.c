@@ -35,52 +35,59 @@ struct store_entry {
 
 /* ---- folding ------------------------------------------------------------------ */
 
+int store_input_parse(const char *text, size_t len, struct rx_input *in,
+                      struct rx_error *why)
+{
+    struct rx_error e = {""};
+    const char *field = NULL;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, 0, &je);
+    int err;
+
+    if (!j)
+        return rx_error_set(why, -EPROTO, "is not JSON: %s", je.text);
+    err = rx_input_parse(j, in, &field, &e);
+    json_decref(j);
+    if (err == -ENOMEM)
+        return rx_error_set(why, -ENOMEM, "could not be read: out of memory");
+    if (err)
+        return rx_error_set(why, -EPROTO, "is invalid: %s",
+                            e.text[0] ? e.text
+                            : field   ? field
+                                      : "?");
+    return 0;
+}
+
+int store_input_fold(const char *text, size_t len, struct rx_state *s,
+                     struct rx_error *why)
+{
+    struct rx_outcome out;
+    struct rx_input in;
+    int err = store_input_parse(text, len, &in, why);
+
+    if (err)
+        return err;
+    err = rx_machine_apply(s, &in, &out);
+    rx_input_release(&in);
+    if (err)
+        return rx_error_set(why, -ENOMEM, "could not be read: out of memory");
+    if (out.verdict != RX_ACCEPTED)
+        return rx_error_set(why, -EPROTO, "does not fold (%s: %s)",
+                            rx_verdict_name(out.verdict), rx_reason_name(out.reason));
+    return 0;
+}
+
 /* Apply one stored input (its JSON text) to s. 0, -EPROTO with the error set, -ENOMEM. */
 static int fold_one(struct store *st, const char *sid, int64_t seq, const char *text,
                     size_t len, struct rx_state *s)
 {
     struct rx_error why = {""};
-    const char *field = NULL;
-    struct rx_input in;
-    struct rx_outcome out;
-    json_error_t je;
-    json_t *j;
-    int err;
+    int err = store_input_fold(text, len, s, &why);
 
-    j = json_loadb(text, len, 0, &je);
-    if (!j) {
-        store__set_error(st, "session '%s': input %lld is not JSON: %s", sid,
-                         (long long)seq, je.text);
-        return -EPROTO;
-    }
-    err = rx_input_parse(j, &in, &field, &why);
-    json_decref(j);
-    if (err == -ENOMEM)
-        goto out_nomem;
-    if (err) {
-        store__set_error(st, "session '%s': input %lld is invalid: %s", sid,
-                         (long long)seq,
-                         why.text[0] ? why.text
-                         : field     ? field
-                                     : "?");
-        return -EPROTO;
-    }
-    err = rx_machine_apply(s, &in, &out);
-    rx_input_release(&in);
     if (err)
-        goto out_nomem;
-    if (out.verdict != RX_ACCEPTED) {
-        store__set_error(st, "session '%s': input %lld does not fold (%s: %s)", sid,
-                         (long long)seq, rx_verdict_name(out.verdict),
-                         rx_reason_name(out.reason));
-        return -EPROTO;
-    }
-    return 0;
-
-out_nomem:
-    store__set_error(st, "session '%s': out of memory at input %lld", sid,
-                     (long long)seq);
-    return -ENOMEM;
+        store__set_error(st, "session '%s': input %lld %s", sid, (long long)seq,
+                         why.text);
+    return err;
 }
 
 /*

@@ -491,54 +491,15 @@ void *store__writer_main(void *arg)
         /* To the notifier, in order: the writes are linked again as queued. */
         for (size_t i = 0; i + 1 < n; i++)
             batch[i]->next = batch[i + 1];
-        batch[n - 1]->next = NULL;
-        pthread_mutex_lock(&st->dlock);
-        *st->dtail = batch[0];
-        st->dtail = &batch[n - 1]->next;
-        pthread_cond_signal(&st->dcond);
-        pthread_mutex_unlock(&st->dlock);
+        store_notifier_push(&st->notifier, batch[0], batch[n - 1]);
         /* Between two batches, while the notifier answers this one. */
         pthread_mutex_lock(&st->lock);
         if (st->recent_rows >= st->merge_at)
             (void)store__recent_merge(st); /* the rows stay where they are, as safe */
         pthread_mutex_unlock(&st->lock);
     }
-    pthread_mutex_lock(&st->dlock);
-    st->writer_done = true;
-    pthread_cond_signal(&st->dcond);
-    pthread_mutex_unlock(&st->dlock);
+    store_notifier_end(&st->notifier);
     return NULL;
-}
-
-/*
- * The notifier: each committed (or failed) write's `done`, in the order the
- * writes were queued, with no store lock held. It runs beside the writer, so
- * publishing what one commit made durable overlaps the next commit's fsync.
- */
-void *store__notifier_main(void *arg)
-{
-    struct store *st = arg;
-
-    for (;;) {
-        struct store_write *w;
-
-        pthread_mutex_lock(&st->dlock);
-        while (!st->dhead && !st->writer_done)
-            pthread_cond_wait(&st->dcond, &st->dlock);
-        w = st->dhead;
-        st->dhead = NULL;
-        st->dtail = &st->dhead;
-        pthread_mutex_unlock(&st->dlock);
-        if (!w)
-            return NULL; /* the writer ended and everything is answered */
-        while (w) {
-            struct store_write *next = w->next;
-
-            /* `done` may free its write: nothing of it is read afterwards. */
-            w->done(w, w->err);
-            w = next;
-        }
-    }
 }
 
 /*
