@@ -638,8 +638,3 @@ void cluster_stop(struct cluster *c)
     free(c->conninfo);
     free(c);
 }
-
-const char *cluster_node(struct cluster *c)
-{
-    return c->node; /* for logs and tests: may change when the node re-registers */
-}

@@ -81,9 +81,6 @@ void cluster_stop(struct cluster *c);
 
 /* The URL this node is reached at (borrowed; "" before cluster_advertise). */
 const char *cluster_url(struct cluster *c);
-/* This incarnation's id (borrowed, changes when the node re-registers). */
-const char *cluster_node(struct cluster *c);
-
 /*
  * Where an input for follower `sid` goes: 0 with *url (malloc'd) the live
  * owner's advertised URL; -ENOENT when no live node owns it: then

@@ -56,11 +56,7 @@ describe('cluster: three nodes behind nginx', { skip: SKIP }, () => {
 
   after(async () => {
     if (!cluster) return;
-    const exits = await cluster.stop();
-    const bad = cluster.nodes.map((n) => n.sanitizerReport()).filter(Boolean);
-    cluster.cleanup(failed || bad.length > 0);
-    assert.deepEqual(bad, [], 'sanitizer reports in the node logs');
-    assert.deepEqual(exits.map((e) => e?.code), cluster.nodes.map(() => 0), `clean exits: ${JSON.stringify(exits)}`);
+    assert.deepEqual(await cluster.finish(failed), [], 'sanitizer reports or unclean exits');
   });
 
   const track = (fn) => async (t) => {
@@ -287,11 +283,7 @@ describe('cluster: kill -9 loop', { skip: SKIP }, () => {
 
   after(async () => {
     if (!cluster) return;
-    const exits = await cluster.stop();
-    const bad = cluster.nodes.map((n) => n.sanitizerReport()).filter(Boolean);
-    cluster.cleanup(failed || bad.length > 0);
-    assert.deepEqual(bad, [], 'sanitizer reports in the node logs');
-    assert.deepEqual(exits.map((e) => e?.code), cluster.nodes.map(() => 0), `clean exits: ${JSON.stringify(exits)}`);
+    assert.deepEqual(await cluster.finish(failed), [], 'sanitizer reports or unclean exits');
   });
 
   test(`${KILLS} kills: no acknowledged input lost or doubled, every answer completes once, takeover in time`, async () => {

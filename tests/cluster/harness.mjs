@@ -502,6 +502,19 @@ export class Cluster {
     }
     for (const n of this.nodes) n.cleanup();
   }
+
+  /*
+   * Stop everything, keep the logs when `failed` or a node's log holds a
+   * sanitizer report, and say what was wrong: [] when every node exited 0
+   * with a clean log.
+   */
+  async finish(failed) {
+    const exits = await this.stop();
+    const bad = this.nodes.map((n) => n.sanitizerReport()).filter(Boolean);
+    this.cleanup(failed || bad.length > 0);
+    const unclean = exits.map((e, i) => (e?.code === 0 ? null : `node ${i}: ${JSON.stringify(e)}`));
+    return [...bad, ...unclean.filter(Boolean)];
+  }
 }
 
 /* ---- API helpers ------------------------------------------------------------ */
