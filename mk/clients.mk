@@ -11,7 +11,8 @@
 clients-test: $(BUILD)/reflexor node_modules/.package-lock.json
 	REFLEXOR_BIN=$(BUILD)/reflexor node --test --test-concurrency=1 tests/clients/
 
-TEST_EXTRA += clients-test
+# make test runs them against the ASan/UBSan build only (clients-test-asan, below):
+# the same assertions, plus the sanitizers, in the time of one run.
 
 # Their overhead over the native API, one turn each (bench/protocols.sh).
 .PHONY: bench-protocols
