@@ -32,22 +32,35 @@ static void on_notice(void *arg, const char *message)
     log_debug("cluster: postgresql: %.*s", (int)strcspn(message, "\n"), message);
 }
 
-PGconn *cluster__connect(const char *conninfo)
+PGconn *cluster__connect(const char *conninfo, int64_t deadline_ms)
 {
     const char *keys[] = {"dbname",           "connect_timeout",     "keepalives",
                           "keepalives_idle",  "keepalives_interval", "keepalives_count",
                           "tcp_user_timeout", "application_name",    NULL};
     const char *vals[] = {conninfo,           "3", "1", "2", "1", "2", "3000",
                           "reflexor-cluster", NULL};
-    PGconn *db = PQconnectdbParams(keys, vals, 1);
+    PGconn *db = PQconnectStartParams(keys, vals, 1);
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 
-    if (db && PQstatus(db) != CONNECTION_OK) {
-        PQfinish(db);
-        return NULL;
+    /* libpq's own connect would wait its connect_timeout whatever the
+       caller's deadline (a renewal's is the lease's end): poll to it. */
+    if (!db || PQstatus(db) == CONNECTION_BAD)
+        goto out_fail;
+    while (st != PGRES_POLLING_OK) {
+        struct pollfd pfd = {PQsocket(db), st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                             0};
+        int64_t left = deadline_ms - now_mono_ms();
+
+        if (st == PGRES_POLLING_FAILED || left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            goto out_fail;
+        st = PQconnectPoll(db);
     }
-    if (db)
-        PQsetNoticeProcessor(db, on_notice, NULL);
+    PQsetNoticeProcessor(db, on_notice, NULL);
     return db;
+
+out_fail:
+    PQfinish(db);
+    return NULL;
 }
 
 /* Wait for the connection's answer until `deadline_ms`. True when it is there. */
@@ -71,7 +84,7 @@ PGresult *cluster__call(struct cluster *c, PGconn **db, const char *sql, int n,
 
     if ((*db && PQstatus(*db) != CONNECTION_OK) || now_mono_ms() >= deadline_ms)
         goto out_close;
-    if (!*db && !(*db = cluster__connect(c->conninfo)))
+    if (!*db && !(*db = cluster__connect(c->conninfo, deadline_ms)))
         return NULL;
     if (!PQsendQueryParams(*db, sql, n, NULL, params, NULL, NULL, 0))
         goto out_close;
@@ -221,6 +234,20 @@ static int node_renew(struct cluster *c)
     return n ? 1 : 0;
 }
 
+/*
+ * The deadline of the lease thread's calls: CLUSTER_DB_WAIT_MS, and never
+ * past the lease's end, where the thread must be free to drop everything.
+ */
+static int64_t scan_deadline(struct cluster *c)
+{
+    int64_t d = now_mono_ms() + CLUSTER_DB_WAIT_MS, until;
+
+    pthread_mutex_lock(&c->hlock);
+    until = c->lease_until;
+    pthread_mutex_unlock(&c->hlock);
+    return until < d ? until : d;
+}
+
 /* Monotonic ms until this node's lease lapses (<= 0: it has). */
 static int64_t lease_left(struct cluster *c)
 {
@@ -240,7 +267,7 @@ static int64_t lease_left(struct cluster *c)
  * the row) and the caller reads the log after: fencing. 0, -EBUSY (a live
  * node owns it, or the session is gone), -EIO. The connection's lock held.
  */
-static int claim_row(struct cluster *c, PGconn **db, const char *sid)
+static int claim_row(struct cluster *c, PGconn **db, const char *sid, int64_t deadline_ms)
 {
     char node[RX_UUID_LEN];
     PGresult *r;
@@ -257,8 +284,7 @@ static int claim_row(struct cluster *c, PGconn **db, const char *sid)
         " EXCLUDED.since WHERE owners.node = EXCLUDED.node OR NOT EXISTS (SELECT 1 FROM"
         " nodes n WHERE n.id = owners.node AND n.expires_at > clock_timestamp())"
         " RETURNING 1",
-        2, (const char *[]){sid, node}, PGRES_TUPLES_OK,
-        now_mono_ms() + CLUSTER_DB_WAIT_MS);
+        2, (const char *[]){sid, node}, PGRES_TUPLES_OK, deadline_ms);
     if (!r)
         return -EIO;
     n = PQntuples(r);
@@ -291,7 +317,7 @@ int cluster_claim(struct cluster *c, const char *sid)
     if (lease_left(c) <= 0)
         return -EIO;
     pthread_mutex_lock(&c->api_lock);
-    err = claim_row(c, &c->api, sid);
+    err = claim_row(c, &c->api, sid, now_mono_ms() + CLUSTER_DB_WAIT_MS);
     pthread_mutex_unlock(&c->api_lock);
     if (err == -EBUSY) {
         struct session *s = session_table_get(c->table, sid);
@@ -358,9 +384,9 @@ static bool owned_elsewhere(struct cluster *c, const char *sid)
     bool other;
 
     cluster__node(c, node);
-    r = cluster__call(
-        c, &c->ctl, "SELECT 1 FROM owners WHERE session_id = $1 AND node <> $2", 2,
-        (const char *[]){sid, node}, PGRES_TUPLES_OK, now_mono_ms() + CLUSTER_DB_WAIT_MS);
+    r = cluster__call(c, &c->ctl,
+                      "SELECT 1 FROM owners WHERE session_id = $1 AND node <> $2", 2,
+                      (const char *[]){sid, node}, PGRES_TUPLES_OK, scan_deadline(c));
     other = r && PQntuples(r);
     PQclear(r);
     return other;
@@ -427,14 +453,13 @@ static void scan(struct cluster *c)
                       " s.id WHERE o.node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes n"
                       " WHERE n.id = o.node AND n.expires_at > clock_timestamp())"
                       " ORDER BY random() LIMIT " CLAIM_BATCH,
-                      0, NULL, PGRES_TUPLES_OK, now_mono_ms() + CLUSTER_DB_WAIT_MS);
+                      0, NULL, PGRES_TUPLES_OK, scan_deadline(c));
     if (r && !rows_strings(r, &orphans))
         for (size_t i = 0; i < orphans.n && lease_left(c) > 0; i++)
-            (void)claim_row(c, &c->ctl, orphans.ids[i]);
+            (void)claim_row(c, &c->ctl, orphans.ids[i], scan_deadline(c));
     PQclear(r);
     r = cluster__call(c, &c->ctl, "SELECT session_id FROM owners WHERE node = $1", 1,
-                      (const char *[]){node}, PGRES_TUPLES_OK,
-                      now_mono_ms() + CLUSTER_DB_WAIT_MS);
+                      (const char *[]){node}, PGRES_TUPLES_OK, scan_deadline(c));
     if (r && !rows_strings(r, &mine)) {
         /* Sessions this node now owns but has not heard of: read them first. */
         for (size_t i = 0; i < orphans.n; i++) {
@@ -581,6 +606,11 @@ const char *cluster_url(struct cluster *c)
     url = c->url ? c->url : "";
     pthread_mutex_unlock(&c->hlock);
     return url; /* set once before serving; freed only by cluster_stop */
+}
+
+bool cluster_may_act(void *cluster)
+{
+    return lease_left(cluster) > 0;
 }
 
 bool cluster_healthy(struct cluster *c, struct rx_error *why)

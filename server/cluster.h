@@ -104,6 +104,12 @@ int cluster_claim(struct cluster *c, const char *sid) RX_WUR;
 void cluster_relay(void *cluster, const char *sid, const char *mid, bool reasoning,
                    size_t offset, const char *delta, size_t len);
 
+/*
+ * Whether this node's lease holds now, on its own clock (session_env.may_act;
+ * `cluster` is the struct cluster). Never blocks: no database call.
+ */
+bool cluster_may_act(void *cluster);
+
 /* The database's and the lease's health for /healthz: true when this node may own. */
 bool cluster_healthy(struct cluster *c, struct rx_error *why);
 

@@ -61,8 +61,11 @@ struct cluster {
 
 /* ---- cluster.c ---- */
 
-/* A connection whose connect and keepalives are bounded. NULL when it cannot. */
-PGconn *cluster__connect(const char *conninfo);
+/*
+ * A connection, made by monotonic `deadline_ms` (NULL when it cannot be),
+ * whose keepalives notice a dead peer within seconds.
+ */
+PGconn *cluster__connect(const char *conninfo, int64_t deadline_ms);
 /*
  * One statement with text parameters on *db (connected first when NULL), its
  * result (PQclear it) or NULL; given up at monotonic `deadline_ms`, and then

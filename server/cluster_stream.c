@@ -15,6 +15,7 @@
 #include "server/session.h"
 #include "server/session_follow.h"
 #include "server/session_table.h"
+#include "server/store.h"
 #include "state_machine/rx_buf.h"
 
 /* Bytes of deltas waiting to be relayed past which new ones are dropped. */
@@ -116,39 +117,83 @@ static void on_session(struct cluster *c, char *p)
     }
 }
 
-static void catchup_one(struct session *s, void *arg)
+/* A resync's walk over the table: catch up, forget what the log lost. */
+struct resync {
+    struct owned_ids {
+        char **ids;
+        size_t n;
+    } listed; /* the log's sessions, sorted */
+    struct cluster *c;
+    bool failed; /* something could not be read: try again later */
+};
+
+static int cmp_id(const void *a, const void *b)
 {
-    (void)arg;
-    if (session_follow_catchup(s))
-        log_warn("cluster: session %s: cannot catch up with the log", session_id(s));
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* After a gap in the notifications: what was missed, from the database. */
-static void resync(struct cluster *c)
+static void resync_one(struct session *s, void *arg)
 {
+    struct resync *rs = arg;
+    const char *id = session_id(s);
+    int64_t created;
+
+    if (!bsearch(&id, rs->listed.ids, rs->listed.n, sizeof(char *), cmp_id)) {
+        /* Not in the list: deleted meanwhile, or made after it was read. */
+        int err = store_session_created(rs->c->store, id, &created);
+
+        if (err == -ENOENT)
+            session_table_forget(rs->c->table, id);
+        else if (err)
+            rs->failed = true;
+        return;
+    }
+    if (session_follow_catchup(s)) {
+        log_warn("cluster: session %s: cannot catch up with the log yet", id);
+        rs->failed = true;
+    }
+}
+
+/*
+ * After a gap in the notifications (the listen connection was lost): what
+ * was missed, from the database. False when some of it could not be read:
+ * the caller tries again.
+ */
+static bool resync(struct cluster *c)
+{
+    struct resync rs = {{NULL, 0}, c, false};
     PGresult *r;
+    int i;
 
     pthread_mutex_lock(&c->api_lock);
     r = cluster__call(c, &c->api, "SELECT id FROM sessions", 0, NULL, PGRES_TUPLES_OK,
                       now_mono_ms() + CLUSTER_DB_WAIT_MS);
     pthread_mutex_unlock(&c->api_lock);
+    if (!r || !(rs.listed.ids = calloc((size_t)PQntuples(r) + 1, sizeof(char *)))) {
+        PQclear(r);
+        return false;
+    }
+    for (i = 0; i < PQntuples(r); i++) {
+        const char *id = PQgetvalue(r, i, 0);
+        struct session *s = session_table_get(c->table, id);
 
-    for (int i = 0; r && i < PQntuples(r); i++) {
-        struct session *s = session_table_get(c->table, PQgetvalue(r, i, 0));
-
+        rs.listed.ids[rs.listed.n++] = PQgetvalue(r, i, 0); /* borrowed from r */
         if (s)
             session_unref(s);
-        else if (session_table_adopt(c->table, PQgetvalue(r, i, 0)) < 0)
-            log_warn("cluster: session %s: cannot read it", PQgetvalue(r, i, 0));
+        else if (session_table_adopt(c->table, id) < 0)
+            rs.failed = true;
     }
+    qsort(rs.listed.ids, rs.listed.n, sizeof(char *), cmp_id);
+    if (session_table_each(c->table, resync_one, &rs))
+        rs.failed = true;
+    free(rs.listed.ids);
     PQclear(r);
-    if (session_table_each(c->table, catchup_one, NULL))
-        log_warn("cluster: out of memory catching up");
+    return !rs.failed;
 }
 
 static PGconn *listen_connect(struct cluster *c)
 {
-    PGconn *db = cluster__connect(c->conninfo);
+    PGconn *db = cluster__connect(c->conninfo, now_mono_ms() + CLUSTER_DB_WAIT_MS);
     PGresult *r;
 
     if (!db)
@@ -160,7 +205,6 @@ static PGconn *listen_connect(struct cluster *c)
         return NULL;
     }
     PQclear(r);
-    resync(c); /* after LISTEN: nothing committed since is missed */
     return db;
 }
 
@@ -168,7 +212,7 @@ void *cluster__listen_main(void *arg)
 {
     struct cluster *c = arg;
     PGconn *db = NULL;
-    int64_t backoff = 100;
+    int64_t backoff = 100, resync_at = -1; /* -1: none due */
 
     for (;;) {
         struct pollfd pfd;
@@ -180,13 +224,20 @@ void *cluster__listen_main(void *arg)
             backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
             continue;
         }
-        backoff = 100;
+        if (resync_at < 0 && backoff) /* just (re)connected, LISTEN on */
+            resync_at = 0;
+        backoff = 0;
+        /* After LISTEN, so nothing committed since is missed; again until
+           everything could be read (the database may be half back). */
+        if (resync_at >= 0 && now_mono_ms() >= resync_at)
+            resync_at = resync(c) ? -1 : now_mono_ms() + 1000;
         pfd.fd = PQsocket(db);
         pfd.events = POLLIN;
         if (poll(&pfd, 1, 250) < 0 || !PQconsumeInput(db)) {
             log_warn("cluster: listen connection lost: %s", PQerrorMessage(db));
             PQfinish(db);
             db = NULL;
+            backoff = 100;
             continue;
         }
         while ((n = PQnotifies(db))) {

@@ -468,9 +468,16 @@ int main(int argc, char **argv)
             goto out_release;
         }
     }
-    sessions = session_table_create(
-        &(struct session_env){&cfg, brain, tools, store, lg_thread_removed,
-                              cluster ? cluster_relay : NULL, cluster});
+    sessions = session_table_create(&(struct session_env){
+        .cfg = &cfg,
+        .brain = brain,
+        .tools = tools,
+        .store = store,
+        .removed = lg_thread_removed,
+        .relay = cluster ? cluster_relay : NULL,
+        .may_act = cluster ? cluster_may_act : NULL,
+        .cluster = cluster,
+    });
     if (!sessions) {
         fprintf(stderr, "reflexor: out of memory\n");
         goto out_release;

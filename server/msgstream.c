@@ -57,9 +57,8 @@ static void publish(struct msgstream *m, struct sse_frame *f)
 
 /* Keep `delta` in `buf` and send it as a `kind` frame (id: the text's length). */
 static int append(struct msgstream *m, struct rx_buf *buf, const char *kind,
-                  const char *delta)
+                  const char *delta, size_t n)
 {
-    size_t n = strlen(delta);
     int err = rx_buf_append(buf, delta, n);
 
     if (err)
@@ -70,12 +69,24 @@ static int append(struct msgstream *m, struct rx_buf *buf, const char *kind,
 
 int msgstream_append(struct msgstream *m, const char *delta)
 {
-    return append(m, &m->text, "chunk", delta);
+    return append(m, &m->text, "chunk", delta, strlen(delta));
 }
 
 int msgstream_append_reasoning(struct msgstream *m, const char *delta)
 {
-    return append(m, &m->reasoning, "reasoning", delta);
+    return append(m, &m->reasoning, "reasoning", delta, strlen(delta));
+}
+
+int msgstream_append_at(struct msgstream *m, bool reasoning, size_t offset,
+                        const char *delta, size_t n)
+{
+    struct rx_buf *buf = reasoning ? &m->reasoning : &m->text;
+    size_t have = buf->len;
+
+    if (offset > have || offset + n <= have)
+        return 0; /* a gap, or nothing new */
+    return append(m, buf, reasoning ? "reasoning" : "chunk", delta + (have - offset),
+                  n - (have - offset));
 }
 
 /* The text and reasoning to tell: the live buffers, else the state's record. */

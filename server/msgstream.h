@@ -38,6 +38,9 @@ struct msgstream {
        is in the log (seq open_seq): the bytes relayed so far, text and reasoning. */
     int64_t open_seq;
     size_t relayed[2];
+    /* What the brain streamed (text, reasoning) since the answer (re)started:
+       where its next delta goes (msgstream_append_at). */
+    size_t streamed[2];
     struct sse_channel ch;
 };
 
@@ -57,6 +60,15 @@ int msgstream_append(struct msgstream *m, const char *delta) RX_WUR;
  * 0, -E2BIG or -ENOMEM.
  */
 int msgstream_append_reasoning(struct msgstream *m, const char *delta) RX_WUR;
+/*
+ * `delta` (n bytes) at byte `offset` of the answer's text (or its
+ * reasoning): what of it lies past what the buffer holds is appended and
+ * sent, so an answer streamed again from its start (a new owner resumes it)
+ * or relayed from another node adds only what is new; a gap (offset past
+ * the buffer) is dropped. 0, -E2BIG or -ENOMEM.
+ */
+int msgstream_append_at(struct msgstream *m, bool reasoning, size_t offset,
+                        const char *delta, size_t n) RX_WUR;
 /*
  * NEW frame {"type":"snapshot","content":...,"reasoning":...} ("reasoning"
  * only when there is some), id = the content's length: from `m`'s buffers

@@ -11,6 +11,7 @@
 #include "server/pgstore_internal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -307,6 +308,44 @@ static bool state_is_lost(const char *state)
     return state && (!strncmp(state, "08", 2) || !strncmp(state, "57P0", 4));
 }
 
+/*
+ * PQexecParams with a deadline: a database that stops answering (frozen, or
+ * a network that swallows packets, which keepalives do not see on a Unix
+ * socket) costs a call at most PGSTORE_CALL_MS, not forever: a parked POST
+ * gets its 503 and shutdown can drain. NULL on a timeout: the connection is
+ * then unusable (its answer may still come) and the caller drops it.
+ */
+static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
+                         const int *lens, const int *bin)
+{
+    int64_t deadline = pgstore__now_ms() + PGSTORE_CALL_MS;
+    PGresult *r, *last = NULL;
+
+    if (!PQsendQueryParams(c, sql, n, NULL, vals, lens, bin, 0))
+        return PQmakeEmptyPGresult(c, PGRES_FATAL_ERROR);
+    for (;;) {
+        while (PQisBusy(c)) {
+            struct pollfd pfd = {PQsocket(c), POLLIN, 0};
+            int64_t left = deadline - pgstore__now_ms();
+
+            if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || !PQconsumeInput(c)) {
+                PQclear(last);
+                return NULL;
+            }
+        }
+        if (!(r = PQgetResult(c)))
+            return last;
+        PQclear(last);
+        last = r;
+    }
+}
+
+/* Statements that change nothing until a later one commits: safe to send again. */
+static bool resendable(const char *sql)
+{
+    return !strncmp(sql, "BEGIN", 5) || !strncmp(sql, "SELECT", 6);
+}
+
 int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
                   const char *sql, int n, const char *const *vals, const int *lens,
                   const int *bin, PGresult **out)
@@ -315,14 +354,41 @@ int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
     char msg[RX_ERR_LEN], code[6] = "";
     const char *state = NULL;
     PGresult *r;
+    bool idle;
     int err;
 
     if (out)
         *out = NULL;
     if ((err = pgstore__conn_get(pg, pc)))
         return err;
-    r = PQexecParams(pc->c, sql, n, NULL, vals, lens, bin, 0);
-    status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    idle =
+        PQtransactionStatus(pc->c) == PQTRANS_IDLE; /* before: a dead one says UNKNOWN */
+    r = exec_by(pc->c, sql, n, vals, lens, bin);
+    if (!r) {
+        pgstore__set_error(pg, "%s: the database did not answer within %d ms", what,
+                           PGSTORE_CALL_MS);
+        pgstore__conn_drop(pg, pc, "the database does not answer");
+        return -EIO;
+    }
+    status = PQresultStatus(r);
+    /* A connection that died while idle (the server restarted since the last
+       call) is only found dead now. Nothing of a transaction was lost with
+       it, so a BEGIN or a read goes again once, on a fresh connection,
+       instead of failing the first request after every restart. */
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && resendable(sql) &&
+        (!r || !PQresultErrorField(r, PG_DIAG_SQLSTATE) ||
+         state_is_lost(PQresultErrorField(r, PG_DIAG_SQLSTATE))) &&
+        idle) {
+        PQclear(r);
+        pgstore__conn_drop(pg, pc, "the connection was lost; trying again");
+        if ((err = pgstore__conn_get(pg, pc)))
+            return err;
+        if (!(r = exec_by(pc->c, sql, n, vals, lens, bin))) {
+            pgstore__conn_drop(pg, pc, "the database does not answer");
+            return -EIO;
+        }
+        status = PQresultStatus(r);
+    }
     if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
         if (out)
             *out = r;
@@ -376,10 +442,16 @@ int pgstore__commit(struct pgstore *pg, struct pg_conn *pc)
 
 void pgstore__rollback(struct pgstore *pg, struct pg_conn *pc)
 {
-    (void)pg; /* a failed ROLLBACK changes nothing: the next use sees the loss */
-    if (pc->c && PQstatus(pc->c) == CONNECTION_OK &&
-        PQtransactionStatus(pc->c) != PQTRANS_IDLE)
-        PQclear(PQexec(pc->c, "ROLLBACK"));
+    PGresult *r;
+
+    /* A failed ROLLBACK changes nothing: the next use sees the loss. */
+    if (!pc->c || PQstatus(pc->c) != CONNECTION_OK ||
+        PQtransactionStatus(pc->c) == PQTRANS_IDLE)
+        return;
+    if ((r = exec_by(pc->c, "ROLLBACK", 0, NULL, NULL, NULL)))
+        PQclear(r);
+    else
+        pgstore__conn_drop(pg, pc, "the database does not answer");
 }
 
 bool pgstore__node(struct pgstore *pg, char *out)

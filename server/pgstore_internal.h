@@ -34,6 +34,9 @@
 /* The most writes one transaction takes: bounds one commit's time, not the queue. */
 #define PGSTORE_BATCH_MAX 1024
 /* Backoff between connection attempts after a loss: doubles from MIN to MAX. */
+/* The longest one statement may take: a database that stops answering
+   fails the call (-EIO, the connection dropped) instead of hanging it. */
+#define PGSTORE_CALL_MS        8000
 #define PGSTORE_BACKOFF_MIN_MS 100
 #define PGSTORE_BACKOFF_MAX_MS 2000
 /*

@@ -80,7 +80,7 @@ static void relay(struct session *s, struct msgstream *m, bool reasoning)
 
     if (!env->relay || s->seq < m->open_seq || *done >= b->len)
         return;
-    env->relay(env->relay_ctx, s->id, m->id, reasoning, *done, b->data + *done,
+    env->relay(env->cluster, s->id, m->id, reasoning, *done, b->data + *done,
                b->len - *done);
     *done = b->len;
 }
@@ -89,27 +89,40 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
                        const char *delta, bool reasoning)
 {
     struct msgstream *m;
+    size_t n = strlen(delta), at;
     int err = 0;
 
     pthread_mutex_lock(&s->lock);
     m = msgstream_find(s->streams, message_id);
     /* Checked again under the lock: a cancel may have come in between. */
-    if (effect_is_cancelled(fx))
+    if (effect_is_cancelled(fx)) {
         err = -ECANCELED;
-    else if (!m)
+        goto out_unlock;
+    }
+    if (!m) {
         err = -ENOENT;
-    else if (reasoning ? msgstream_append_reasoning(m, delta)
-                       : msgstream_append(m, delta)) {
+        goto out_unlock;
+    }
+    /* A lapsed lease: another node may own it already. The brain stops here. */
+    if (!session_may_act(s)) {
+        err = -ECANCELED;
+        goto out_unlock;
+    }
+    /* At the brain's own count: a resumed answer adds only what is new. */
+    at = m->streamed[reasoning];
+    m->streamed[reasoning] += n;
+    if (msgstream_append_at(m, reasoning, at, delta, n)) {
         if (!m->over_logged) /* once per message, not once per chunk */
             log_warn("session %s: %s of %s is over limits.message_max; the rest is "
                      "dropped",
                      s->id, reasoning ? "reasoning" : "the answer", message_id);
         m->over_logged = true;
-    } else {
-        if (s->runs)
-            run__delta(s, message_id, delta, reasoning);
-        relay(s, m, reasoning);
+        goto out_unlock;
     }
+    if (s->runs)
+        run__delta(s, message_id, delta, reasoning);
+    relay(s, m, reasoning);
+out_unlock:
     pthread_mutex_unlock(&s->lock);
     return err;
 }
@@ -267,10 +280,17 @@ void session_stop(struct session *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+bool session_may_act(const struct session *s)
+{
+    const struct session_env *env = &s->table->env;
+
+    return !s->follower && (!env->may_act || env->may_act(env->cluster));
+}
+
 void session_reconcile(struct session *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (!s->follower && s->table->env.cfg->effects &&
+    if (session_may_act(s) && s->table->env.cfg->effects &&
         runtime_reconcile(s->rt, &s->state, NULL))
         log_warn("session %s: out of memory starting effects", s->id);
     pthread_mutex_unlock(&s->lock);

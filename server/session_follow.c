@@ -170,22 +170,14 @@ void session_follow_token(struct session *s, const char *mid, bool reasoning,
                           size_t offset, const char *delta, size_t len)
 {
     struct msgstream *m;
-    size_t have;
-    char *tail;
 
     pthread_mutex_lock(&s->lock);
     if (!s->follower || s->deleted || !(m = msgstream_find(s->streams, mid)))
         goto out_unlock;
-    have = reasoning ? m->reasoning.len : m->text.len;
-    /* Past what is here, and no gap: a new owner that resumes an answer
-       streams it again from the start, and only what is new counts. */
-    if (offset > have || offset + len <= have)
-        goto out_unlock;
-    if (!(tail = strndup(delta + (have - offset), len - (have - offset))))
-        goto out_unlock;
-    if (reasoning ? msgstream_append_reasoning(m, tail) : msgstream_append(m, tail))
+    /* Only what is new counts: a new owner that resumes an answer streams
+       it again from the start. */
+    if (msgstream_append_at(m, reasoning, offset, delta, len))
         log_debug("session %s: streamed text of %s over the bound", s->id, mid);
-    free(tail);
 out_unlock:
     pthread_mutex_unlock(&s->lock);
 }
@@ -204,12 +196,11 @@ int session_take(struct session *s)
         goto out_unlock;
     s->follower = false;
     s->last_stamp = s->state.updated_at;
-    /* Answers that were streaming start again, under their id, from their
-       buffer emptied: what the old owner streamed of them is gone with it. */
+    /* Answers that were streaming are asked again, under their id; the
+       brain streams them from the start, and what this node already shows
+       of them is not sent twice (msgstream_append_at). */
     for (struct msgstream *m = s->streams; m; m = m->next) {
-        rx_buf_reset(&m->text);
-        rx_buf_reset(&m->reasoning);
-        m->relayed[0] = m->relayed[1] = 0;
+        m->streamed[0] = m->streamed[1] = 0;
         m->open_seq = 0;
     }
     for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
@@ -218,7 +209,8 @@ int session_take(struct session *s)
             !session_stream_open(s, s->state.assistant.items[i].id))
             log_warn("session %s: no buffer for message %s", s->id,
                      s->state.assistant.items[i].id);
-    if (s->table->env.cfg->effects && runtime_reconcile(s->rt, &s->state, NULL))
+    if (session_may_act(s) && s->table->env.cfg->effects &&
+        runtime_reconcile(s->rt, &s->state, NULL))
         log_warn("session %s: out of memory starting effects", s->id);
     took = true;
 out_unlock:

@@ -102,6 +102,11 @@ void session_destroy(struct session *s);
  */
 void session_restore(struct session *s, struct rx_state *state, int64_t seq,
                      int64_t created_at);
+/*
+ * Whether its effects may start or stream now: this node owns it and, in a
+ * cluster, its lease holds (session_env.may_act). Lock held.
+ */
+bool session_may_act(const struct session *s);
 /* A session left the table: take no more input, cancel effects, end streams. */
 void session_stop(struct session *s);
 /* Start the effects its state wants now, without waiting for an input. */

@@ -200,7 +200,7 @@ static void settle(struct session *s)
 
     s->settle_due = false;
     msgstream_settle(&s->streams, &s->state);
-    if (!s->deleted && !s->follower && cfg->effects &&
+    if (!s->deleted && session_may_act(s) && cfg->effects &&
         runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
         log_warn("session %s: out of memory starting effects", s->id);
     if (s->runs)

@@ -45,13 +45,17 @@ struct session_env {
     void (*removed)(const char *id);
     /*
      * A cluster (server/cluster): sessions loaded or learnt of are followers
-     * until taken (session_follow.h), and `relay` sends the owned answers'
-     * streamed deltas to the other nodes (any thread, never blocks). NULL:
-     * one node alone.
+     * until taken (session_follow.h); `relay` sends the owned answers'
+     * streamed deltas to the other nodes, and `may_act` says whether this
+     * node's lease still lets it act as an owner, on its own clock: once it
+     * says no, no effect starts or streams, whatever lock the lease thread
+     * waits for. Both called with `cluster`, from any thread, never block.
+     * NULL: one node alone.
      */
-    void (*relay)(void *ctx, const char *sid, const char *mid, bool reasoning,
+    void (*relay)(void *cluster, const char *sid, const char *mid, bool reasoning,
                   size_t offset, const char *delta, size_t len);
-    void *relay_ctx;
+    bool (*may_act)(void *cluster);
+    void *cluster;
 };
 
 struct session_table *session_table_create(const struct session_env *env) RX_WUR;

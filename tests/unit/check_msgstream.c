@@ -71,6 +71,45 @@ START_TEST(test_live_snapshot)
 }
 END_TEST
 
+/*
+ * A delta at its offset in the answer: only what lies past the buffer is
+ * taken (an answer streamed again from its start by a new owner, or relayed
+ * from another node), a gap is dropped, each kind has its own offsets.
+ */
+START_TEST(test_append_at_offset)
+{
+    static const struct {
+        bool reasoning;
+        size_t offset;
+        const char *delta, *text, *why;
+    } steps[] = {
+        {false, 0, "Hel", "Hel", ""},
+        {false, 3, "lo", "Hello", ""},
+        {false, 0, "Hello, w", "Hello, w", "a resumed answer: only the new tail"},
+        {false, 0, "Hel", "Hello, w", "all of it here already"},
+        {false, 20, "xyz", "Hello, w", "a gap: dropped"},
+        {false, 8, "orld", "Hello, world", ""},
+        {true, 0, "hmm", "Hello, world", "reasoning counts apart"},
+        {true, 1, "mmm", "Hello, world", ""},
+    };
+    struct msgstream *head = NULL, *m = msgstream_open(&head, "a1", 64, 8);
+
+    ck_assert_ptr_nonnull(m);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        ck_assert_int_eq(msgstream_append_at(m, steps[i].reasoning, steps[i].offset,
+                                             steps[i].delta, strlen(steps[i].delta)),
+                         0);
+        ck_assert_msg(m->text.len == strlen(steps[i].text) &&
+                          !memcmp(m->text.data, steps[i].text, m->text.len),
+                      "step %zu (%s): text %.*s", i, steps[i].why, (int)m->text.len,
+                      m->text.data);
+    }
+    ck_assert_uint_eq(m->reasoning.len, 4);
+    ck_assert_int_eq(memcmp(m->reasoning.data, "hmmm", 4), 0);
+    msgstream_free_all(&head);
+}
+END_TEST
+
 START_TEST(test_finished_snapshot)
 {
     static char id1[] = "a1", answer[] = "Answer.", why[] = "Let me \"think\".";
@@ -102,6 +141,7 @@ Suite *msgstream_suite(void)
 
     tcase_add_test(tc, test_live_snapshot);
     tcase_add_test(tc, test_finished_snapshot);
+    tcase_add_test(tc, test_append_at_offset);
     suite_add_tcase(s, tc);
     return s;
 }
