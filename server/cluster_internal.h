@@ -1,7 +1,8 @@
 /*
- * cluster_internal - what server/cluster.c (leases, claims, start and stop)
- * and server/cluster_stream.c (the listen and relay threads) share. Private
- * to those two files; everyone else uses cluster.h.
+ * cluster_internal - what server/cluster.c (leases, claims, start and stop),
+ * server/cluster_db.c (connections and calls with a deadline) and
+ * server/cluster_stream.c (the listen and relay threads) share. Private to
+ * those files; everyone else uses cluster.h.
  *
  * Locks, none held across another: `ctl_lock` (the lease thread's
  * connection: renewals, scans), `api_lock` (the connection for lookups and
@@ -59,7 +60,7 @@ struct cluster {
     bool qstop;
 };
 
-/* ---- cluster.c ---- */
+/* ---- cluster_db.c ---- */
 
 /*
  * A connection, made by monotonic `deadline_ms` (NULL when it cannot be),
@@ -75,10 +76,13 @@ PGconn *cluster__connect(const char *conninfo, int64_t deadline_ms);
 PGresult *cluster__call(struct cluster *c, PGconn **db, const char *sql, int n,
                         const char *const *params, ExecStatusType want,
                         int64_t deadline_ms);
-/* This incarnation's id, copied into `out`. */
-void cluster__node(struct cluster *c, char out[RX_UUID_LEN]);
 /* Sleep up to `ms`, or until stop. True when stopping. */
 bool cluster__nap(struct cluster *c, int64_t ms);
+
+/* ---- cluster.c ---- */
+
+/* This incarnation's id, copied into `out`. */
+void cluster__node(struct cluster *c, char out[RX_UUID_LEN]);
 
 /* ---- cluster_stream.c: the threads' bodies; arg is the struct cluster ---- */
 

@@ -1,9 +1,9 @@
 /*
  * pgstore - the input log in PostgreSQL: telling a connection string from a
  * path, opening (three connections, the schema), closing, settings, health,
- * and the helpers the other pgstore files share: errors, reconnecting with
- * backoff, parameterised statements, transactions and binary array
- * parameters. The writer and notifier threads are in pgstore_writer.c,
+ * errors and binary array parameters. Connections, reconnecting with
+ * backoff, statements and transactions are in pgstore_conn.c, the writer
+ * thread in pgstore_writer.c,
  * create/delete/fork/gc/title/import in pgstore_admin.c, the reads in
  * pgstore_read.c; what they share is in pgstore_internal.h. See pgstore.h.
  */
@@ -159,7 +159,7 @@ void pgstore__set_error(struct pgstore *pg, const char *fmt, ...)
 }
 
 /* libpq's sentences end with a newline and may span lines: the error is one line. */
-static void one_line(char *s)
+void pgstore__one_line(char *s)
 {
     size_t n = strlen(s);
 
@@ -171,18 +171,18 @@ static void one_line(char *s)
 }
 
 /* The database cannot be reached: say so until a connection succeeds. */
-static void mark_down(struct pgstore *pg, const char *what, const char *msg)
+void pgstore__mark_down(struct pgstore *pg, const char *what, const char *msg)
 {
     pthread_mutex_lock(&pg->hlock);
     snprintf(pg->why, sizeof(pg->why),
              "the database '%.200s' is unreachable (%s): %.200s", pg->safe, what, msg);
-    one_line(pg->why);
+    pgstore__one_line(pg->why);
     snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
     pg->down = true;
     pthread_mutex_unlock(&pg->hlock);
 }
 
-static void mark_up(struct pgstore *pg)
+void pgstore__mark_up(struct pgstore *pg)
 {
     pthread_mutex_lock(&pg->hlock);
     pg->down = false;
@@ -214,268 +214,6 @@ enum store_health pgstore_health(struct pgstore *pg, struct rx_error *why)
     rx_error_set(why, 0, "%s", h == STORE_OK ? "" : pg->why);
     pthread_mutex_unlock(&pg->hlock);
     return h;
-}
-
-/* ---- connections ------------------------------------------------------------ */
-
-int64_t pgstore__now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * Connect. Our bounds first, the caller's string after: expanded in place
- * of dbname, its own settings win. connect_timeout bounds a connection
- * attempt; keepalives and tcp_user_timeout a peer that vanished (TCP; a
- * Unix socket fails at once). Together every wait stays under 10 s.
- */
-static PGconn *connect_db(const char *conninfo)
-{
-    static const char *const keys[] = {
-        "connect_timeout",     "keepalives",       "keepalives_idle",
-        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-        "application_name",    "dbname",           NULL};
-    const char *vals[] = {"5", "1", "3", "1", "3", "8000", "reflexor", conninfo, NULL};
-
-    return PQconnectdbParams(keys, vals, 1);
-}
-
-static void ignore_notice(void *arg, const char *message)
-{
-    (void)arg;
-    (void)message;
-}
-
-void pgstore__conn_drop(struct pgstore *pg, struct pg_conn *pc, const char *why)
-{
-    /* `why` may be libpq's own message of this connection: said before it goes. */
-    mark_down(pg, pc->name, why);
-    PQfinish(pc->c);
-    pc->c = NULL;
-    /* The first attempt again at once (a restarted server is back), then backoff. */
-    pc->retry_at_ms = 0;
-    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
-}
-
-bool pgstore__conn_lost(const struct pg_conn *pc)
-{
-    return !pc->c || PQstatus(pc->c) != CONNECTION_OK;
-}
-
-int pgstore__conn_get(struct pgstore *pg, struct pg_conn *pc)
-{
-    char msg[RX_ERR_LEN];
-    PGconn *c;
-
-    if (pc->c && PQstatus(pc->c) == CONNECTION_OK)
-        return 0;
-    if (pc->c)
-        pgstore__conn_drop(pg, pc, PQerrorMessage(pc->c));
-    if (pgstore__now_ms() < pc->retry_at_ms) {
-        /* Down, and not yet time to try: fail fast with the reason. */
-        pthread_mutex_lock(&pg->hlock);
-        snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
-        pthread_mutex_unlock(&pg->hlock);
-        return -EIO;
-    }
-    c = connect_db(pg->conninfo);
-    if (!c || PQstatus(c) != CONNECTION_OK) {
-        snprintf(msg, sizeof(msg), "%s", c ? PQerrorMessage(c) : "out of memory");
-        PQfinish(c);
-        pc->retry_at_ms = pgstore__now_ms() + pc->backoff_ms;
-        pc->backoff_ms = pc->backoff_ms * 2 > PGSTORE_BACKOFF_MAX_MS
-                             ? PGSTORE_BACKOFF_MAX_MS
-                             : pc->backoff_ms * 2;
-        mark_down(pg, pc->name, msg);
-        return -EIO;
-    }
-    /* Notices (a table that exists, an empty query) are not errors: not on stderr. */
-    PQsetNoticeProcessor(c, ignore_notice, NULL);
-    pc->c = c;
-    pc->fresh = true;
-    pc->retry_at_ms = 0;
-    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
-    mark_up(pg);
-    return 0;
-}
-
-/* SQLSTATEs of a server going away: class 08 and the shutdowns of 57P0x. */
-static bool state_is_lost(const char *state)
-{
-    return state && (!strncmp(state, "08", 2) || !strncmp(state, "57P0", 4));
-}
-
-/*
- * PQexecParams with a deadline: a database that stops answering (frozen, or
- * a network that swallows packets, which keepalives do not see on a Unix
- * socket) costs a call at most PGSTORE_CALL_MS, not forever: a parked POST
- * gets its 503 and shutdown can drain. NULL on a timeout: the connection is
- * then unusable (its answer may still come) and the caller drops it.
- */
-static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
-                         const int *lens, const int *bin)
-{
-    int64_t deadline = pgstore__now_ms() + PGSTORE_CALL_MS;
-    PGresult *r, *last = NULL;
-
-    if (!PQsendQueryParams(c, sql, n, NULL, vals, lens, bin, 0))
-        return PQmakeEmptyPGresult(c, PGRES_FATAL_ERROR);
-    for (;;) {
-        while (PQisBusy(c)) {
-            struct pollfd pfd = {PQsocket(c), POLLIN, 0};
-            int64_t left = deadline - pgstore__now_ms();
-
-            if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || !PQconsumeInput(c)) {
-                PQclear(last);
-                return NULL;
-            }
-        }
-        if (!(r = PQgetResult(c)))
-            return last;
-        PQclear(last);
-        last = r;
-    }
-}
-
-/* Statements that change nothing until a later one commits: safe to send again. */
-static bool resendable(const char *sql)
-{
-    return !strncmp(sql, "BEGIN", 5) || !strncmp(sql, "SELECT", 6);
-}
-
-int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
-                  const char *sql, int n, const char *const *vals, const int *lens,
-                  const int *bin, PGresult **out)
-{
-    ExecStatusType status;
-    char msg[RX_ERR_LEN], code[6] = "";
-    const char *state = NULL;
-    PGresult *r;
-    bool idle;
-    int err;
-
-    if (out)
-        *out = NULL;
-    if ((err = pgstore__conn_get(pg, pc)))
-        return err;
-    idle =
-        PQtransactionStatus(pc->c) == PQTRANS_IDLE; /* before: a dead one says UNKNOWN */
-    r = exec_by(pc->c, sql, n, vals, lens, bin);
-    if (!r) {
-        pgstore__set_error(pg, "%s: the database did not answer within %d ms", what,
-                           PGSTORE_CALL_MS);
-        pgstore__conn_drop(pg, pc, "the database does not answer");
-        return -EIO;
-    }
-    status = PQresultStatus(r);
-    /* A connection that died while idle (the server restarted since the last
-       call) is only found dead now. Nothing of a transaction was lost with
-       it, so a BEGIN or a read goes again once, on a fresh connection,
-       instead of failing the first request after every restart. */
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && resendable(sql) &&
-        (!r || !PQresultErrorField(r, PG_DIAG_SQLSTATE) ||
-         state_is_lost(PQresultErrorField(r, PG_DIAG_SQLSTATE))) &&
-        idle) {
-        PQclear(r);
-        pgstore__conn_drop(pg, pc, "the connection was lost; trying again");
-        if ((err = pgstore__conn_get(pg, pc)))
-            return err;
-        if (!(r = exec_by(pc->c, sql, n, vals, lens, bin))) {
-            pgstore__conn_drop(pg, pc, "the database does not answer");
-            return -EIO;
-        }
-        status = PQresultStatus(r);
-    }
-    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-        if (out)
-            *out = r;
-        else
-            PQclear(r);
-        return 0;
-    }
-    /* Copied: the result is cleared before it is looked at. */
-    if (r && PQresultErrorField(r, PG_DIAG_SQLSTATE)) {
-        snprintf(code, sizeof(code), "%s", PQresultErrorField(r, PG_DIAG_SQLSTATE));
-        state = code;
-    }
-    snprintf(msg, sizeof(msg), "%s",
-             r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
-                                           : PQerrorMessage(pc->c));
-    one_line(msg);
-    if (state && !strcmp(state, "23505"))
-        err = -EEXIST;
-    else if (state && !strcmp(state, "53100"))
-        err = -ENOSPC;
-    else
-        err = -EIO;
-    PQclear(r);
-    pgstore__set_error(pg, "%s: %s", what, msg);
-    /* An error libpq made itself (no SQLSTATE: "server closed the connection
-       unexpectedly", a broken socket) may leave PQstatus OK: the connection
-       is no better for it. Drop it; the next call reconnects. */
-    if (pgstore__conn_lost(pc) || state_is_lost(state) || !state) {
-        pgstore__conn_drop(pg, pc, msg);
-        pgstore__set_error(pg, "%s: %s", what, msg);
-        return -EIO;
-    }
-    if (err == -ENOSPC) {
-        pthread_mutex_lock(&pg->hlock);
-        pg->full = true;
-        snprintf(pg->why, sizeof(pg->why), "%s", pg->err);
-        pthread_mutex_unlock(&pg->hlock);
-    }
-    return err;
-}
-
-int pgstore__begin(struct pgstore *pg, struct pg_conn *pc)
-{
-    return pgstore__exec(pg, pc, "begin", "BEGIN", 0, NULL, NULL, NULL, NULL);
-}
-
-int pgstore__commit(struct pgstore *pg, struct pg_conn *pc)
-{
-    return pgstore__exec(pg, pc, "commit", "COMMIT", 0, NULL, NULL, NULL, NULL);
-}
-
-void pgstore__rollback(struct pgstore *pg, struct pg_conn *pc)
-{
-    PGresult *r;
-
-    /* A failed ROLLBACK changes nothing: the next use sees the loss. */
-    if (!pc->c || PQstatus(pc->c) != CONNECTION_OK ||
-        PQtransactionStatus(pc->c) == PQTRANS_IDLE)
-        return;
-    if ((r = exec_by(pc->c, "ROLLBACK", 0, NULL, NULL, NULL)))
-        PQclear(r);
-    else
-        pgstore__conn_drop(pg, pc, "the database does not answer");
-}
-
-bool pgstore__node(struct pgstore *pg, char *out)
-{
-    bool fenced;
-
-    pthread_mutex_lock(&pg->hlock);
-    fenced = pg->fenced;
-    memcpy(out, pg->node, PGSTORE_NODE_MAX);
-    pthread_mutex_unlock(&pg->hlock);
-    return fenced;
-}
-
-/* ---- results ---------------------------------------------------------------- */
-
-int64_t pgstore__i64(const PGresult *r, int row, int col)
-{
-    return strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
-const char *pgstore__fmt_i64(char *buf, int64_t n)
-{
-    snprintf(buf, 24, "%lld", (long long)n);
-    return buf;
 }
 
 /* ---- binary arrays ------------------------------------------------------------ */
@@ -653,7 +391,7 @@ struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
     return pg;
 
 out_fail:
-    one_line(why);
+    pgstore__one_line(why);
     rx_error_set(err, 0, "'%s': %s", pg->safe ? pg->safe : "", why);
     pgstore_close(pg);
     return NULL;

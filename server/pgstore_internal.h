@@ -104,6 +104,12 @@ void pgstore__wrote(struct pgstore *pg);
 /* ---- pgstore.c: connections and queries ---- */
 
 /* Milliseconds on the monotonic clock. */
+/* libpq's sentence made one line, in place (it ends with a newline, may span lines). */
+void pgstore__one_line(char *s);
+/* The database cannot be reached (`what`: which connection, `msg`: why): said by
+   store_health until a connection succeeds (pgstore__mark_up). hlock taken. */
+void pgstore__mark_down(struct pgstore *pg, const char *what, const char *msg);
+void pgstore__mark_up(struct pgstore *pg);
 int64_t pgstore__now_ms(void);
 /*
  * The connection, connected: 0, or -EIO at once while its backoff runs or
