@@ -298,6 +298,16 @@ void cluster_relay(void *cluster, const char *sid, const char *mid, bool reasoni
 }
 
 /* Deltas that follow each other in one answer go as one notification. */
+static bool relay_stopping(struct cluster *c)
+{
+    bool stop;
+
+    pthread_mutex_lock(&c->qlock);
+    stop = c->qstop;
+    pthread_mutex_unlock(&c->qlock);
+    return stop;
+}
+
 static void relay_send(struct cluster *c, PGconn **db, struct relay_item *list)
 {
     struct rx_buf b;
@@ -328,6 +338,11 @@ static void relay_send(struct cluster *c, PGconn **db, struct relay_item *list)
         r = cluster__call(c, db, "SELECT pg_notify('rx_tok', $1)", 1,
                           (const char *[]){b.data}, PGRES_TUPLES_OK,
                           now_mono_ms() + CLUSTER_DB_WAIT_MS);
+        /* Tokens are best effort (the completed message is the truth): when
+           the database does not take one, or the node stops, drop the rest
+           rather than wait a deadline for each. */
+        if (!r || relay_stopping(c))
+            break;
         PQclear(r);
     }
     rx_buf_release(&b);

@@ -359,8 +359,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     if (req) {
-        if (req->pending)
+        if (req->pending) {
+            park_end(req->pending);
             req->pending->ops->release(req->pending);
+        }
         rx_buf_release(&req->body);
         free(req);
         *con_cls = NULL;

@@ -8,7 +8,7 @@ void park_init(struct park *p, const struct park_ops *ops, struct MHD_Connection
     p->ops = ops;
     pthread_mutex_init(&p->lock, NULL);
     p->conn = conn;
-    p->suspended = p->finished = false;
+    p->suspended = p->finished = p->counted = false;
 }
 
 void park_destroy(struct park *p)
@@ -57,6 +57,7 @@ bool park_suspend(struct park *p)
     if (!p->finished) {
         MHD_suspend_connection(p->conn);
         p->suspended = suspended = true;
+        p->counted = true; /* park_enter's count stays until the request ends */
     }
     pthread_mutex_unlock(&p->lock);
     return suspended;
@@ -64,16 +65,25 @@ bool park_suspend(struct park *p)
 
 void park_finish(struct park *p)
 {
-    bool resumed = false;
-
     pthread_mutex_lock(&p->lock);
     p->finished = true;
     if (p->suspended) {
         MHD_resume_connection(p->conn);
         p->suspended = false;
-        resumed = true;
     }
     pthread_mutex_unlock(&p->lock);
-    if (resumed)
-        parked_add(-1); /* the count park_enter took stays until it resumes */
+}
+
+void park_end(struct park *p)
+{
+    bool counted;
+
+    pthread_mutex_lock(&p->lock);
+    counted = p->counted;
+    p->counted = false;
+    pthread_mutex_unlock(&p->lock);
+    /* Not at the resume: MHD_stop_daemon would close a resumed connection
+       before its answer is queued. Now it is sent, or its client is gone. */
+    if (counted)
+        parked_add(-1);
 }

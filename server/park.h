@@ -43,9 +43,10 @@ struct park_ops {
 
 struct park {
     const struct park_ops *ops;
-    pthread_mutex_t lock; /* guards conn, suspended, finished */
+    pthread_mutex_t lock; /* guards conn, suspended, finished, counted */
     struct MHD_Connection *conn;
     bool suspended, finished;
+    bool counted; /* suspended once: park_enter's count is given back by park_end */
 };
 
 void park_init(struct park *p, const struct park_ops *ops, struct MHD_Connection *conn);
@@ -61,6 +62,12 @@ void park_destroy(struct park *p);
 bool park_suspend(struct park *p);
 /* The answer is ready (any thread): resume the connection if suspended. Once. */
 void park_finish(struct park *p);
+/*
+ * The request ended (MHD's completed callback, before `release`): a park
+ * that was suspended gives back the count park_enter took, so park_drain
+ * returns only once every resumed request was answered (or its client left).
+ */
+void park_end(struct park *p);
 
 /* Count a request that may suspend (before the stopping check)... */
 void park_enter(void);

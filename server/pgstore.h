@@ -9,7 +9,9 @@
  * store.h documents them, with these differences:
  *   - Health is not sticky. A lost connection is retried with backoff
  *     (100 ms doubling to 2 s); while it is down, writes fail with -EIO
- *     within 10 s (connect_timeout and keepalives bound every wait) and
+ *     within 10 s (connect_timeout and keepalives bound every wait, and
+ *     every statement is given up after PGSTORE_CALL_MS, 4 s, when a
+ *     database that still holds the connection stops answering) and
  *     store_health says STORE_UNAVAILABLE with the reason; service resumes
  *     by itself when the database answers again. A write that failed changes
  *     nothing in the database (its transaction is rolled back or never

@@ -113,7 +113,9 @@ static bool state_is_lost(const char *state)
  * a network that swallows packets, which keepalives do not see on a Unix
  * socket) costs a call at most PGSTORE_CALL_MS, not forever: a parked POST
  * gets its 503 and shutdown can drain. NULL on a timeout: the connection is
- * then unusable (its answer may still come) and the caller drops it.
+ * then unusable (its answer may still come) and the caller drops it. A
+ * connection found lost gives an error result with no SQLSTATE, as libpq's
+ * own errors do, so the caller may send a BEGIN or a read again.
  */
 static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
                          const int *lens, const int *bin)
@@ -127,10 +129,17 @@ static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *v
         while (PQisBusy(c)) {
             struct pollfd pfd = {PQsocket(c), POLLIN, 0};
             int64_t left = deadline - pgstore__now_ms();
+            int ready = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
-            if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || !PQconsumeInput(c)) {
+            if (ready < 0 && errno == EINTR)
+                continue;
+            if (ready <= 0) { /* no answer in time */
                 PQclear(last);
                 return NULL;
+            }
+            if (!PQconsumeInput(c)) { /* lost: an error like libpq's own */
+                PQclear(last);
+                return PQmakeEmptyPGresult(c, PGRES_FATAL_ERROR);
             }
         }
         if (!(r = PQgetResult(c)))

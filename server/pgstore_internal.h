@@ -36,7 +36,7 @@
 /* Backoff between connection attempts after a loss: doubles from MIN to MAX. */
 /* The longest one statement may take: a database that stops answering
    fails the call (-EIO, the connection dropped) instead of hanging it. */
-#define PGSTORE_CALL_MS        8000
+#define PGSTORE_CALL_MS        4000
 #define PGSTORE_BACKOFF_MIN_MS 100
 #define PGSTORE_BACKOFF_MAX_MS 2000
 /*
