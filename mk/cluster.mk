@@ -39,9 +39,10 @@ cluster-integration: $(BUILD)/reflexor $(INTEG) $(BUILD)/tests/fake_openai node_
 	echo "cluster-integration: the HTTP suite on PostgreSQL ($$dir)"; \
 	RX_PG_DIR="$$dir" RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai ./$(INTEG)
 
+# --test-force-exit: a failed test may leave a request open; the run must end.
 cluster-node-test: $(BUILD)/reflexor web-assets
 	-@scripts/deps.sh postgresql nginx
-	RX_SERVER=./$(BUILD)/reflexor REFLEXOR_WEB=$(WEB_OUT) node --test --test-concurrency=1 tests/cluster/
+	RX_SERVER=./$(BUILD)/reflexor REFLEXOR_WEB=$(WEB_OUT) node --test --test-concurrency=1 --test-force-exit tests/cluster/
 
 TEST_EXTRA += cluster-test
 
