@@ -228,6 +228,17 @@ START_TEST(test_bad_protocol_config_refused)
 }
 END_TEST
 
+/* The cluster section (SPEC 6.1) is checked like every other. */
+START_TEST(test_bad_cluster_config_refused)
+{
+    refused("{\"cluster\":{\"lease_ms\":50}}", "cluster.lease_ms");
+    refused("{\"cluster\":{\"lease_ms\":\"5000\"}}", "cluster.lease_ms");
+    refused("{\"cluster\":{\"advertise\":\"ftp://10.0.0.1\"}}", "cluster.advertise");
+    refused("{\"cluster\":{\"advertise\":7}}", "cluster.advertise");
+    refused("{\"cluster\":{\"leases\":1}}", "cluster.leases");
+}
+END_TEST
+
 /* ---- runs
  * ---------------------------------------------------------------------------------- */
 
@@ -560,6 +571,7 @@ Suite *protocols_suite(void)
     tcase_add_test(tc, test_auth_in_each_shape);
     tcase_add_test(tc, test_prefixes_configurable);
     tcase_add_test(tc, test_bad_protocol_config_refused);
+    tcase_add_test(tc, test_bad_cluster_config_refused);
     tcase_add_test(tc, test_run_waits_for_native_work);
     tcase_add_test(tc, test_parked_run_and_shutdown);
     tcase_add_test(tc, test_delete_ends_the_run);
