@@ -79,17 +79,18 @@ static int apply_page(struct session *s, const struct rx_buf *page, size_t *n)
     json_array_foreach(arr, i, row)
     {
         int64_t seq = json_integer_value(json_object_get(row, "seq"));
-        char *text;
+        struct rx_input in;
 
         if (seq <= s->seq)
             continue;
+        /* The page is parsed once: each input straight from its tree. */
         if (seq != s->seq + 1 ||
-            !(text = json_dumps(json_object_get(row, "input"), JSON_COMPACT))) {
+            rx_input_parse(json_object_get(row, "input"), &in, NULL, NULL)) {
             err = -EPROTO;
             break;
         }
-        err = apply_text(s, text, strlen(text));
-        free(text);
+        err = session__follow_apply(s, &in);
+        rx_input_release(&in);
         if (err)
             break;
         (*n)++;
