@@ -174,12 +174,8 @@ int pgstore_fork(struct pgstore *pg, const char *sid, int64_t at, const char *ne
         goto out_finish;
     }
     last = pgstore__i64(r, 0, 0);
-    if (at < 0 || at > last) {
-        pgstore__set_error(pg, "session '%s': seq %lld is not in 0..%lld", sid,
-                           (long long)at, (long long)last);
-        err = -ERANGE;
+    if ((err = pgstore__seq_in_log(pg, sid, at, last)))
         goto out_finish;
-    }
     if ((err =
              run(pg, "creating the fork",
                  "INSERT INTO sessions(id, created_at, updated_at, title) SELECT $2, $3,"

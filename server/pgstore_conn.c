@@ -276,6 +276,15 @@ bool pgstore__node(struct pgstore *pg, char *out)
 
 /* ---- results ---------------------------------------------------------------- */
 
+int pgstore__seq_in_log(struct pgstore *pg, const char *sid, int64_t seq, int64_t last)
+{
+    if (seq >= 0 && seq <= last)
+        return 0;
+    pgstore__set_error(pg, "session '%s': seq %lld is not in 0..%lld", sid,
+                       (long long)seq, (long long)last);
+    return -ERANGE;
+}
+
 int64_t pgstore__i64(const PGresult *r, int row, int col)
 {
     return strtoll(PQgetvalue(r, row, col), NULL, 10);

@@ -161,6 +161,8 @@ int pgstore__array_end(struct pg_array *a) RX_WUR;
 
 /* ---- pgstore.c: helpers for results ---- */
 
+/* 0 when `seq` is 0..last (a session's log), else -ERANGE with the error set. */
+int pgstore__seq_in_log(struct pgstore *pg, const char *sid, int64_t seq, int64_t last);
 int64_t pgstore__i64(const PGresult *r, int row, int col);
 /* 'n' formatted as decimal into buf (at least 24 bytes): a text parameter. */
 const char *pgstore__fmt_i64(char *buf, int64_t n);

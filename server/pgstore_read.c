@@ -315,12 +315,8 @@ int pgstore_state_at(struct pgstore *pg, const char *sid, int64_t seq,
                    vals, &r)))
         goto out_end;
     last = pgstore__i64(r, 0, 0);
-    if (seq < 0 || seq > last) {
-        pgstore__set_error(pg, "session '%s': seq %lld is not in 0..%lld", sid,
-                           (long long)seq, (long long)last);
-        err = -ERANGE;
+    if ((err = pgstore__seq_in_log(pg, sid, seq, last)))
         goto out_end;
-    }
     err = build_state(pg, sid, seq, out, &reached);
 out_end:
     PQclear(r);
