@@ -31,7 +31,9 @@ struct pending;
 struct run;
 
 struct session {
-    struct session *next; /* in the table */
+    struct session *next, *prev; /* in the table's list, newest first */
+    struct session *chain;       /* in the table's bucket of `hash` */
+    uint32_t hash;               /* rx_index_hash(id) */
     struct session_table *table;
     char id[SESSION_ID_MAX + 1];
     int refs;             /* atomic */
@@ -84,8 +86,12 @@ struct session_table {
     struct session_env env;
     struct session_feed feed;   /* GET .../events */
     pthread_mutex_t title_lock; /* one rename at a time: store, then memory */
-    pthread_mutex_t lock;       /* guards the list and the counts */
+    pthread_mutex_t lock;       /* guards the list, the buckets and the counts */
     struct session *head;
+    /* id -> session: a POST finds its session in O(1) among 100 000 (chained,
+       grown to keep about one session a bucket). */
+    struct session **buckets;
+    size_t nbuckets; /* a power of two */
     size_t count;
     int live; /* sessions not yet freed, in the table or not */
     pthread_cond_t all_freed;

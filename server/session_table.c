@@ -17,6 +17,9 @@
 #include "server/run.h"
 #include "server/session_internal.h"
 #include "server/store.h"
+#include "state_machine/rx_index.h"
+
+#define TABLE_BUCKETS_MIN 64
 
 struct session_table *session_table_create(const struct session_env *env)
 {
@@ -25,8 +28,11 @@ struct session_table *session_table_create(const struct session_env *env)
     if (!t)
         return NULL;
     t->env = *env;
-    if (session_feed_init(&t->feed, (size_t)env->cfg->sse_queue_max,
+    t->nbuckets = TABLE_BUCKETS_MIN;
+    if (!(t->buckets = calloc(t->nbuckets, sizeof(*t->buckets))) ||
+        session_feed_init(&t->feed, (size_t)env->cfg->sse_queue_max,
                           env->cfg->sse_retry_ms)) {
+        free(t->buckets);
         free(t);
         return NULL;
     }
@@ -49,12 +55,68 @@ static bool id_is_valid(const char *id)
            strcmp(id, ".") && strcmp(id, "..");
 }
 
+/* Lock held. */
 static struct session *table_find(struct session_table *t, const char *id)
 {
-    for (struct session *s = t->head; s; s = s->next)
-        if (!strcmp(s->id, id))
+    uint32_t h = rx_index_hash(id);
+
+    for (struct session *s = t->buckets[h & (t->nbuckets - 1)]; s; s = s->chain)
+        if (s->hash == h && !strcmp(s->id, id))
             return s;
     return NULL;
+}
+
+/* Twice the buckets once there are more sessions than buckets. Without the
+   memory it stays as it is: the chains grow longer, lookups still work. */
+static void table_grow(struct session_table *t)
+{
+    size_t n = t->nbuckets * 2;
+    struct session **b;
+
+    if (t->count < t->nbuckets || !(b = calloc(n, sizeof(*b))))
+        return;
+    for (struct session *s = t->head; s; s = s->next) {
+        s->chain = b[s->hash & (n - 1)];
+        b[s->hash & (n - 1)] = s;
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+/* Lock held. */
+static void table_link(struct session_table *t, struct session *s)
+{
+    struct session **b;
+
+    s->hash = rx_index_hash(s->id);
+    s->prev = NULL;
+    s->next = t->head;
+    if (t->head)
+        t->head->prev = s;
+    t->head = s;
+    b = &t->buckets[s->hash & (t->nbuckets - 1)];
+    s->chain = *b;
+    *b = s;
+    t->count++;
+    table_grow(t);
+}
+
+/* Lock held. */
+static void table_unlink(struct session_table *t, struct session *s)
+{
+    struct session **p = &t->buckets[s->hash & (t->nbuckets - 1)];
+
+    while (*p != s)
+        p = &(*p)->chain;
+    *p = s->chain;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        t->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    t->count--;
 }
 
 /*
@@ -91,9 +153,7 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
         if (state)
             session_restore(s, state, seq, created_at);
         s->follower = follower;
-        s->next = t->head;
-        t->head = s;
-        t->count++;
+        table_link(t, s);
         t->live++;
         session_feed_created(&t->feed, s);
         if (out) {
@@ -112,17 +172,12 @@ static int table_add(struct session_table *t, const char *id, int64_t created_at
  */
 static bool table_remove(struct session_table *t, const char *id)
 {
-    struct session **p, *s = NULL;
+    struct session *s;
 
     pthread_mutex_lock(&t->lock);
-    for (p = &t->head; *p; p = &(*p)->next) {
-        if (!id || !strcmp((*p)->id, id)) {
-            s = *p;
-            *p = s->next;
-            t->count--;
-            break;
-        }
-    }
+    s = id ? table_find(t, id) : t->head;
+    if (s)
+        table_unlink(t, s);
     pthread_mutex_unlock(&t->lock);
     if (!s)
         return false;
@@ -227,6 +282,7 @@ void session_table_destroy(struct session_table *t)
     pthread_cond_destroy(&t->all_freed);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->title_lock);
+    free(t->buckets);
     free(t);
 }
 

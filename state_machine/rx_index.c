@@ -21,7 +21,7 @@ void rx_index_release(struct rx_index *ix)
 }
 
 /* FNV-1a: short ids, no need for more. */
-static uint32_t hash_id(const char *id)
+uint32_t rx_index_hash(const char *id)
 {
     uint32_t h = 2166136261u;
 
@@ -76,7 +76,7 @@ long rx_index_find(const struct rx_index *ix, const char *id, rx_index_key_fn ke
 
     if (!ix->cap)
         return -1;
-    h = hash_id(id);
+    h = rx_index_hash(id);
     mask = ix->cap - 1;
     for (at = h & mask; ix->slots[at]; at = (at + 1) & mask)
         if (ix->hashes[at] == h && !strcmp(key_at(list, ix->slots[at] - 1), id))
@@ -86,7 +86,7 @@ long rx_index_find(const struct rx_index *ix, const char *id, rx_index_key_fn ke
 
 void rx_index_insert(struct rx_index *ix, const char *id, size_t i)
 {
-    place(ix, hash_id(id), i);
+    place(ix, rx_index_hash(id), i);
 }
 
 int rx_index_rebuild(struct rx_index *ix, size_t n, rx_index_key_fn key_at,

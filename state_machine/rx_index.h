@@ -32,6 +32,8 @@ void rx_index_init(struct rx_index *ix);
 void rx_index_release(struct rx_index *ix);
 /* Room for `extra` more ids without allocating. 0 or -ENOMEM (index unchanged). */
 int rx_index_reserve(struct rx_index *ix, size_t extra) RX_WUR;
+/* The hash the index files `id` under (FNV-1a), for other tables of ids. */
+uint32_t rx_index_hash(const char *id);
 /* Position of `id`, or -1. */
 long rx_index_find(const struct rx_index *ix, const char *id, rx_index_key_fn key_at,
                    const void *list);
