@@ -42,8 +42,9 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
     int err;
 
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
-    err = rx_buf_printf(&b, "{\"success\":true,\"timestamp\":%lld,\"seq\":%lld",
-                        (long long)res->timestamp, (long long)res->seq);
+    err = rx_buf_puts(&b, "{\"success\":true,\"timestamp\":") ||
+          rx_buf_put_i64(&b, res->timestamp) || rx_buf_puts(&b, ",\"seq\":") ||
+          rx_buf_put_i64(&b, res->seq);
     if (!err && in->message_id)
         err =
             rx_buf_puts(&b, ",\"messageId\":") || rx_buf_put_json_str(&b, in->message_id);
@@ -220,13 +221,10 @@ static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connecti
 {
     bool suspended = false;
     enum MHD_Result ret;
-    char path[512];
 
     park_enter();
-    snprintf(path, sizeof(path), "%s/sessions/%s/moorex", srv->cfg->prefix,
-             session_id(s));
     /* In a cluster, a session another node owns: its owner answers. */
-    if (!api__forward(srv, conn, s, path, body, slot, &suspended, &ret))
+    if (!api__forward(srv, conn, s, body, slot, &suspended, &ret))
         ret = submit_parked(srv, conn, s, body, slot, &suspended);
     if (!suspended)
         park_leave();

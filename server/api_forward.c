@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,17 +190,17 @@ out_nomem:
 }
 
 int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct session *s,
-                 const char *path, const struct rx_buf *body, struct park **slot,
-                 bool *suspended, enum MHD_Result *ret)
+                 const struct rx_buf *body, struct park **slot, bool *suspended,
+                 enum MHD_Result *ret)
 {
     struct cluster *c = __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE);
-    bool relayed = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                               "X-Reflexor-Forwarded") != NULL;
-    char *owner = NULL;
+    char *owner = NULL, path[512];
+    bool relayed;
     int err;
 
     if (!c || !session_is_follower(s))
         return 0; /* apply it here */
+    relayed = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Reflexor-Forwarded");
     for (int tries = 0; tries < 2; tries++) {
         err = relayed ? -ENOENT : cluster_owner_url(c, session_id(s), &owner);
         if (err == -ENOENT)
@@ -210,6 +211,8 @@ int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct se
             break;
     }
     if (owner) {
+        snprintf(path, sizeof(path), "%s/sessions/%s/moorex", srv->cfg->prefix,
+                 session_id(s));
         *ret = relay(conn, owner, path, body, slot, suspended);
         free(owner);
         return 1;

@@ -37,14 +37,14 @@ void *api__attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **
 struct park;
 /*
  * An input for session `s` that another node owns (server/cluster): relayed
- * to the owner at `path` (the full URL path) and answered with its answer,
+ * to the owner's .../sessions/<sid>/moorex and answered with its answer,
  * or a 503 with Retry-After when it cannot be; 1 with *ret (and *slot,
  * *suspended as a parked request sets them). 0 when this node applies it:
  * no cluster, this node owns it, or it just claimed it. The caller has
  * counted the request (park_enter).
  */
 int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct session *s,
-                 const char *path, const struct rx_buf *body, struct park **slot,
+                 const struct rx_buf *body, struct park **slot,
                  bool *suspended, enum MHD_Result *ret);
 
 /* 503 with Retry-After: 1 and {"error": code, "message": msg}: the client

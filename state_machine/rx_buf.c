@@ -112,12 +112,19 @@ int rx_buf_printf(struct rx_buf *b, const char *fmt, ...)
     return 0;
 }
 
+/* Every seq and timestamp of every encoding passes here: no printf. */
 int rx_buf_put_i64(struct rx_buf *b, int64_t v)
 {
-    char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%" PRId64, v);
+    char tmp[24], *end = tmp + sizeof(tmp), *p = end;
+    uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
 
-    return rx_buf_append(b, tmp, (size_t)n);
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return rx_buf_append(b, p, (size_t)(end - p));
 }
 
 int rx_buf_put_json_str(struct rx_buf *b, const char *s)

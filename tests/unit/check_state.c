@@ -7,6 +7,8 @@
  */
 #include "tests/unit/helper_sm.h"
 
+#include <inttypes.h>
+
 static const char *const round_trip[] = {
     S0,
     ST(1, UM("m1", "hi", 1), "", "", 0, "", 0),
@@ -139,6 +141,30 @@ START_TEST(test_record_encoders)
 END_TEST
 
 /* An encode that runs into the buffer's bound leaves the buffer as it was. */
+/* rx_buf_put_i64 writes every seq and timestamp: it must agree with printf. */
+static const int64_t i64_rows[] = {
+    0, 1, -1, 9, 10, -10, 99, 1700000000123, -1700000000123, INT64_MAX, INT64_MIN};
+
+START_TEST(test_put_i64)
+{
+    char want[32];
+    struct rx_buf b;
+
+    rx_buf_init(&b, 64);
+    ck_assert_int_eq(rx_buf_puts(&b, "x"), 0);
+    ck_assert_int_eq(rx_buf_put_i64(&b, i64_rows[_i]), 0);
+    snprintf(want, sizeof(want), "x%" PRId64, i64_rows[_i]);
+    ck_assert_str_eq(b.data, want);
+    ck_assert_uint_eq(b.len, strlen(want));
+    rx_buf_release(&b);
+    /* Past the bound nothing is appended. */
+    rx_buf_init(&b, 1);
+    ck_assert_int_eq(rx_buf_put_i64(&b, 10), -E2BIG);
+    ck_assert_uint_eq(b.len, 0);
+    rx_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_encode_bound)
 {
     struct rx_state s;
@@ -477,6 +503,7 @@ Suite *state_suite(void)
     tcase_add_loop_test(tc, test_round_trip, 0,
                         sizeof(round_trip) / sizeof(round_trip[0]));
     tcase_add_test(tc, test_record_encoders);
+    tcase_add_loop_test(tc, test_put_i64, 0, sizeof(i64_rows) / sizeof(i64_rows[0]));
     tcase_add_test(tc, test_encode_bound);
     tcase_add_loop_test(tc, test_decode_errors, 0,
                         sizeof(bad_rows) / sizeof(bad_rows[0]));
