@@ -3,15 +3,18 @@
  * by: a bare libmicrohttpd daemon that answers every request with a fixed JSON
  * body of the size the real server sends for an accepted input.
  *
- * It runs MHD exactly as server/http.c does (MHD_USE_EPOLL_INTERNAL_THREAD |
- * MHD_USE_ITC, the same connection limit, and the answer queued on the
- * access handler's final call, once the body is read), and builds each
- * response the same way (a copied buffer plus the same two headers), so the
- * ratio isolates what Reflexor adds on top of MHD: parsing, the session
- * queue, the transition, the publish and the effects.
+ * It runs MHD exactly as server/http.c does: the same flags
+ * (MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME),
+ * the same pool of epoll threads (one per CPU, at most 4, as
+ * limits.http_threads 0 gives), the same connection limit, and the answer
+ * queued on the access handler's final call, once the body is read. It
+ * builds each response the same way (a copied buffer plus the same two
+ * headers), so the ratio isolates what Reflexor adds on top of MHD: parsing,
+ * the session queue, the transition, the publish and the effects.
  *
- * Usage: bare_server [PORT] (0 or none: a free port). Prints
- * "listening on 127.0.0.1:PORT" on stdout, then serves until SIGTERM/SIGINT.
+ * Usage: bare_server [PORT [THREADS]] (PORT 0 or none: a free port; THREADS
+ * 0 or none: the server's default). Prints "listening on 127.0.0.1:PORT" on
+ * stdout, then serves until SIGTERM/SIGINT.
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -74,16 +77,26 @@ int main(int argc, char **argv)
     const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
     struct sigaction sa = {.sa_handler = on_signal};
+    int want, threads;
 
     addr.sin_port = htons((uint16_t)(argc > 1 ? atoi(argv[1]) : 0));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+    /* server/http.c's rule for limits.http_threads 0. */
+    want = argc > 2 ? atoi(argv[2]) : 0;
+    threads = want > 0 ? want : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1)
+        threads = 1;
+    if (want <= 0 && threads > 4)
+        threads = 4;
+    d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC |
+                             MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
                          0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
                          (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, 4096U,
-                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "bare_server: cannot start libmicrohttpd\n");
         return 1;

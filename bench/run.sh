@@ -65,13 +65,17 @@ rm -f "$DB" "$DB"-*
 
 # ---- POST throughput -------------------------------------------------------
 echo "bench: POST /moorex ($REPS x ${SECS}s per figure)..." >&2
-start bare "$B/bench/bare_server" || exit 1
+# The baseline runs MHD as the server does, its pool of epoll threads
+# included; bare1, one MHD thread, is shown beside it for reference.
+start bare "$B/bench/bare_server" 0 || exit 1
 P_BARE=$SRV_PORT PID_BARE=$SRV_PID
+start bare1 "$B/bench/bare_server" 0 1 || exit 1
+P_BARE1=$SRV_PORT
 start noeff "$REFLEXOR" --config "$C_NOEFF" --db :memory: "${RX_FLAGS[@]}" || exit 1
 P_NOEFF=$SRV_PORT
 start brain "$REFLEXOR" --config "$C_BRAIN" --db :memory: "${RX_FLAGS[@]}" || exit 1
 P_BRAIN=$SRV_PORT
-VARIANTS="bare noeff brain"
+VARIANTS="bare bare1 noeff brain"
 if [ $STORE = yes ]; then
     start store "$REFLEXOR" --config "$C_NOEFF" --db "$DB" "${RX_FLAGS[@]}" || exit 1
     P_STORE=$SRV_PORT
@@ -82,6 +86,7 @@ for rep in $(seq "$REPS"); do
         for v in $VARIANTS; do
             case $v in
             bare) run "post_bare_$c" post "$P_BARE" "$c" "$SECS" 0 ;;
+            bare1) run "post_bare1_$c" post "$P_BARE1" "$c" "$SECS" 0 ;;
             noeff) run "post_noeff_$c" post "$P_NOEFF" "$c" "$SECS" "$POOL" ;;
             brain) run "post_brain_$c" post "$P_BRAIN" "$c" "$SECS" "$POOL" ;;
             store) run "post_store_$c" post "$P_STORE" "$c" "$SECS" "$POOL" ;;
@@ -191,13 +196,14 @@ printf '   %-34s %5s %9s %9s %9s %9s\n' "server" "conns" "req/s" "p50 us" "p99 u
 label() {
     case $1 in
     bare) echo "bare libmicrohttpd (baseline)" ;;
+    bare1) echo "  the same, one MHD thread" ;;
     noeff) echo "reflexor --no-effects" ;;
     brain) echo "reflexor, builtin brain answering" ;;
     store) echo "reflexor --no-effects --db FILE" ;;
     esac
 }
 for c in 10 100; do
-    for v in bare noeff brain store; do
+    for v in bare bare1 noeff brain store; do
         if [ $v = store ] && [ $STORE = no ]; then
             printf '   %-34s %5s %s\n' "$(label store)" "$c" "n/a (store not integrated)"
             continue
@@ -290,6 +296,8 @@ G1p=$(verdict "$PATCH_RATIO <= 3")
 G2a=$(calc "$(med post_noeff_10 rps) / $(med post_bare_10 rps)")
 G2b=$(calc "$(med post_noeff_100 rps) / $(med post_bare_100 rps)")
 G2=$(verdict "$G2a >= 0.7 && $G2b >= 0.7")
+G2c=$(calc "$(med post_noeff_10 rps) / $(med post_bare1_10 rps)")
+G2d=$(calc "$(med post_noeff_100 rps) / $(med post_bare1_100 rps)")
 G3=$(verdict "$(med fanout deliveries_per_s) >= 50000 && $(med fanout p99_ms) < 20")
 G3p=$(verdict "$(med fanout_patch deliveries_per_s) >= 50000 && $(med fanout_patch p99_ms) < 20")
 G4=$(verdict "$(med memory stream_bytes) <= 40960")
@@ -299,7 +307,7 @@ G7=$(verdict "$(med getstate peak_growth_kb) * 1024 <= 3 * $(med getstate bytes)
 echo "Goals"
 printf '   %-7s %-58s %s\n' "$G1" "per-input cost at 10 000 msgs <= 3x at 10 (full state)" "$(f1 "$PURE_RATIO")x"
 printf '   %-7s %-58s %s\n' "$G1p" "per-input cost at 10 000 msgs <= 3x at 10 (patch events)" "$(f1 "$PATCH_RATIO")x"
-printf '   %-7s %-58s %s\n' "$G2" "POST --no-effects >= 0.7x bare rate (10 / 100 conns)" "$(f2 "$G2a")x / $(f2 "$G2b")x"
+printf '   %-7s %-58s %s\n' "$G2" "POST --no-effects >= 0.7x bare rate (10 / 100 conns)" "$(f2 "$G2a")x / $(f2 "$G2b")x (one MHD thread: $(f2 "$G2c")x / $(f2 "$G2d")x)"
 printf '   %-7s %-58s %s\n' "$G3" "1 000 subscribers: >= 50 000 deliveries/s, p99 < 20 ms" "$(f0 "$(med fanout deliveries_per_s)")/s, p99 $(f2 "$(med fanout p99_ms)") ms"
 printf '   %-7s %-58s %s\n' "$G3p" "  the same with ?mode=patch streams" "$(f0 "$(med fanout_patch deliveries_per_s)")/s, p99 $(f2 "$(med fanout_patch p99_ms)") ms"
 printf '   %-7s %-58s %s\n' "$G4" "idle SSE stream <= 40 KB" "$(f0 "$(calc "$(med memory stream_bytes)/1024")") KB"
@@ -331,7 +339,7 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
     echo "  \"post\": ["
     sep=""
     for c in 10 100; do
-        for v in bare noeff brain store; do
+        for v in bare bare1 noeff brain store; do
             [ $v = store ] && [ $STORE = no ] && continue
             printf '%s    {"server": "%s", "conns": %s, "rps": %s, "p50_us": %s, "p99_us": %s, "x_bare": %s}' \
                 "$sep" "$v" "$c" "$(num "$(med post_${v}_$c rps)")" \
