@@ -21,7 +21,8 @@
 
 struct runtime {
     struct runtime_config cfg;
-    struct runtime_host host;
+    const struct runtime_host *host;
+    void *ctx; /* the host's */
     struct runtime_pool *pool;
     struct effect *running;  /* live, not cancelled: at most one per key */
     struct effect *draining; /* cancelled, still on a worker */
@@ -60,14 +61,15 @@ double effect_elapsed_ms(const struct effect *fx)
 /* ---- the runtime -------------------------------------------------------------- */
 
 struct runtime *runtime_create(const struct runtime_config *cfg,
-                               const struct runtime_host *host)
+                               const struct runtime_host *host, void *ctx)
 {
     struct runtime *rt = calloc(1, sizeof(*rt));
 
     if (!rt)
         return NULL;
     rt->cfg = *cfg;
-    rt->host = *host;
+    rt->host = host;
+    rt->ctx = ctx;
     rt->pool = cfg->pool ? cfg->pool : runtime_pool_shared(RUNTIME_POOL_MAX_DEFAULT);
     if (!rt->pool) {
         free(rt);
@@ -112,7 +114,7 @@ static void effect_drop(struct runtime *rt, struct effect *fx)
 {
     effect_free(fx);
     live_add(rt, -1);
-    rt->host.unref(rt->host.ctx);
+    rt->host->unref(rt->ctx);
 }
 
 static void list_remove(struct effect **head, struct effect *fx)
@@ -151,7 +153,7 @@ static void effect_cancel(struct runtime *rt, struct effect *fx)
         /* An eventfd write only fails on overflow, which one write cannot cause. */
     }
     list_remove(&rt->running, fx);
-    rt->host.event(rt->host.ctx, "effect-canceled", fx);
+    rt->host->event(rt->ctx, "effect-canceled", fx);
     switch (runtime_pool_take_back(rt->pool, fx)) {
     case FX_WAITING:
         fx_queue_unlink(&rt->waiting, fx);
@@ -182,7 +184,7 @@ static int ask_dispatch(struct brain_ask *ask, struct rx_input *in)
 
     if (effect_is_cancelled(fx))
         return -ECANCELED;
-    return fx->rt->host.dispatch(fx->rt->host.ctx, fx, in);
+    return fx->rt->host->dispatch(fx->rt->ctx, fx, in);
 }
 
 /* No lock of the runtime or the pool: a token goes straight to the host. */
@@ -192,7 +194,7 @@ static int ask_chunk(struct brain_ask *ask, const char *message_id, const char *
 
     if (effect_is_cancelled(fx))
         return -ECANCELED;
-    return fx->rt->host.chunk(fx->rt->host.ctx, fx, message_id, delta);
+    return fx->rt->host->chunk(fx->rt->ctx, fx, message_id, delta);
 }
 
 /* The same for reasoning; a host that takes none drops it. */
@@ -202,9 +204,9 @@ static int ask_reasoning(struct brain_ask *ask, const char *message_id, const ch
 
     if (effect_is_cancelled(fx))
         return -ECANCELED;
-    if (!fx->rt->host.reasoning)
+    if (!fx->rt->host->reasoning)
         return 0;
-    return fx->rt->host.reasoning(fx->rt->host.ctx, fx, message_id, delta);
+    return fx->rt->host->reasoning(fx->rt->ctx, fx, message_id, delta);
 }
 
 static bool ask_is_cancelled(struct brain_ask *ask)
@@ -217,9 +219,9 @@ static bool ask_tool_exists(struct brain_ask *ask, const char *id)
     struct runtime *rt = ask_effect(ask)->rt;
     bool found;
 
-    rt->host.lock(rt->host.ctx);
-    found = rx_state_find_tool(rt->host.state(rt->host.ctx), id) != NULL;
-    rt->host.unlock(rt->host.ctx);
+    rt->host->lock(rt->ctx);
+    found = rx_state_find_tool(rt->host->state(rt->ctx), id) != NULL;
+    rt->host->unlock(rt->ctx);
     return found;
 }
 
@@ -346,7 +348,7 @@ static int run_tool(struct effect *fx)
     in.type = is_error ? RX_IN_TOOLKIT_ERROR : RX_IN_TOOLKIT_RESPOND;
     in.tool_call_id = fx->spec.tool_call_id;
     in.text = result;
-    err = effect_is_cancelled(fx) ? -ECANCELED : rt->host.dispatch(rt->host.ctx, fx, &in);
+    err = effect_is_cancelled(fx) ? -ECANCELED : rt->host->dispatch(rt->ctx, fx, &in);
     free(result);
     return err;
 }
@@ -373,9 +375,9 @@ static void effect_end(struct runtime *rt, struct effect *fx, int err)
         list_remove(&rt->draining, fx); /* effect-canceled went out at cancel time */
     } else {
         list_remove(&rt->running, fx);
-        rt->host.event(rt->host.ctx, err ? "effect-failed" : "effect-completed", fx);
+        rt->host->event(rt->ctx, err ? "effect-failed" : "effect-completed", fx);
         /* Still wanted after it ended: try again, a little later each time. */
-        now = rt->host.state(rt->host.ctx);
+        now = rt->host->state(rt->ctx);
         again = !rx_effects_at(now, &rt->wanted) && !effect_running(rt, fx->spec.key);
     }
     rt->active--;
@@ -395,33 +397,33 @@ void effect_run(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
     /* Read now: once `live` drops, rt may be freed under us. */
-    void (*unref)(void *ctx) = rt->host.unref;
-    void *host_ctx = rt->host.ctx;
+    void (*unref)(void *ctx) = rt->host->unref;
+    void *host_ctx = rt->ctx;
     int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), err = fd < 0 ? -errno : 0;
 
-    rt->host.lock(host_ctx);
+    rt->host->lock(host_ctx);
     fx->cancel_fd = fd;
     if (!err && effect_is_cancelled(fx))
         err = -ECANCELED;
     if (!err && !fx->attempt)
-        err = effect_prepare(fx, rt->host.state(host_ctx));
-    rt->host.unlock(host_ctx);
+        err = effect_prepare(fx, rt->host->state(host_ctx));
+    rt->host->unlock(host_ctx);
     if (!err && fx->attempt) {
         /* A restart sees the state after its wait, not before it. */
         err = restart_wait(fx);
         if (!err) {
-            rt->host.lock(host_ctx);
+            rt->host->lock(host_ctx);
             err = effect_is_cancelled(fx) ? -ECANCELED
-                                          : effect_prepare(fx, rt->host.state(host_ctx));
-            rt->host.unlock(host_ctx);
+                                          : effect_prepare(fx, rt->host->state(host_ctx));
+            rt->host->unlock(host_ctx);
         }
     }
     if (!err)
         err = fx->spec.kind == RX_EFFECT_ASK_BRAIN ? run_ask(fx) : run_tool(fx);
 
-    rt->host.lock(host_ctx);
+    rt->host->lock(host_ctx);
     effect_end(rt, fx, err);
-    rt->host.unlock(host_ctx);
+    rt->host->unlock(host_ctx);
 
     effect_free(fx);
     live_add(rt, -1);
@@ -459,11 +461,11 @@ static int effect_start(struct runtime *rt, const struct rx_effect *spec, int at
         fx_queue_push(&rt->waiting, fx);
     }
     live_add(rt, 1);
-    rt->host.ref(rt->host.ctx);
+    rt->host->ref(rt->ctx);
     fx->next = rt->running;
     rt->running = fx;
     /* Under the lock: a worker that took fx already waits for it to end this. */
-    rt->host.event(rt->host.ctx, "effect-started", fx);
+    rt->host->event(rt->ctx, "effect-started", fx);
     return 0;
 }
 

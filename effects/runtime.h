@@ -82,9 +82,9 @@ struct effect;
 /* Effects of one session on the pool's workers at once, by default. */
 #define RUNTIME_SESSION_MAX_DEFAULT 8
 
-/* What the session (the host) provides. Called from worker threads. */
+/* What the session (the host) provides, for every session alike (each call
+   gets the runtime's ctx). Called from worker threads. */
 struct runtime_host {
-    void *ctx;
     void (*lock)(void *ctx);
     void (*unlock)(void *ctx);
     /* Current state, with the lock held (borrowed). */
@@ -133,9 +133,11 @@ struct runtime_config {
     void *sleep_arg;
 };
 
-/* NULL on ENOMEM. The config and host are copied. */
+/* NULL on ENOMEM. The config is copied; `host` is borrowed and outlives the
+   runtime (a static table: sessions do not pay for a copy each); `ctx` is
+   what every host call gets. */
 struct runtime *runtime_create(const struct runtime_config *cfg,
-                               const struct runtime_host *host) RX_WUR;
+                               const struct runtime_host *host, void *ctx) RX_WUR;
 /*
  * Start and cancel effects so the running set matches effects_at(s).
  * `cause` is the effect whose input produced `s` (NULL for any other source).

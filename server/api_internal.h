@@ -44,8 +44,8 @@ struct park;
  * counted the request (park_enter).
  */
 int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct session *s,
-                 const struct rx_buf *body, struct park **slot,
-                 bool *suspended, enum MHD_Result *ret);
+                 const struct rx_buf *body, struct park **slot, bool *suspended,
+                 enum MHD_Result *ret);
 
 /* 503 with Retry-After: 1 and {"error": code, "message": msg}: the client
    (or nginx) tries again, soon. */

@@ -197,8 +197,8 @@ void session_ref(struct session *s)
 
 struct session *session_create(struct session_table *t, const char *id)
 {
-    struct session *s = calloc(1, sizeof(*s));
-    struct runtime_host host = host_ops;
+    size_t len = strlen(id);
+    struct session *s = calloc(1, sizeof(*s) + len + 1);
     struct runtime_config rc = {
         .brain = t->env.brain,
         .tools = t->env.tools,
@@ -213,7 +213,7 @@ struct session *session_create(struct session_table *t, const char *id)
 
     if (!s)
         return NULL;
-    snprintf(s->id, sizeof(s->id), "%s", id);
+    memcpy(s->id, id, len + 1);
     s->table = t;
     s->refs = 1;
     s->created_at = now_wall_ms();
@@ -222,8 +222,7 @@ struct session *session_create(struct session_table *t, const char *id)
     rx_buf_init(&s->scratch, RX_BUF_STATE_MAX);
     sse_channel_init(&s->ch, (size_t)t->env.cfg->sse_queue_max);
     sse_channel_init(&s->patch_ch, (size_t)t->env.cfg->sse_queue_max);
-    host.ctx = s;
-    s->rt = runtime_create(&rc, &host);
+    s->rt = runtime_create(&rc, &host_ops, s);
     if (!s->rt || rx_state_init(&s->state)) {
         runtime_destroy(s->rt);
         s->rt = NULL;

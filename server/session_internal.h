@@ -33,9 +33,8 @@ struct run;
 struct session {
     struct session *next, *prev; /* in the table's list, newest first */
     struct session *chain;       /* in the table's bucket of `hash` */
-    uint32_t hash;               /* rx_index_hash(id) */
     struct session_table *table;
-    char id[SESSION_ID_MAX + 1];
+    uint32_t hash;        /* rx_index_hash(id) */
     int refs;             /* atomic */
     pthread_mutex_t lock; /* guards everything below */
     int waiting;          /* clients' inputs, arrival to answer (atomic) */
@@ -80,6 +79,7 @@ struct session {
     struct runtime *rt;
     struct rx_buf scratch; /* event encoding */
     struct run *runs;      /* the lane of client protocol runs (server/run), head first */
+    char id[]; /* sized to the id (at most SESSION_ID_MAX): 28 bytes less for a UUID */
 };
 
 struct session_table {
@@ -89,7 +89,7 @@ struct session_table {
     pthread_mutex_t lock;       /* guards the list, the buckets and the counts */
     struct session *head;
     /* id -> session: a POST finds its session in O(1) among 100 000 (chained,
-       grown to keep about one session a bucket). */
+       grown to keep at most about two sessions a bucket). */
     struct session **buckets;
     size_t nbuckets; /* a power of two */
     size_t count;
@@ -97,7 +97,8 @@ struct session_table {
     pthread_cond_t all_freed;
 };
 
-/* A new session of `t` with one reference, not yet in the table. NULL on ENOMEM. */
+/* A new session of `t` with one reference, not yet in the table; `id` is a
+   checked one (at most SESSION_ID_MAX bytes). NULL on ENOMEM. */
 struct session *session_create(struct session_table *t, const char *id);
 /* Free a session that was never listed (its effects never started). */
 void session_destroy(struct session *s);

@@ -66,14 +66,15 @@ static struct session *table_find(struct session_table *t, const char *id)
     return NULL;
 }
 
-/* Twice the buckets once there are more sessions than buckets. Without the
+/* Twice the buckets once there are two sessions a bucket (a bucket is 8 of
+   an idle session's bytes, a chain of two one more compare). Without the
    memory it stays as it is: the chains grow longer, lookups still work. */
 static void table_grow(struct session_table *t)
 {
     size_t n = t->nbuckets * 2;
     struct session **b;
 
-    if (t->count < t->nbuckets || !(b = calloc(n, sizeof(*b))))
+    if (t->count < 2 * t->nbuckets || !(b = calloc(n, sizeof(*b))))
         return;
     for (struct session *s = t->head; s; s = s->next) {
         s->chain = b[s->hash & (n - 1)];

@@ -509,8 +509,7 @@ static void merge(struct rx_state *s, struct update *u, struct rx_outcome *out)
     }
     if (u->summary) {
         out->changed |= RX_CHANGED_SUMMARY;
-        rx_free(s->context_summary);
-        s->context_summary = u->summary;
+        rx_state_set_summary(s, u->summary);
         s->summary_cut_at = u->cut_at;
         u->summary = NULL;
     }

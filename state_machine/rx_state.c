@@ -33,12 +33,23 @@ int rx_status_parse(const char *name, enum rx_status *out)
     return -EINVAL;
 }
 
+/* The summary of every state without one: most sessions never get one, and
+   an idle session is meant to cost under 1 KB (its own allocation was 32 B). */
+static char no_summary[1];
+
 int rx_state_init(struct rx_state *s)
 {
     memset(s, 0, sizeof(*s));
     s->user.time_sorted = s->assistant.time_sorted = s->tools.time_sorted = true;
-    s->context_summary = rx_strdup("");
-    return s->context_summary ? 0 : -ENOMEM;
+    s->context_summary = no_summary;
+    return 0;
+}
+
+void rx_state_set_summary(struct rx_state *s, char *text)
+{
+    if (s->context_summary != no_summary)
+        rx_free(s->context_summary);
+    s->context_summary = text ? text : no_summary;
 }
 
 void rx_message_forget(struct rx_message *m)
@@ -147,7 +158,7 @@ void rx_state_release(struct rx_state *s)
     rx_index_release(&s->user.ids);
     rx_index_release(&s->assistant.ids);
     rx_index_release(&s->tools.ids);
-    rx_free(s->context_summary);
+    rx_state_set_summary(s, NULL);
     rx_policy_map_release(&s->policies);
     rx_settings_release(&s->settings);
     memset(s, 0, sizeof(*s));

@@ -115,7 +115,9 @@ struct rx_state {
     struct rx_message_list assistant;
     struct rx_tool_call_list tools;
     int64_t called_brain_at;
-    char *context_summary; /* never NULL once initialised; "" = none */
+    /* Never NULL once initialised; "" = none, shared by every state that has
+       none (replace it through rx_state_set_summary, never free it). */
+    char *context_summary;
     int64_t summary_cut_at;
     struct rx_policy_map policies; /* toolPolicies: this session's overrides */
     struct rx_settings settings;   /* settings: this session's brain settings */
@@ -125,6 +127,8 @@ struct rx_state {
 /* The initial state (SPEC 3.1): everything zero or empty. 0 or -ENOMEM. */
 int rx_state_init(struct rx_state *s) RX_WUR;
 void rx_state_release(struct rx_state *s);
+/* Replace the summary with `text` (moved in, allocated; NULL: none). */
+void rx_state_set_summary(struct rx_state *s, char *text);
 
 /* Borrowed lookups by id, or NULL. */
 struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id);

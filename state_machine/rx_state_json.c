@@ -381,10 +381,11 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err)
         (rc = get_time(json, "calledBrainAt", &s.called_brain_at, err)) ||
         (rc = get_time(json, "summaryCutAt", &s.summary_cut_at, err)))
         goto out_release;
-    rx_free(s.context_summary);
-    s.context_summary = NULL;
+    s.context_summary = NULL; /* the shared empty one: nothing to free */
     if ((rc = get_str(json, "contextSummary", &s.context_summary, err)))
         goto out_release;
+    if (!*s.context_summary) /* none: the shared empty one */
+        rx_state_set_summary(&s, NULL);
     /* Absent from snapshots older than tool approval: no overrides. */
     if ((rc = rx_policy_map_decode(json_object_get(json, "toolPolicies"), &s.policies,
                                    err)))

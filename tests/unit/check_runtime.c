@@ -349,7 +349,6 @@ static void host_unref(void *ctx)
 }
 
 static const struct runtime_host host_ops = {
-    .ctx = &w,
     .lock = host_lock,
     .unlock = host_unlock,
     .state = host_state,
@@ -676,7 +675,7 @@ static void world_start(const char *state)
 
     rx_state_release(&w.state);
     state_from(&w.state, state);
-    w.rt = runtime_create(&cfg, &host_ops);
+    w.rt = runtime_create(&cfg, &host_ops, &w);
     ck_assert_ptr_nonnull(w.rt);
     pthread_mutex_lock(&w.lock);
     err = runtime_reconcile(w.rt, &w.state, NULL);

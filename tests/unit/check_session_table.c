@@ -15,7 +15,7 @@
 #include "server/session.h"
 #include "server/session_table.h"
 
-#define N_SESSIONS 1000 /* the table starts with 64 buckets: grown four times */
+#define N_SESSIONS 1000 /* the table starts with 64 buckets: grown three times */
 
 struct fixture {
     struct config cfg;
