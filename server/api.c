@@ -42,7 +42,9 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
     int err;
 
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
-    err = rx_buf_puts(&b, "{\"success\":true,\"timestamp\":") ||
+    /* One allocation: the answer is about 100 bytes plus the messageId. */
+    err = rx_buf_reserve(&b, 96 + (in->message_id ? strlen(in->message_id) : 0)) ||
+          rx_buf_puts(&b, "{\"success\":true,\"timestamp\":") ||
           rx_buf_put_i64(&b, res->timestamp) || rx_buf_puts(&b, ",\"seq\":") ||
           rx_buf_put_i64(&b, res->seq);
     if (!err && in->message_id)

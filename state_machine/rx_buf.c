@@ -47,8 +47,7 @@ char *rx_buf_take(struct rx_buf *b, size_t *len)
     return p;
 }
 
-/* Make room for `n` more bytes plus the terminating NUL. */
-static int rx_buf_reserve(struct rx_buf *b, size_t n)
+int rx_buf_reserve(struct rx_buf *b, size_t n)
 {
     size_t need, cap;
     char *p;

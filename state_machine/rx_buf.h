@@ -39,6 +39,9 @@ void rx_buf_truncate(struct rx_buf *b, size_t len);
 /* Hand the bytes (NUL-terminated, may be NULL when empty) to the caller. */
 char *rx_buf_take(struct rx_buf *b, size_t *len);
 
+/* Room for `n` more bytes (and the NUL) in one allocation, when the size is
+   known ahead: 0, -ENOMEM, or -E2BIG past the bound; the contents stay. */
+int rx_buf_reserve(struct rx_buf *b, size_t n);
 /* Appends: 0, -ENOMEM, or -E2BIG past the bound; on error nothing changed. */
 int rx_buf_append(struct rx_buf *b, const void *p, size_t n) RX_WUR;
 int rx_buf_puts(struct rx_buf *b, const char *s) RX_WUR;
