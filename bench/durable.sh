@@ -86,10 +86,13 @@ if start fill "$RX" --config "$C_FILL" --db "$DB" "${RX_FLAGS[@]}"; then
         printf '"}'
     } >"$OUT/body.json"
     {
+        # `next` only between transfers: one after the last is an empty
+        # transfer, which fails and aborts the ones still running.
         for i in $(seq "$LOG_INPUTS"); do
+            [ "$i" = 1 ] || echo next
             printf 'url = "%s/sessions/%s/moorex"\nheader = "Content-Type: application/json"\n' \
                 "$BASE" "$HSID"
-            printf 'data-binary = "@%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\nnext\n' \
+            printf 'data-binary = "@%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' \
                 "$OUT/body.json"
         done
     } >"$OUT/fill.curl"
