@@ -28,7 +28,8 @@
 #include "server/static_files.h"
 #include "server/store.h"
 
-#define BODY_RESERVE_MAX 4096 /* bytes of an announced body reserved at once */
+/* Bytes of an announced body reserved at once: with its NUL, a 4 KB buffer. */
+#define BODY_RESERVE_MAX 4095
 
 /* Per-request state, kept between the access handler's calls. */
 struct request {

@@ -65,6 +65,7 @@ int rx_buf_reserve(struct rx_buf *b, size_t n)
         return -ENOMEM;
     b->data = p;
     b->cap = cap;
+    b->data[b->len] = '\0'; /* a fresh buffer keeps its invariant too */
     return 0;
 }
 

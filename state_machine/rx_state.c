@@ -34,14 +34,15 @@ int rx_status_parse(const char *name, enum rx_status *out)
 }
 
 /* The summary of every state without one: most sessions never get one, and
-   an idle session is meant to cost under 1 KB (its own allocation was 32 B). */
-static char no_summary[1];
+   an idle session is meant to cost under 1 KB (its own allocation was 32 B).
+   Read-only memory: a write through it would fault, not reach every state. */
+static const char no_summary[1];
 
 int rx_state_init(struct rx_state *s)
 {
     memset(s, 0, sizeof(*s));
     s->user.time_sorted = s->assistant.time_sorted = s->tools.time_sorted = true;
-    s->context_summary = no_summary;
+    s->context_summary = (char *)no_summary;
     return 0;
 }
 
@@ -49,7 +50,11 @@ void rx_state_set_summary(struct rx_state *s, char *text)
 {
     if (s->context_summary != no_summary)
         rx_free(s->context_summary);
-    s->context_summary = text ? text : no_summary;
+    if (text && !*text) { /* empty: the shared one */
+        rx_free(text);
+        text = NULL;
+    }
+    s->context_summary = text ? text : (char *)no_summary;
 }
 
 void rx_message_forget(struct rx_message *m)
@@ -287,7 +292,8 @@ int rx_state_copy_tail(const struct rx_state *src, size_t user_from,
     s.updated_at = src->updated_at;
     s.called_brain_at = src->called_brain_at;
     s.summary_cut_at = src->summary_cut_at;
-    if (copy_str(&s.context_summary, src->context_summary) ||
+    s.context_summary = (char *)no_summary;
+    if ((*src->context_summary && copy_str(&s.context_summary, src->context_summary)) ||
         rx_policy_map_copy(&src->policies, &s.policies) ||
         rx_settings_copy(&src->settings, &s.settings) ||
         copy_messages(&src->user, user_from, &s.user) ||

@@ -1,7 +1,9 @@
 /*
  * rx_state - the Reflexor session state (SPEC 3.1) as plain C records.
  *
- * Pure: no I/O, clock, threads or globals; nothing from server/ or effects/.
+ * Pure: no I/O, clock, threads or mutable globals (one read-only empty
+ * string, the summary of every state without one); nothing from server/ or
+ * effects/.
  * The state is mutated in place by rx_machine (never copied per input), so a
  * long conversation costs what its newest input touches.
  *
@@ -21,8 +23,8 @@
  * decoded (hand-made) state may be out of order. `time_sorted` says so, and
  * lets readers binary-search a list by time (rx_context).
  * Ownership: struct rx_state is caller-allocated (rx_state_init/_release) and
- * owns every string and record in it. Pointers returned by the find helpers are
- * borrowed and valid until the next transition.
+ * owns every string and record in it, but for that shared empty summary. Pointers
+ * returned by the find helpers are borrowed and valid until the next transition.
  */
 #ifndef RX_STATE_H
 #define RX_STATE_H
@@ -124,10 +126,11 @@ struct rx_state {
     int64_t latest_result_at;      /* derived: newest tool result's receivedAt, or 0 */
 };
 
-/* The initial state (SPEC 3.1): everything zero or empty. 0 or -ENOMEM. */
+/* The initial state (SPEC 3.1): everything zero or empty. 0: it allocates
+   nothing now; callers still handle -ENOMEM, which it may return again. */
 int rx_state_init(struct rx_state *s) RX_WUR;
 void rx_state_release(struct rx_state *s);
-/* Replace the summary with `text` (moved in, allocated; NULL: none). */
+/* Replace the summary with `text` (moved in, allocated; NULL or "": none). */
 void rx_state_set_summary(struct rx_state *s, char *text);
 
 /* Borrowed lookups by id, or NULL. */

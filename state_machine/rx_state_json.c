@@ -369,6 +369,7 @@ static int decode_messages(json_t *arr, bool assistant, struct rx_message_list *
 int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err)
 {
     struct rx_state s;
+    char *summary;
     json_t *tools = json_object_get(json, "toolCallRecords");
     size_t n;
     int rc;
@@ -384,8 +385,9 @@ int rx_state_decode(json_t *json, struct rx_state *out, struct rx_error *err)
     s.context_summary = NULL; /* the shared empty one: nothing to free */
     if ((rc = get_str(json, "contextSummary", &s.context_summary, err)))
         goto out_release;
-    if (!*s.context_summary) /* none: the shared empty one */
-        rx_state_set_summary(&s, NULL);
+    summary = s.context_summary;
+    s.context_summary = NULL;
+    rx_state_set_summary(&s, summary); /* "" becomes the shared one */
     /* Absent from snapshots older than tool approval: no overrides. */
     if ((rc = rx_policy_map_decode(json_object_get(json, "toolPolicies"), &s.policies,
                                    err)))

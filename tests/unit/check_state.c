@@ -140,7 +140,6 @@ START_TEST(test_record_encoders)
 }
 END_TEST
 
-/* An encode that runs into the buffer's bound leaves the buffer as it was. */
 /* rx_buf_put_i64 writes every seq and timestamp: it must agree with printf. */
 static const int64_t i64_rows[] = {
     0, 1, -1, 9, 10, -10, 99, 1700000000123, -1700000000123, INT64_MAX, INT64_MIN};
@@ -151,6 +150,8 @@ START_TEST(test_put_i64)
     struct rx_buf b;
 
     rx_buf_init(&b, 64);
+    ck_assert_int_eq(rx_buf_reserve(&b, 40), 0); /* reserved, still a C string */
+    ck_assert_str_eq(b.data, "");
     ck_assert_int_eq(rx_buf_puts(&b, "x"), 0);
     ck_assert_int_eq(rx_buf_put_i64(&b, i64_rows[_i]), 0);
     snprintf(want, sizeof(want), "x%" PRId64, i64_rows[_i]);
@@ -165,6 +166,7 @@ START_TEST(test_put_i64)
 }
 END_TEST
 
+/* An encode that runs into the buffer's bound leaves the buffer as it was. */
 START_TEST(test_encode_bound)
 {
     struct rx_state s;
@@ -454,6 +456,31 @@ END_TEST
 
 /* A tail: the scalars, the summary and the records from each `from` on, with
    their own indexes; nothing before them. */
+/* No summary is one shared empty string: made, set, copied or decoded. */
+START_TEST(test_shared_empty_summary)
+{
+    struct rx_state a, b, c, d;
+    char *sum = strdup("sum");
+
+    ck_assert_int_eq(rx_state_init(&a), 0);
+    ck_assert_int_eq(rx_state_init(&b), 0);
+    ck_assert_str_eq(a.context_summary, "");
+    ck_assert_ptr_eq(a.context_summary, b.context_summary);
+    rx_state_set_summary(&a, sum);
+    ck_assert_ptr_eq(a.context_summary, sum);
+    rx_state_set_summary(&a, strdup("")); /* freed: the shared one again */
+    ck_assert_ptr_eq(a.context_summary, b.context_summary);
+    ck_assert_int_eq(rx_state_copy_tail(&a, 0, 0, 0, &c), 0);
+    ck_assert_ptr_eq(c.context_summary, b.context_summary);
+    state_from(&d, S0);
+    ck_assert_ptr_eq(d.context_summary, b.context_summary);
+    rx_state_release(&a);
+    rx_state_release(&b);
+    rx_state_release(&c);
+    rx_state_release(&d);
+}
+END_TEST
+
 START_TEST(test_copy_tail)
 {
     struct rx_state s, t;
@@ -514,6 +541,7 @@ Suite *state_suite(void)
     tcase_add_loop_test(tc, test_time_sorted, 0,
                         sizeof(order_rows) / sizeof(order_rows[0]));
     tcase_add_test(tc, test_copy_tail);
+    tcase_add_test(tc, test_shared_empty_summary);
     suite_add_tcase(s, tc);
     return s;
 }
