@@ -476,10 +476,7 @@ static int add_call(struct oa_ask *ax, struct rx_input *in,
  */
 static int load_call(struct oa_ask *ax, const struct openai_stream_call *c)
 {
-    json_t *args =
-        rx_json_depth(c->args.data ? c->args.data : "", c->args.len) <= RX_JSON_DEPTH_MAX
-            ? json_loadb(c->args.data ? c->args.data : "", c->args.len, 0, NULL)
-            : NULL;
+    json_t *args = rx_json_parse(c->args.data ? c->args.data : "", c->args.len, 0, NULL);
     const char *id = json_string_value(json_object_get(args, "toolCallId"));
     struct rx_input in = {.type = RX_IN_BRAIN_LOAD_TOOL_CALL};
     char note[RX_ID_MAX + 96];

@@ -266,9 +266,7 @@ static int describe_call(struct rx_buf *b, const char *name, const char *argumen
     } else if (!strcmp(name, "calculator")) {
         const char *expr;
 
-        /* Arguments from the log: bounded before jansson recurses into them. */
-        args = arguments && rx_json_depth_ok(arguments) ? json_loads(arguments, 0, NULL)
-                                                        : NULL;
+        args = arguments ? rx_json_parse(arguments, strlen(arguments), 0, NULL) : NULL;
         expr = json_string_value(json_object_get(args, "expression"));
         rc = expr ? rx_buf_printf(b, "%s = %s", expr, text)
                   : rx_buf_printf(b, "The calculator says %s.", text);
@@ -277,7 +275,7 @@ static int describe_call(struct rx_buf *b, const char *name, const char *argumen
     } else if (!strcmp(name, "clock")) {
         const char *iso;
 
-        clock = json_loads(text, 0, NULL);
+        clock = rx_json_parse(text, strlen(text), 0, NULL);
         iso = json_string_value(json_object_get(clock, "iso"));
         rc = rx_buf_printf(b, "The time is %s.", iso ? iso : text);
     } else {

@@ -94,16 +94,13 @@ void mcp_http_set_version(struct mcp_http *h, const char *version)
 /* One JSON-RPC message or a batch of them: each to the callback. */
 static int deliver(struct post *x, const char *text, size_t n)
 {
-    json_error_t jerr;
+    struct rx_error jerr;
     json_t *doc;
     size_t i;
 
     if (!n)
         return 0;
-    if (rx_json_depth(text, n) > RX_JSON_DEPTH_MAX)
-        return rx_error_set(&x->why, -EPROTO, "a message nested deeper than %d levels",
-                            RX_JSON_DEPTH_MAX);
-    doc = json_loadb(text, n, 0, &jerr);
+    doc = rx_json_parse(text, n, 0, &jerr);
     if (!doc)
         return rx_error_set(&x->why, -EPROTO, "a malformed message: %s", jerr.text);
     if (json_is_array(doc)) {
@@ -204,10 +201,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
    the first line of the body. */
 static void error_text(struct post *x, struct rx_error *err)
 {
-    json_t *doc =
-        x->body.len && rx_json_depth(x->body.data, x->body.len) <= RX_JSON_DEPTH_MAX
-            ? json_loadb(x->body.data, x->body.len, 0, NULL)
-            : NULL;
+    json_t *doc = x->body.len ? rx_json_parse(x->body.data, x->body.len, 0, NULL) : NULL;
     const char *m =
         json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
 

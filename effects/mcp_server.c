@@ -273,20 +273,16 @@ static void on_line(void *ctx, const char *line, size_t n)
 {
     struct mcp_server *s = ctx;
     json_t *msg = NULL;
-    const char *why = "it is not JSON";
+    struct rx_error why = {"it is longer than the 8 MiB bound"};
 
-    if (!line)
-        why = "it is longer than the 8 MiB bound";
-    else if (!line[strspn(line, " \t\r")])
+    if (line && !line[strspn(line, " \t\r")])
         return; /* blank lines are harmless */
-    else if (rx_json_depth(line, n) > RX_JSON_DEPTH_MAX)
-        why = "it is nested too deeply";
-    else
-        msg = json_loadb(line, n, 0, NULL);
+    if (line)
+        msg = rx_json_parse(line, n, 0, &why);
     if (!msg) {
         pthread_mutex_lock(&s->lock);
         if (may_warn(s))
-            log_warn("mcp %s: a line of %zu bytes dropped: %s", s->cfg.name, n, why);
+            log_warn("mcp %s: a line of %zu bytes dropped: %s", s->cfg.name, n, why.text);
         pthread_mutex_unlock(&s->lock);
         return;
     }

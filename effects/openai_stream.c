@@ -237,15 +237,13 @@ static int take_chunk(struct openai_stream *st, json_t *root, const char *key)
 
 static int take_json(struct openai_stream *st, const char *p, size_t n, const char *key)
 {
-    json_error_t jerr;
+    struct rx_error jerr;
     json_t *root;
     int rc;
 
-    /* A reply is parsed on an effect's small stack: bound its nesting first. */
-    if (rx_json_depth(p, n) > RX_JSON_DEPTH_MAX)
-        return fail(st, -EPROTO, "the reply nests deeper than %d levels",
-                    RX_JSON_DEPTH_MAX);
-    root = json_loadb(p, n, JSON_DECODE_ANY, &jerr);
+    /* On an effect's small stack: the parser does not recurse, and refuses
+       nesting past RX_JSON_DEPTH_MAX. */
+    root = rx_json_parse(p, n, RX_JSON_ANY, &jerr);
     if (!root)
         return fail(st, -EPROTO, "malformed JSON in the reply: %s", jerr.text);
     rc = take_chunk(st, root, key);

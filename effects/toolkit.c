@@ -128,7 +128,7 @@ static int add_builtin(struct toolkit *tk, enum tool_kind kind, const char *name
 
     t.name = strdup(name);
     t.description = strdup(description);
-    t.parameters = json_loads(schema, 0, NULL);
+    t.parameters = rx_json_parse(schema, strlen(schema), 0, NULL);
     if (!t.name || !t.description || !t.parameters) {
         tool_release(&t);
         return -ENOMEM;
@@ -554,7 +554,7 @@ static int parse_params(const struct tool *t, const char *params, json_t **args,
     json_t *req = json_object_get(t->parameters, "required");
     json_t *props = json_object_get(t->parameters, "properties");
     const char *key;
-    json_error_t jerr;
+    struct rx_error jerr;
     json_t *a, *v;
     size_t i;
     int rc;
@@ -566,15 +566,9 @@ static int parse_params(const struct tool *t, const char *params, json_t **args,
                                    TOOLKIT_PARAMS_MAX);
         return rc ? rc : 1;
     }
-    /* Measured before jansson recurses into it on this small effect stack: a
-       log written before arguments were bounded may still hold deeper ones. */
-    if (!rx_json_depth_ok(params)) {
-        rc = toolkit_result_errorf(result, is_error,
-                                   "parameters nested deeper than %d levels",
-                                   RX_JSON_DEPTH_MAX);
-        return rc ? rc : 1;
-    }
-    a = json_loads(params, 0, &jerr);
+    /* A log written before arguments were bounded may still hold deeper
+       ones: the parser refuses them (no recursion on this small stack). */
+    a = rx_json_parse(params, strlen(params), 0, &jerr);
     if (!a) {
         rc = toolkit_result_errorf(result, is_error, "parameters are not valid JSON: %s",
                                    jerr.text);

@@ -19,6 +19,7 @@
 #include "server/session_follow.h"
 #include "server/session_table.h"
 #include "server/sse.h"
+#include "state_machine/rx_json.h"
 
 bool api__content_type_ok(struct MHD_Connection *conn)
 {
@@ -153,7 +154,7 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
     struct submit_result res;
     struct api_pending *p;
     struct rx_input in;
-    json_error_t jerr;
+    struct rx_error jerr;
     const char *field = NULL;
     struct rx_error why = {""};
     enum MHD_Result ret;
@@ -165,10 +166,9 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send the input as Content-Type: application/json");
-    j = json_loadb(body->data ? body->data : "", body->len, 0, &jerr);
+    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
     if (!j)
-        return reply_error(conn, 400, "invalid-json", NULL, "line %d, column %d: %s",
-                           jerr.line, jerr.column, jerr.text);
+        return reply_error(conn, 400, "invalid-json", NULL, "%s", jerr.text);
     err = rx_input_parse(j, &in, &field, &why);
     json_decref(j);
     if (err == -ENOMEM)
@@ -356,7 +356,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
                                     struct session *s, const struct rx_buf *body)
 {
     json_t *j, *at;
-    json_error_t jerr;
+    struct rx_error jerr;
     struct session *f = NULL;
     json_int_t seq;
     int err;
@@ -366,10 +366,9 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send {\"at\": seq} as Content-Type: application/json");
-    j = json_loadb(body->data ? body->data : "", body->len, 0, &jerr);
+    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
     if (!j)
-        return reply_error(conn, 400, "invalid-json", NULL, "line %d, column %d: %s",
-                           jerr.line, jerr.column, jerr.text);
+        return reply_error(conn, 400, "invalid-json", NULL, "%s", jerr.text);
     at = json_object_get(j, "at");
     if (!json_is_integer(at) || json_integer_value(at) < 0) {
         json_decref(j);

@@ -73,7 +73,7 @@ enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connectio
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send {\"title\": ...} as Content-Type: application/json");
-    j = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
+    j = rx_json_parse(body->data ? body->data : "", body->len, 0, NULL);
     title = json_object_get(j, "title");
     if (!json_is_string(title) || !session_title_is_valid(json_string_value(title))) {
         json_decref(j);
@@ -243,7 +243,7 @@ enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connecti
 {
     struct session_import_error e = {.index = -1, .reason = "invalid"};
     struct session *s = NULL;
-    json_error_t jerr;
+    struct rx_error jerr;
     size_t n;
     json_t *j;
     int err;
@@ -254,15 +254,9 @@ enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connecti
         return reply_error(
             conn, 415, "unsupported-media-type", NULL,
             "send the exported document as Content-Type: application/json");
-    /* Measured before jansson parses it (recursively) on this thread. */
-    if (rx_json_depth(body->data ? body->data : "", body->len) > RX_JSON_DEPTH_MAX)
-        return reply_error(conn, 400, "invalid-input", NULL,
-                           "the document nests deeper than %d levels", RX_JSON_DEPTH_MAX);
-    j = json_loadb(body->data ? body->data : "", body->len, 0, &jerr);
+    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
     if (!j)
-        return reply_error(conn, 400, "invalid-input", NULL,
-                           "not JSON: line %d, column %d: %s", jerr.line, jerr.column,
-                           jerr.text);
+        return reply_error(conn, 400, "invalid-input", NULL, "not JSON: %s", jerr.text);
     n = json_array_size(json_object_get(j, "inputs"));
     err = session_table_import(srv->sessions, j, &e, &s);
     json_decref(j);

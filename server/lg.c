@@ -17,6 +17,7 @@
 #include "server/lg_run.h"
 #include "server/reply.h"
 #include "server/session_table.h"
+#include "state_machine/rx_json.h"
 
 /* ---- answers ------------------------------------------------------------------ */
 
@@ -107,12 +108,12 @@ enum MHD_Result lg__empty(struct MHD_Connection *conn, unsigned status)
 json_t *lg__body(struct MHD_Connection *conn, const struct rx_buf *body,
                  enum MHD_Result *ret)
 {
-    json_error_t e;
+    struct rx_error e;
     json_t *j;
 
     if (!body->len)
         return json_object();
-    if (!(j = json_loadb(body->data, body->len, 0, &e))) {
+    if (!(j = rx_json_parse(body->data, body->len, 0, &e))) {
         *ret = lg__detail(conn, 422, "the body is not JSON: %s", e.text);
         return NULL;
     }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "server/timeline.h"
+#include "state_machine/rx_json.h"
 
 void lg_msg_iso(int64_t ms, char out[LG_ISO_LEN])
 {
@@ -101,7 +102,7 @@ static json_t *assistant(const struct rx_message *m)
 /* A call's arguments as an object, or NULL (not JSON, or not an object). */
 static json_t *call_args(const struct rx_tool_call *c)
 {
-    json_t *a = json_loads(c->parameters, JSON_DECODE_ANY, NULL);
+    json_t *a = rx_json_parse(c->parameters, strlen(c->parameters), 0, NULL);
 
     if (a && !json_is_object(a)) {
         json_decref(a);

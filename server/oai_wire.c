@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "state_machine/rx_input.h"
+#include "state_machine/rx_json.h"
 
 int oai_error_set(struct oai_error *e, int err, unsigned status, const char *type,
                   const char *param, const char *code, const char *fmt, ...)
@@ -214,11 +215,11 @@ int oai_request_parse(const char *body, size_t len, const char *const *models,
                       size_t n_models, struct oai_request *out, struct oai_error *e)
 {
     struct oai_request r = {0};
-    json_error_t jerr;
+    struct rx_error jerr;
     json_t *j;
     int err;
 
-    j = json_loadb(body ? body : "", len, 0, &jerr);
+    j = rx_json_parse(body ? body : "", len, 0, &jerr);
     if (!j || !json_is_object(j)) {
         err = oai_error_set(e, -EINVAL, 400, "invalid_request_error", NULL, NULL,
                             "We could not parse the JSON body of your request: %s",

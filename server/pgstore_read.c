@@ -21,6 +21,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_machine.h"
+#include "state_machine/rx_json.h"
 
 /* Room for one history row's framing: {"seq":N,"input":...}, */
 #define PGSTORE_HISTORY_ROW_OVERHEAD 40
@@ -84,8 +85,7 @@ static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
 {
     char upto_s[24];
     const char *vals[2] = {sid, pgstore__fmt_i64(upto_s, upto)};
-    struct rx_error why = {""};
-    json_error_t je;
+    struct rx_error why = {""}, je;
     PGresult *r;
     json_t *j;
     int err;
@@ -103,7 +103,7 @@ static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
         return err;
     }
     *seq = pgstore__i64(r, 0, 0);
-    j = json_loadb(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), 0, &je);
+    j = rx_json_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), 0, &je);
     err = j ? rx_state_decode(j, s, &why) : -EINVAL;
     json_decref(j);
     if (err == -ENOMEM) {

@@ -17,6 +17,7 @@
 #include "server/run.h"
 #include "server/session_internal.h"
 #include "server/store.h"
+#include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */
 
@@ -368,7 +369,7 @@ static json_t *state_to_json(const struct rx_state *st)
 
     rx_buf_init(&b, RX_BUF_STATE_MAX);
     if (!rx_state_encode(st, &b))
-        j = json_loadb(b.data, b.len, 0, NULL);
+        j = rx_json_parse(b.data, b.len, 0, NULL);
     rx_buf_release(&b);
     return j;
 }

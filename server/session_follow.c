@@ -13,6 +13,7 @@
 #include "server/store.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_input.h"
+#include "state_machine/rx_json.h"
 
 /* Inputs one catch-up reads per page of the log. */
 #define FOLLOW_PAGE 512
@@ -67,7 +68,7 @@ static int reload(struct session *s)
 /* One page of [{"seq":N,"input":{...}}] applied in order. Lock held. */
 static int apply_page(struct session *s, const struct rx_buf *page, size_t *n)
 {
-    json_t *arr = json_loadb(page->data, page->len, 0, NULL), *row;
+    json_t *arr = rx_json_parse(page->data, page->len, 0, NULL), *row;
     size_t i;
     int err = 0;
 

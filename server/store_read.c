@@ -22,6 +22,7 @@
 
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_machine.h"
+#include "state_machine/rx_json.h"
 
 /* Room for one history row's framing: {"seq":N,"input":...}, */
 #define STORE_HISTORY_ROW_OVERHEAD 40
@@ -38,10 +39,9 @@ struct store_entry {
 int store_input_parse(const char *text, size_t len, struct rx_input *in,
                       struct rx_error *why)
 {
-    struct rx_error e = {""};
+    struct rx_error e = {""}, je;
     const char *field = NULL;
-    json_error_t je;
-    json_t *j = json_loadb(text, len, 0, &je);
+    json_t *j = rx_json_parse(text, len, 0, &je);
     int err;
 
     if (!j)
@@ -110,9 +110,9 @@ static int build_state(struct store *st, struct store_conn *c, const char *sid,
     sqlite3_bind_int64(q, 2, upto);
     rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
-        json_error_t je;
-        json_t *j = json_loadb((const char *)sqlite3_column_text(q, 1),
-                               (size_t)sqlite3_column_bytes(q, 1), 0, &je);
+        struct rx_error je;
+        json_t *j = rx_json_parse((const char *)sqlite3_column_text(q, 1),
+                                  (size_t)sqlite3_column_bytes(q, 1), 0, &je);
 
         seq = sqlite3_column_int64(q, 0);
         err = j ? rx_state_decode(j, &s, &why) : -EINVAL;
@@ -351,7 +351,7 @@ int store_history(struct store *st, const char *sid, int64_t after_seq, int limi
 
     rx_buf_init(&b, RX_BUF_STATE_MAX);
     err = store_history_text(st, sid, after_seq, limit, &b);
-    if (!err && !(arr = json_loadb(b.data, b.len, 0, NULL))) {
+    if (!err && !(arr = rx_json_parse(b.data, b.len, 0, NULL))) {
         store__set_error(st, "session '%s': history is not JSON", sid);
         err = -EPROTO;
     }

@@ -1,20 +1,29 @@
 /*
- * rx_json - JSON text checked without recursion: nesting depth, and whether
- * a text is one JSON object.
+ * rx_json - JSON text read without recursion: the one parser, nesting depth,
+ * and whether a text is one JSON object.
  *
  * jansson parses and dumps recursively: a text nested a few thousand levels
  * deep overflows a small thread stack (an effect's) before jansson's own
  * limit is reached. Every JSON text that comes from outside (a client, an
- * LLM, a log written by an older version) is measured here first, in a loop
- * with no recursion, and refused past RX_JSON_DEPTH_MAX.
+ * LLM, an MCP server, a log written by an older version) is read by
+ * rx_json_parse, a loop with an explicit stack that refuses nesting past
+ * RX_JSON_DEPTH_MAX. It builds the same jansson tree json_loadb would, in
+ * about a fifth of the time: it scans each string once and copies it once,
+ * where jansson's lexer copies every byte through a stream and a buffer.
  *
- * Pure: no allocation, no I/O. Ownership: nothing is kept.
+ * Pure: no I/O. rx_json_parse allocates the tree it returns (and scratch
+ * for strings with escapes, freed before it returns); the other functions
+ * allocate nothing. Ownership: rx_json_parse returns a new reference; the
+ * text is borrowed and never kept.
  */
 #ifndef RX_JSON_H
 #define RX_JSON_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "state_machine/rx_common.h"
 
 /* The deepest nesting of arrays and objects any input may carry. */
 #define RX_JSON_DEPTH_MAX 64
@@ -36,5 +45,22 @@ bool rx_json_depth_ok(const char *text);
  * from a JSON string, so they are) and that numbers fit a double or int64.
  */
 bool rx_json_is_object_text(const char *text, size_t len);
+
+/* rx_json_parse flags: any value at the top, not only an object or array. */
+#define RX_JSON_ANY 0x1u
+
+/*
+ * The `len` bytes of `text` (no terminator needed; a NUL byte is an error)
+ * as one JSON value: an object or array, or any value with RX_JSON_ANY;
+ * white space around it allowed. Accepted and built as jansson's json_loadb
+ * (flags 0 or JSON_DECODE_ANY) does: RFC 8259, strings UTF-8 without
+ * "\u0000", a number without fraction or exponent an integer (refused past
+ * int64), any other a finite double, the last of equal keys wins. One
+ * difference: nesting deeper than RX_JSON_DEPTH_MAX is refused.
+ * Returns a new reference, or NULL with "line L, column C: what" in `err`
+ * (may be NULL); out of memory reads "... out of memory".
+ */
+json_t *rx_json_parse(const char *text, size_t len, unsigned flags,
+                      struct rx_error *err) RX_WUR;
 
 #endif

@@ -1,15 +1,15 @@
 /*
  * fuzz_machine - libFuzzer target for the pure layer (`make fuzz`).
  *
- * The data is split into lines, each one JSON input. Every line that parses
- * is applied to one state (an input without a timestamp is stamped like the
- * server does, updatedAt + 1). After every step: the state's invariants,
- * updatedAt and calledBrainAt never decrease, a rejected or unchanged input
- * leaves the bytes as they were, effects_at's invariants (unique keys, one
- * request per pending call not awaiting approval, none for one that awaits,
- * so every call has a result, runs or awaits a person; no ask for new
- * signals while a tool is pending or awaits), the approval invariants (a
- * call awaiting a person has no result; rx_state_awaiting_approval counts
+ * The data is split into lines, each one JSON input, read by rx_json_parse
+ * and held to jansson's reading (the same acceptance, the same tree). Every
+ * line that parses is applied to one state (an input without a timestamp is stamped like
+ * the server does, updatedAt + 1). After every step: the state's invariants, updatedAt
+ * and calledBrainAt never decrease, a rejected or unchanged input leaves the bytes as
+ * they were, effects_at's invariants (unique keys, one request per pending call not
+ * awaiting approval, none for one that awaits, so every call has a result, runs or awaits
+ * a person; no ask for new signals while a tool is pending or awaits), the approval
+ * invariants (a call awaiting a person has no result; rx_state_awaiting_approval counts
  * them; an override is what the last input that set it said), the settings
  * are what the last user-configure named, a complete keeps its usage,
  * firstTokenAt and reasoning,
@@ -25,6 +25,7 @@
  * tests/unit/ only; `make fuzz` builds this with clang and $(SM_SRC).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@
 #include "state_machine/rx_context.h"
 #include "state_machine/rx_effects.h"
 #include "state_machine/rx_input.h"
+#include "state_machine/rx_json.h"
 #include "state_machine/rx_machine.h"
 #include "state_machine/rx_state.h"
 
@@ -349,9 +351,26 @@ static void check_compress(const struct rx_state *s, int64_t sig)
     }
 }
 
+/* The line through the server's parser, held to jansson's reading of it:
+   both accept it or neither does, and then they build the same tree. Past
+   the parser's depth bound, or with a NUL byte (which jansson's lexer skips
+   after a number), only the parser's refusal is expected. */
+static json_t *parse_line(const char *p, size_t len)
+{
+    json_t *j = rx_json_parse(p, len, 0, NULL), *ref = json_loadb(p, len, 0, NULL);
+    bool exempt = rx_json_depth(p, len) > RX_JSON_DEPTH_MAX || memchr(p, '\0', len);
+
+    CHECK(!j == !ref || (!j && exempt), "rx_json_parse %s what jansson %s: %.*s",
+          j ? "accepts" : "refuses", ref ? "accepts" : "refuses", (int)len, p);
+    CHECK(!j || json_equal(j, ref), "rx_json_parse builds another tree: %.*s", (int)len,
+          p);
+    json_decref(ref);
+    return j;
+}
+
 static void check_round_trip(const struct rx_state *s, const char *bytes)
 {
-    json_t *j = json_loads(bytes, 0, NULL);
+    json_t *j = rx_json_parse(bytes, strlen(bytes), 0, NULL);
     struct rx_state back;
     char *again;
 
@@ -369,7 +388,7 @@ static void check_input_round_trip(const struct rx_input *in, struct rx_buf *enc
 {
     struct rx_buf again;
     struct rx_input back;
-    json_t *j = json_loads(enc->data, 0, NULL);
+    json_t *j = rx_json_parse(enc->data, enc->len, 0, NULL);
 
     CHECK(j, "input encoding is not JSON: %s", enc->data);
     CHECK(rx_input_parse(j, &back, NULL, NULL) == 0, "encoded input does not parse: %s",
@@ -400,7 +419,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (p < end && lines++ < MAX_LINES) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        json_t *j = json_loadb(p, len, 0, NULL);
+        json_t *j = parse_line(p, len);
         struct rx_input in;
         struct rx_outcome out;
         struct rx_buf enc;
@@ -467,7 +486,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     for (line = strtok_r(log.data, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
-        json_t *j = json_loads(line, 0, NULL);
+        json_t *j = rx_json_parse(line, strlen(line), 0, NULL);
         struct rx_input in;
         struct rx_outcome out;
 

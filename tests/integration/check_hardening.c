@@ -286,6 +286,28 @@ START_TEST(test_unicode_spaces_are_blank)
 }
 END_TEST
 
+/* A body nested 100 000 deep is refused by the parser's loop, not by a
+   recursion that would first have to survive it; nothing changes. */
+START_TEST(test_deep_body_is_refused)
+{
+    enum { DEPTH = 100000 };
+    char *body = malloc(DEPTH + 1);
+    json_t *a = NULL;
+
+    ck_assert_ptr_nonnull(body);
+    memset(body, '[', DEPTH);
+    body[DEPTH] = '\0';
+    ck_assert_int_eq(itest_post_input(&srv, "default", body, &a), 400);
+    ck_assert_str_eq(json_string_value(json_object_get(a, "error")), "invalid-json");
+    ck_assert_msg(strstr(json_string_value(json_object_get(a, "message")),
+                         "nested deeper than 64 levels"),
+                  "%s", json_string_value(json_object_get(a, "message")));
+    json_decref(a);
+    free(body);
+    ck_assert_int_eq(itest_get_status(&srv, "/healthz"), 200);
+}
+END_TEST
+
 /* ---- 9: static files and NUL bytes ----------------------------------------------- */
 
 static char web_dir[64];
@@ -633,6 +655,7 @@ Suite *hardening_suite(void)
     tcase_set_timeout(plain, t);
     tcase_add_test(plain, test_forbidden_names_the_type_sent);
     tcase_add_test(plain, test_unicode_spaces_are_blank);
+    tcase_add_test(plain, test_deep_body_is_refused);
     tcase_add_test(plain, test_busy_port_is_an_error);
     tcase_add_test(plain, test_signals_do_not_kill_and_sighup_reloads);
     tcase_add_test(plain, test_metrics_pass_promtool);

@@ -899,7 +899,8 @@ static const struct fcase {
     {"cut", "", "Hel\n\n[Error] the reply stream ended before [DONE]", 1, true},
     {"reset", "", "Hel\n\n[Error] http://127.0.0.1:*", 1, true},
     {"garbage", "",
-     "Hi\n\n[Error] malformed JSON in the reply: string or '}' expected near 'garbage'",
+     "Hi\n\n[Error] malformed JSON in the reply: line 1, column 14: string or '}' "
+     "expected",
      1, true},
     {"stream-error", "", "par\n\n[Error] The model overloaded mid-stream", 1, true},
     {"empty", "", "[Error] the model returned an empty reply", 1, false},

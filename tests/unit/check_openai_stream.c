@@ -116,7 +116,7 @@ static const struct scase {
      CH0("{'content':'ok'}", "null") "\n\ndata: {'choices':[{garbage\n\n"
                                      "data: [DONE]\n\n",
      "rc=-71 content=[ok] deltas=[ok] calls=[] finish= usage=null "
-     "err=[malformed JSON in the reply: string or `}` expected near `garbage`]"},
+     "err=[malformed JSON in the reply: line 1, column 14: string or `}` expected]"},
     {"event that is not an object", "data: 42\n\ndata: [DONE]\n\n",
      "rc=-71 content=[] deltas=[] calls=[] finish= usage=null "
      "err=[malformed reply stream: an event is not an object]"},
@@ -127,7 +127,7 @@ static const struct scase {
     {"cut inside an event",
      CH0("{'content':'Hel'}", "null") "\n\ndata: {'choices':[{'ind",
      "rc=-71 content=[Hel] deltas=[Hel] calls=[] finish= usage=null "
-     "err=[malformed JSON in the reply: premature end of input near `'ind`]"},
+     "err=[malformed JSON in the reply: line 1, column 18: unterminated string]"},
     {"empty body", "\r\n",
      "rc=-71 content=[] deltas=[] calls=[] finish= usage=null err=[the reply was empty]"},
     {"bad tool call index",
