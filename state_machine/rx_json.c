@@ -5,6 +5,7 @@
 #include "state_machine/rx_json.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -374,6 +375,21 @@ static bool parse_string(struct parser *ps, struct rx_buf *b, const char **s, si
     return true;
 }
 
+/* strtod of the `n` bytes of a JSON number (terminated, writable). strtod
+   reads the decimal point of LC_NUMERIC: in a program that set a locale
+   with a comma, '.' stops it, and the point is swapped (as jansson does). */
+static double c_strtod(char *num, size_t n)
+{
+    char *stop, *dot;
+    double d = strtod(num, &stop);
+
+    if (stop != num + n && (dot = strchr(num, '.')) && localeconv()->decimal_point[0]) {
+        *dot = localeconv()->decimal_point[0];
+        d = strtod(num, NULL);
+    }
+    return d;
+}
+
 /* The number at ps->p, as jansson reads it: an integer when it has neither
    fraction nor exponent (and must then fit int64), else a finite double. */
 static json_t *parse_number(struct parser *ps)
@@ -406,7 +422,7 @@ static json_t *parse_number(struct parser *ps)
         return fail_null(ps, p, "out of memory");
     memcpy(copy, p, (size_t)(q - p));
     copy[q - p] = '\0';
-    d = strtod(copy, NULL);
+    d = c_strtod(copy, (size_t)(q - p));
     if (copy != small)
         free(copy);
     if (isinf(d))
