@@ -10,6 +10,11 @@
 #include <string.h>
 
 #include "effects/toolkit.h"
+#include "state_machine/rx_buf.h"
+#include "state_machine/rx_json.h"
+
+/* A configuration file larger than this is a mistake, not a configuration. */
+#define CONFIG_FILE_MAX (16u << 20)
 
 int config_set_str(char **field, const char *value)
 {
@@ -288,19 +293,50 @@ static int load_protocols(struct config *c, json_t *root, const char *file,
         (field) = v_;                                                                    \
     } while (0)
 
-int config_load_file(struct config *c, const char *file, struct rx_error *err)
+/* The whole file into b (at most CONFIG_FILE_MAX bytes). 0 or -errno. */
+static int read_whole(const char *file, struct rx_buf *b)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(file, 0, &jerr), *v;
+    FILE *f = fopen(file, "r");
+    char chunk[8192];
+    size_t n;
     int rc = 0;
 
-    if (!root) {
-        /* line -1: the file could not be read at all (jansson says why). */
-        if (jerr.line < 1)
-            return rx_error_set(err, -EINVAL, "%s: cannot read: %s", file,
-                                errno ? strerror(errno) : jerr.text);
-        return rx_error_set(err, -EINVAL, "%s:%d: %s", file, jerr.line, jerr.text);
-    }
+    if (!f)
+        return -errno;
+    errno = 0;
+    while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)))
+        rc = rx_buf_append(b, chunk, n) ? -EFBIG : 0;
+    if (!rc && ferror(f))
+        rc = errno ? -errno : -EIO; /* EISDIR for a directory */
+    fclose(f);
+    return rc;
+}
+
+/* NEW reference: the file's JSON, through the one parser. NULL: why in err. */
+static json_t *load_json(const char *file, struct rx_error *err)
+{
+    struct rx_buf b;
+    struct rx_error why;
+    json_t *root = NULL;
+    int rc;
+
+    rx_buf_init(&b, CONFIG_FILE_MAX);
+    if ((rc = read_whole(file, &b)))
+        rx_error_set(err, -EINVAL, "%s: cannot read: %s", file,
+                     rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
+    else if (!(root = rx_json_parse(b.data ? b.data : "", b.len, 0, &why)))
+        rx_error_set(err, -EINVAL, "%s: %s", file, why.text);
+    rx_buf_release(&b);
+    return root;
+}
+
+int config_load_file(struct config *c, const char *file, struct rx_error *err)
+{
+    json_t *root = load_json(file, err), *v;
+    int rc = 0;
+
+    if (!root)
+        return -EINVAL;
     if (!json_is_object(root)) {
         rc = bad(err, file, "(top level)", "must be an object");
         goto out_decref;

@@ -463,6 +463,12 @@ START_TEST(test_config_mistakes_are_named)
     ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
     unlink(path);
 
+    temp_config(path, "{\n  \"limits\": {,}\n}");
+    ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
+    ck_assert_msg(strstr(err, ": line 2, column 14: string or '}' expected"),
+                  "bad JSON: %s", err);
+    unlink(path);
+
     strcpy(path, "/tmp/rx-no-such.json");
     ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
     ck_assert_msg(strstr(err, "rx-no-such.json: cannot read"), "missing file: %s", err);
