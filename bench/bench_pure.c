@@ -31,6 +31,7 @@
 
 #include "state_machine/rx_effects.h"
 #include "state_machine/rx_input.h"
+#include "state_machine/rx_json.h"
 #include "state_machine/rx_machine.h"
 #include "state_machine/rx_patch.h"
 #include "state_machine/rx_state.h"
@@ -61,7 +62,7 @@ static int64_t median(int64_t *v, size_t n)
 /* Apply one input given as JSON text; it must be accepted. */
 static int apply_json(struct rx_state *s, const char *text)
 {
-    json_t *j = json_loads(text, 0, NULL);
+    json_t *j = rx_json_parse(text, strlen(text), 0, NULL);
     struct rx_outcome out;
     struct rx_input in;
     const char *field = NULL;
@@ -166,7 +167,7 @@ static int batch(int n, int k, struct series *out)
         json_t *j;
 
         nth_input(text, sizeof(text), n, built);
-        j = json_loads(text, 0, NULL);
+        j = rx_json_parse(text, strlen(text), 0, NULL);
         err = j ? rx_input_parse(j, &ins[built], &field, NULL) : -ENOMEM;
         json_decref(j);
         if (err)
