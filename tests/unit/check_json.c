@@ -154,6 +154,31 @@ START_TEST(test_object_depth)
 }
 END_TEST
 
+/* One random edit of the n bytes of t (kept NUL-terminated): a byte
+   replaced by one of the alphabet's, a byte deleted, or the text cut. */
+static void mutate(char *t, size_t *n, uint64_t *r, const char *alphabet, size_t letters)
+{
+    *r ^= *r << 13;
+    *r ^= *r >> 7;
+    *r ^= *r << 17;
+    switch (*r % 3) {
+    case 0: /* replace */
+        t[(*r >> 8) % *n] = alphabet[(*r >> 20) % letters];
+        break;
+    case 1: /* delete */
+        if (*n > 1) {
+            size_t at = (*r >> 8) % *n;
+
+            memmove(t + at, t + at + 1, *n - at);
+            (*n)--;
+        }
+        break;
+    default: /* truncate */
+        *n = 1 + (*r >> 8) % *n;
+        t[*n] = '\0';
+    }
+}
+
 /* Mutations of valid objects: the checker and jansson agree on every one
    (a differential test: jansson is the reference the tools parse with). */
 START_TEST(test_object_agrees_with_jansson)
@@ -173,27 +198,8 @@ START_TEST(test_object_agrees_with_jansson)
 
         snprintf(t, sizeof(t), "%s", seeds[round % 2]);
         n = strlen(t);
-        for (int k = 0; k < 1 + round % 3; k++) {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            switch (r % 3) {
-            case 0: /* replace */
-                t[(r >> 8) % n] = alphabet[(r >> 20) % (sizeof(alphabet) - 1)];
-                break;
-            case 1: /* delete */
-                if (n > 1) {
-                    size_t at = (r >> 8) % n;
-
-                    memmove(t + at, t + at + 1, n - at);
-                    n--;
-                }
-                break;
-            default: /* truncate */
-                n = 1 + (r >> 8) % n;
-                t[n] = '\0';
-            }
-        }
+        for (int k = 0; k < 1 + round % 3; k++)
+            mutate(t, &n, &r, alphabet, sizeof(alphabet) - 1);
         j = json_loads(t, JSON_DECODE_ANY, &e);
         /* The one documented difference: a number too big for jansson. */
         if (!j && (strstr(e.text, "overflow") || strstr(e.text, "too big")))
@@ -436,7 +442,7 @@ START_TEST(test_parse_agrees_with_jansson)
         "{\"type\":\"user-send-message\",\"messageId\":\"m1\",\"content\":\"hi\"}",
     };
     static const char alphabet[] = "{}[]\",:\\ 0123456789.-+eEtrufalsn\tu"
-                                   "\xc3\xa9\xe2\x82\xf0\x9f\xed\xa0\xff\x80\x01\n";
+                                   "\xc3\xa9\xe2\x82\xf0\x9f\xed\xa0\xff\x80\x01\n\0";
     uint64_t r = 0x9E3779B97F4A7C15ull;
 
     for (int round = 0; round < 40000; round++) {
@@ -444,28 +450,8 @@ START_TEST(test_parse_agrees_with_jansson)
         size_t n;
 
         n = (size_t)snprintf(t, sizeof(t), "%s", seeds[round % 4]);
-        for (int k = 0; k < 1 + round % 3; k++) {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            switch (r % 4) {
-            case 0: /* replace */
-            case 1:
-                t[(r >> 8) % n] =
-                    r >> 60 ? alphabet[(r >> 20) % (sizeof(alphabet) - 1)] : '\0';
-                break;
-            case 2: /* delete */
-                if (n > 1) {
-                    size_t at = (r >> 8) % n;
-
-                    memmove(t + at, t + at + 1, n - at);
-                    n--;
-                }
-                break;
-            default: /* truncate */
-                n = 1 + (r >> 8) % n;
-            }
-        }
+        for (int k = 0; k < 1 + round % 3; k++)
+            mutate(t, &n, &r, alphabet, sizeof(alphabet) - 1);
         assert_agrees(t, n);
     }
 }
