@@ -840,6 +840,7 @@ struct store *store_open(const char *path, struct rx_error *err)
     st->lock_fd = -1;
     st->tail = &st->head;
     st->durable = true;
+    st->wake_at = 1;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->hlock, NULL);

@@ -246,6 +246,13 @@ struct store {
     pthread_cond_t queued_cond;
     struct store_write *head, **tail;
     size_t queued; /* writes in the queue */
+    /*
+     * The queue length at which store_write_queue wakes the writer: 1 while
+     * it waits for a first write, the size it gathers for while it gathers
+     * (gather). A wake for every write of a batch cost the writer a context
+     * switch each, and the thread that queued a futex call.
+     */
+    size_t wake_at;
     bool stopping;
     bool durable; /* commits fsync (store_set_durable) */
     pthread_t writer;

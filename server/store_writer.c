@@ -396,7 +396,9 @@ static int64_t mono_ns(void)
  * a batch that is still smaller than the last one waits a little for them:
  * until it is as big, or for at most half the last commit's time (capped by
  * STORE_GATHER_MAX_NS). One fsync then carries them all instead of two. A
- * commit that does not sync is cheap, and nothing waits for it. qlock held.
+ * commit that does not sync is cheap, and nothing waits for it. Only the
+ * write that completes the batch wakes it (wake_at), not each one on the
+ * way. qlock held.
  */
 static void gather(struct store *st, size_t want, int64_t last_commit_ns)
 {
@@ -411,9 +413,11 @@ static void gather(struct store *st, size_t want, int64_t last_commit_ns)
     until.tv_nsec += (long)wait_ns;
     until.tv_sec += until.tv_nsec / 1000000000;
     until.tv_nsec %= 1000000000;
+    st->wake_at = want;
     while (st->queued < want && !st->stopping &&
            pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) == 0)
         ;
+    st->wake_at = 1; /* wait_for_writes wants the first one */
 }
 
 /*
@@ -569,7 +573,8 @@ void store_write_queue(struct store *st, struct store_write *w)
     *st->tail = w;
     st->tail = &w->next;
     st->queued++;
-    pthread_cond_signal(&st->queued_cond);
+    if (st->queued >= st->wake_at)
+        pthread_cond_signal(&st->queued_cond);
     pthread_mutex_unlock(&st->qlock);
 }
 
