@@ -62,14 +62,14 @@ static int64_t median(int64_t *v, size_t n)
 /* Apply one input given as JSON text; it must be accepted. */
 static int apply_json(struct rx_state *s, const char *text)
 {
-    json_t *j = rx_json_parse(text, strlen(text), 0, NULL);
+    json_t *j;
     struct rx_outcome out;
     struct rx_input in;
     const char *field = NULL;
     int err;
 
-    if (!j)
-        return -EINVAL;
+    if ((err = rx_json_parse(text, strlen(text), 0, &j, NULL)))
+        return err;
     err = rx_input_parse(j, &in, &field, NULL);
     json_decref(j);
     if (err)
@@ -167,8 +167,9 @@ static int batch(int n, int k, struct series *out)
         json_t *j;
 
         nth_input(text, sizeof(text), n, built);
-        j = rx_json_parse(text, strlen(text), 0, NULL);
-        err = j ? rx_input_parse(j, &ins[built], &field, NULL) : -ENOMEM;
+        err = rx_json_parse(text, strlen(text), 0, &j, NULL);
+        if (!err)
+            err = rx_input_parse(j, &ins[built], &field, NULL);
         json_decref(j);
         if (err)
             break;

@@ -476,11 +476,15 @@ static int add_call(struct oa_ask *ax, struct rx_input *in,
  */
 static int load_call(struct oa_ask *ax, const struct openai_stream_call *c)
 {
-    json_t *args = rx_json_parse(c->args.data ? c->args.data : "", c->args.len, 0, NULL);
-    const char *id = json_string_value(json_object_get(args, "toolCallId"));
+    json_t *args = NULL;
+    const char *id;
     struct rx_input in = {.type = RX_IN_BRAIN_LOAD_TOOL_CALL};
     char note[RX_ID_MAX + 96];
     int rc;
+
+    if (rx_json_parse(c->args.data, c->args.len, 0, &args, NULL))
+        args = NULL; /* no id: the note below says so */
+    id = json_string_value(json_object_get(args, "toolCallId"));
 
     if (!id || !rx_state_find_tool(&ax->st, id)) {
         snprintf(note, sizeof(note),

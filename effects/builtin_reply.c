@@ -266,7 +266,8 @@ static int describe_call(struct rx_buf *b, const char *name, const char *argumen
     } else if (!strcmp(name, "calculator")) {
         const char *expr;
 
-        args = arguments ? rx_json_parse(arguments, strlen(arguments), 0, NULL) : NULL;
+        if (arguments && rx_json_parse(arguments, strlen(arguments), 0, &args, NULL))
+            args = NULL; /* no expression: the plainer sentence */
         expr = json_string_value(json_object_get(args, "expression"));
         rc = expr ? rx_buf_printf(b, "%s = %s", expr, text)
                   : rx_buf_printf(b, "The calculator says %s.", text);
@@ -275,7 +276,8 @@ static int describe_call(struct rx_buf *b, const char *name, const char *argumen
     } else if (!strcmp(name, "clock")) {
         const char *iso;
 
-        clock = rx_json_parse(text, strlen(text), 0, NULL);
+        if (rx_json_parse(text, strlen(text), 0, &clock, NULL))
+            clock = NULL; /* the text as the tool gave it */
         iso = json_string_value(json_object_get(clock, "iso"));
         rc = rx_buf_printf(b, "The time is %s.", iso ? iso : text);
     } else {

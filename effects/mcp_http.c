@@ -97,12 +97,13 @@ static int deliver(struct post *x, const char *text, size_t n)
     struct rx_error jerr;
     json_t *doc;
     size_t i;
+    int err;
 
     if (!n)
         return 0;
-    doc = rx_json_parse(text, n, 0, &jerr);
-    if (!doc)
-        return rx_error_set(&x->why, -EPROTO, "a malformed message: %s", jerr.text);
+    if ((err = rx_json_parse(text, n, 0, &doc, &jerr)))
+        return rx_error_set(&x->why, err == -ENOMEM ? err : -EPROTO,
+                            "a malformed message: %s", jerr.text);
     if (json_is_array(doc)) {
         for (i = 0; i < json_array_size(doc) && !x->done; i++) {
             x->fn(x->ctx, json_array_get(doc, i));
@@ -201,9 +202,12 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
    the first line of the body. */
 static void error_text(struct post *x, struct rx_error *err)
 {
-    json_t *doc = x->body.len ? rx_json_parse(x->body.data, x->body.len, 0, NULL) : NULL;
-    const char *m =
-        json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+    json_t *doc = NULL;
+    const char *m;
+
+    if (x->body.len && rx_json_parse(x->body.data, x->body.len, 0, &doc, NULL))
+        doc = NULL; /* not JSON: the body's first line below */
+    m = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
 
     if (m)
         rx_error_set(err, -EIO, "HTTP %ld: %.200s", x->status, m);

@@ -277,8 +277,8 @@ static void on_line(void *ctx, const char *line, size_t n)
 
     if (line && !line[strspn(line, " \t\r")])
         return; /* blank lines are harmless */
-    if (line)
-        msg = rx_json_parse(line, n, 0, &why);
+    if (line && rx_json_parse(line, n, 0, &msg, &why))
+        msg = NULL;
     if (!msg) {
         pthread_mutex_lock(&s->lock);
         if (may_warn(s))

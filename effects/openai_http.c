@@ -50,9 +50,11 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
  * {"message"} or {"detail"} (FastAPI servers), else the body's first line. */
 static void error_message(const struct openai_http *x, struct rx_error *out)
 {
-    json_t *root =
-        x->errbody.len ? rx_json_parse(x->errbody.data, x->errbody.len, 0, NULL) : NULL;
-    json_t *e = json_object_get(root, "error"), *m = NULL;
+    json_t *root = NULL, *e, *m = NULL;
+
+    if (x->errbody.len && rx_json_parse(x->errbody.data, x->errbody.len, 0, &root, NULL))
+        root = NULL; /* not JSON: the body's first line below */
+    e = json_object_get(root, "error");
 
     if (json_is_string(e))
         m = e;

@@ -243,9 +243,9 @@ static int take_json(struct openai_stream *st, const char *p, size_t n, const ch
 
     /* On an effect's small stack: the parser does not recurse, and refuses
        nesting past RX_JSON_DEPTH_MAX. */
-    root = rx_json_parse(p, n, RX_JSON_ANY, &jerr);
-    if (!root)
-        return fail(st, -EPROTO, "malformed JSON in the reply: %s", jerr.text);
+    if ((rc = rx_json_parse(p, n, RX_JSON_ANY, &root, &jerr)))
+        return fail(st, rc == -ENOMEM ? rc : -EPROTO, "malformed JSON in the reply: %s",
+                    jerr.text);
     rc = take_chunk(st, root, key);
     json_decref(root);
     return rc;

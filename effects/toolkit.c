@@ -128,8 +128,8 @@ static int add_builtin(struct toolkit *tk, enum tool_kind kind, const char *name
 
     t.name = strdup(name);
     t.description = strdup(description);
-    t.parameters = rx_json_parse(schema, strlen(schema), 0, NULL);
-    if (!t.name || !t.description || !t.parameters) {
+    if (rx_json_parse(schema, strlen(schema), 0, &t.parameters, NULL) || !t.name ||
+        !t.description) {
         tool_release(&t);
         return -ENOMEM;
     }
@@ -568,8 +568,9 @@ static int parse_params(const struct tool *t, const char *params, json_t **args,
     }
     /* A log written before arguments were bounded may still hold deeper
        ones: the parser refuses them (no recursion on this small stack). */
-    a = rx_json_parse(params, strlen(params), 0, &jerr);
-    if (!a) {
+    if ((rc = rx_json_parse(params, strlen(params), 0, &a, &jerr)) == -ENOMEM)
+        return rc;
+    if (rc) {
         rc = toolkit_result_errorf(result, is_error, "parameters are not valid JSON: %s",
                                    jerr.text);
         return rc ? rc : 1;

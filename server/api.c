@@ -21,6 +21,15 @@
 #include "server/sse.h"
 #include "state_machine/rx_json.h"
 
+/* A body rx_json_parse refused: 400 for the client's text, 500 for our memory. */
+static enum MHD_Result reply_parse_error(struct MHD_Connection *conn, int err,
+                                         const struct rx_error *why)
+{
+    if (err == -ENOMEM)
+        return reply_error(conn, 500, "internal", NULL, "out of memory");
+    return reply_error(conn, 400, "invalid-json", NULL, "%s", why->text);
+}
+
 bool api__content_type_ok(struct MHD_Connection *conn)
 {
     const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
@@ -166,9 +175,8 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send the input as Content-Type: application/json");
-    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
-    if (!j)
-        return reply_error(conn, 400, "invalid-json", NULL, "%s", jerr.text);
+    if ((err = rx_json_parse(body->data, body->len, 0, &j, &jerr)))
+        return reply_parse_error(conn, err, &jerr);
     err = rx_input_parse(j, &in, &field, &why);
     json_decref(j);
     if (err == -ENOMEM)
@@ -366,9 +374,8 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send {\"at\": seq} as Content-Type: application/json");
-    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
-    if (!j)
-        return reply_error(conn, 400, "invalid-json", NULL, "%s", jerr.text);
+    if ((err = rx_json_parse(body->data, body->len, 0, &j, &jerr)))
+        return reply_parse_error(conn, err, &jerr);
     at = json_object_get(j, "at");
     if (!json_is_integer(at) || json_integer_value(at) < 0) {
         json_decref(j);

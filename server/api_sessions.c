@@ -73,7 +73,8 @@ enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connectio
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
                            "send {\"title\": ...} as Content-Type: application/json");
-    j = rx_json_parse(body->data ? body->data : "", body->len, 0, NULL);
+    if ((err = rx_json_parse(body->data, body->len, 0, &j, NULL)) == -ENOMEM)
+        return reply_error(conn, 500, "internal", NULL, "out of memory");
     title = json_object_get(j, "title");
     if (!json_is_string(title) || !session_title_is_valid(json_string_value(title))) {
         json_decref(j);
@@ -254,9 +255,11 @@ enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connecti
         return reply_error(
             conn, 415, "unsupported-media-type", NULL,
             "send the exported document as Content-Type: application/json");
-    j = rx_json_parse(body->data ? body->data : "", body->len, 0, &jerr);
-    if (!j)
-        return reply_error(conn, 400, "invalid-input", NULL, "not JSON: %s", jerr.text);
+    if ((err = rx_json_parse(body->data, body->len, 0, &j, &jerr)) == -ENOMEM)
+        return reply_error(conn, 500, "internal", NULL, "out of memory");
+    if (err)
+        return reply_error(conn, 400, "invalid-input", NULL,
+                           "the document cannot be read: %s", jerr.text);
     n = json_array_size(json_object_get(j, "inputs"));
     err = session_table_import(srv->sessions, j, &e, &s);
     json_decref(j);

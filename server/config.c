@@ -305,7 +305,7 @@ static int read_whole(const char *file, struct rx_buf *b)
         return -errno;
     errno = 0;
     while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)))
-        rc = rx_buf_append(b, chunk, n) ? -EFBIG : 0;
+        rc = rx_buf_append(b, chunk, n);
     if (!rc && ferror(f))
         rc = errno ? -errno : -EIO; /* EISDIR for a directory */
     fclose(f);
@@ -323,8 +323,8 @@ static json_t *load_json(const char *file, struct rx_error *err)
     rx_buf_init(&b, CONFIG_FILE_MAX);
     if ((rc = read_whole(file, &b)))
         rx_error_set(err, -EINVAL, "%s: cannot read: %s", file,
-                     rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
-    else if (!(root = rx_json_parse(b.data ? b.data : "", b.len, 0, &why)))
+                     rc == -E2BIG ? "larger than 16 MiB" : strerror(-rc));
+    else if (rx_json_parse(b.data, b.len, 0, &root, &why))
         rx_error_set(err, -EINVAL, "%s: %s", file, why.text);
     rx_buf_release(&b);
     return root;

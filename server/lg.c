@@ -110,11 +110,13 @@ json_t *lg__body(struct MHD_Connection *conn, const struct rx_buf *body,
 {
     struct rx_error e;
     json_t *j;
+    int err;
 
     if (!body->len)
         return json_object();
-    if (!(j = rx_json_parse(body->data, body->len, 0, &e))) {
-        *ret = lg__detail(conn, 422, "the body is not JSON: %s", e.text);
+    if ((err = rx_json_parse(body->data, body->len, 0, &j, &e))) {
+        *ret = err == -ENOMEM ? lg__detail(conn, 500, "out of memory")
+                              : lg__detail(conn, 422, "the body is not JSON: %s", e.text);
         return NULL;
     }
     if (!json_is_object(j)) {

@@ -102,9 +102,11 @@ static json_t *assistant(const struct rx_message *m)
 /* A call's arguments as an object, or NULL (not JSON, or not an object). */
 static json_t *call_args(const struct rx_tool_call *c)
 {
-    json_t *a = rx_json_parse(c->parameters, strlen(c->parameters), 0, NULL);
+    json_t *a;
 
-    if (a && !json_is_object(a)) {
+    if (rx_json_parse(c->parameters, strlen(c->parameters), 0, &a, NULL))
+        return NULL;
+    if (!json_is_object(a)) {
         json_decref(a);
         a = NULL;
     }

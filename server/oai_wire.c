@@ -219,7 +219,9 @@ int oai_request_parse(const char *body, size_t len, const char *const *models,
     json_t *j;
     int err;
 
-    j = rx_json_parse(body ? body : "", len, 0, &jerr);
+    if (rx_json_parse(body, len, 0, &j, &jerr) == -ENOMEM)
+        return oai_error_set(e, -ENOMEM, 500, "server_error", NULL, NULL,
+                             "out of memory");
     if (!j || !json_is_object(j)) {
         err = oai_error_set(e, -EINVAL, 400, "invalid_request_error", NULL, NULL,
                             "We could not parse the JSON body of your request: %s",

@@ -103,8 +103,9 @@ static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
         return err;
     }
     *seq = pgstore__i64(r, 0, 0);
-    j = rx_json_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), 0, &je);
-    err = j ? rx_state_decode(j, s, &why) : -EINVAL;
+    err = rx_json_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), 0, &j, &je);
+    if (!err)
+        err = rx_state_decode(j, s, &why);
     json_decref(j);
     if (err == -ENOMEM) {
         pgstore__set_error(pg, "session '%s': out of memory decoding a snapshot", sid);

@@ -368,8 +368,8 @@ static json_t *state_to_json(const struct rx_state *st)
     json_t *j = NULL;
 
     rx_buf_init(&b, RX_BUF_STATE_MAX);
-    if (!rx_state_encode(st, &b))
-        j = rx_json_parse(b.data, b.len, 0, NULL);
+    if (!rx_state_encode(st, &b) && rx_json_parse(b.data, b.len, 0, &j, NULL))
+        j = NULL; /* our own encoding: only memory can fail */
     rx_buf_release(&b);
     return j;
 }

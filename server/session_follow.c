@@ -68,12 +68,14 @@ static int reload(struct session *s)
 /* One page of [{"seq":N,"input":{...}}] applied in order. Lock held. */
 static int apply_page(struct session *s, const struct rx_buf *page, size_t *n)
 {
-    json_t *arr = rx_json_parse(page->data, page->len, 0, NULL), *row;
+    json_t *arr, *row;
     size_t i;
-    int err = 0;
+    int err = rx_json_parse(page->data, page->len, 0, &arr, NULL);
 
     *n = 0;
-    if (!json_is_array(arr)) {
+    if (err == -ENOMEM)
+        return err;
+    if (err || !json_is_array(arr)) {
         json_decref(arr);
         return -EPROTO;
     }

@@ -41,10 +41,12 @@ int store_input_parse(const char *text, size_t len, struct rx_input *in,
 {
     struct rx_error e = {""}, je;
     const char *field = NULL;
-    json_t *j = rx_json_parse(text, len, 0, &je);
-    int err;
+    json_t *j;
+    int err = rx_json_parse(text, len, 0, &j, &je);
 
-    if (!j)
+    if (err == -ENOMEM)
+        return rx_error_set(why, -ENOMEM, "could not be read: out of memory");
+    if (err)
         return rx_error_set(why, -EPROTO, "is not JSON: %s", je.text);
     err = rx_input_parse(j, in, &field, &e);
     json_decref(j);
@@ -111,11 +113,13 @@ static int build_state(struct store *st, struct store_conn *c, const char *sid,
     rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         struct rx_error je;
-        json_t *j = rx_json_parse((const char *)sqlite3_column_text(q, 1),
-                                  (size_t)sqlite3_column_bytes(q, 1), 0, &je);
+        json_t *j;
 
+        err = rx_json_parse((const char *)sqlite3_column_text(q, 1),
+                            (size_t)sqlite3_column_bytes(q, 1), 0, &j, &je);
         seq = sqlite3_column_int64(q, 0);
-        err = j ? rx_state_decode(j, &s, &why) : -EINVAL;
+        if (!err)
+            err = rx_state_decode(j, &s, &why);
         json_decref(j);
         if (err == -ENOMEM) {
             store__set_error(st, "session '%s': out of memory decoding a snapshot", sid);
@@ -351,9 +355,11 @@ int store_history(struct store *st, const char *sid, int64_t after_seq, int limi
 
     rx_buf_init(&b, RX_BUF_STATE_MAX);
     err = store_history_text(st, sid, after_seq, limit, &b);
-    if (!err && !(arr = rx_json_parse(b.data, b.len, 0, NULL))) {
+    if (!err && (err = rx_json_parse(b.data, b.len, 0, &arr, NULL)) == -EINVAL) {
         store__set_error(st, "session '%s': history is not JSON", sid);
         err = -EPROTO;
+    } else if (err == -ENOMEM) {
+        store__set_error(st, "out of memory");
     }
     rx_buf_release(&b);
     if (!err)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "state_machine/rx_alloc.h"
 #include "state_machine/rx_buf.h"
 
 size_t rx_json_depth(const char *text, size_t len)
@@ -229,6 +230,9 @@ bool rx_json_is_object_text(const char *text, size_t len)
 #define TEXT_OF(x)  TEXT_OF_(x)
 #define DEPTH_TEXT  TEXT_OF(RX_JSON_DEPTH_MAX)
 
+/* The one reason that is not the text's fault: told apart by its address. */
+static const char OUT_OF_MEMORY[] = "out of memory";
+
 struct parser {
     const char *text, *p, *end;      /* p: where the parse is */
     json_t *root;                    /* the tree so far (owned) */
@@ -311,7 +315,7 @@ static bool unescape(struct parser *ps, const char **pp, struct rx_buf *b)
         if (!*p || !(hit = strchr(from, *p)))
             return fail(ps, p, "invalid escape");
         *pp = p + 1;
-        return !rx_buf_putc(b, to[hit - from]) || fail(ps, p, "out of memory");
+        return !rx_buf_putc(b, to[hit - from]) || fail(ps, p, OUT_OF_MEMORY);
     }
     if ((u = hex4(p + 1, ps->end)) < 0)
         return fail(ps, p, "invalid \\u escape");
@@ -328,7 +332,7 @@ static bool unescape(struct parser *ps, const char **pp, struct rx_buf *b)
         p += 6;
     }
     *pp = p;
-    return !put_utf8(b, (unsigned)u) || fail(ps, p, "out of memory");
+    return !put_utf8(b, (unsigned)u) || fail(ps, p, OUT_OF_MEMORY);
 }
 
 /*
@@ -361,14 +365,14 @@ static bool parse_string(struct parser *ps, struct rx_buf *b, const char **s, si
             rx_buf_reset(b);
         copied = true;
         if (rx_buf_append(b, run, (size_t)(q - run)))
-            return fail(ps, (const char *)q, "out of memory");
+            return fail(ps, (const char *)q, OUT_OF_MEMORY);
         q++;
         if (!unescape(ps, (const char **)&q, b))
             return false;
         run = q;
     }
     if (copied && rx_buf_append(b, run, (size_t)(q - run)))
-        return fail(ps, (const char *)q, "out of memory");
+        return fail(ps, (const char *)q, OUT_OF_MEMORY);
     *s = copied ? b->data : (const char *)ps->p + 1;
     *n = copied ? b->len : (size_t)(q - (const unsigned char *)ps->p - 1);
     ps->p = (const char *)q + 1;
@@ -377,7 +381,8 @@ static bool parse_string(struct parser *ps, struct rx_buf *b, const char **s, si
 
 /* strtod of the `n` bytes of a JSON number (terminated, writable). strtod
    reads the decimal point of LC_NUMERIC: in a program that set a locale
-   with a comma, '.' stops it, and the point is swapped (as jansson does). */
+   with a comma, '.' stops it, and the point is swapped (as jansson does).
+   localeconv() only reads the process's locale: no I/O, still pure. */
 static double c_strtod(char *num, size_t n)
 {
     char *stop, *dot;
@@ -418,13 +423,13 @@ static json_t *parse_number(struct parser *ps)
     }
     ps->p = q;
     /* strtod needs a terminated copy: the text is not terminated after it. */
-    if ((size_t)(q - p) >= sizeof(small) && !(copy = malloc((size_t)(q - p) + 1)))
-        return fail_null(ps, p, "out of memory");
+    if ((size_t)(q - p) >= sizeof(small) && !(copy = rx_malloc((size_t)(q - p) + 1)))
+        return fail_null(ps, p, OUT_OF_MEMORY);
     memcpy(copy, p, (size_t)(q - p));
     copy[q - p] = '\0';
     d = c_strtod(copy, (size_t)(q - p));
     if (copy != small)
-        free(copy);
+        rx_free(copy);
     if (isinf(d))
         return fail_null(ps, p, "real number overflow");
     return json_real(d);
@@ -476,7 +481,7 @@ static bool attach(struct parser *ps, json_t *v)
     in = ps->open[ps->depth - 1];
     if (json_is_array(in) ? json_array_append_new(in, v)
                           : json_object_setn_new_nocheck(in, ps->key, ps->key_len, v))
-        return fail(ps, ps->p, "out of memory");
+        return fail(ps, ps->p, OUT_OF_MEMORY);
     return true;
 }
 
@@ -489,7 +494,7 @@ static bool open_container(struct parser *ps)
     if (ps->depth == RX_JSON_DEPTH_MAX)
         return fail(ps, ps->p, "nested deeper than " DEPTH_TEXT " levels");
     if (!(c = *ps->p == '{' ? json_object() : json_array()) || !attach(ps, c))
-        return fail(ps, ps->p, "out of memory");
+        return fail(ps, ps->p, OUT_OF_MEMORY);
     ps->open[ps->depth++] = c;
     ps->p++;
     return true;
@@ -548,7 +553,7 @@ static bool parse(struct parser *ps)
             continue;
         }
         if (!(v = parse_scalar(ps)))
-            return ps->why ? false : fail(ps, ps->p, "out of memory");
+            return ps->why ? false : fail(ps, ps->p, OUT_OF_MEMORY);
         if (!attach(ps, v))
             return false;
         want = AFTER;
@@ -556,35 +561,42 @@ static bool parse(struct parser *ps)
 }
 
 /* "line L, column C: why", C counted in bytes from the line's start. */
-static void parse_error(const struct parser *ps, struct rx_error *err)
+static int parse_error(const struct parser *ps, struct rx_error *err)
 {
     int line = 1;
     const char *sol = ps->text;
 
+    if (ps->why == OUT_OF_MEMORY)
+        return rx_error_set(err, -ENOMEM, "%s", OUT_OF_MEMORY);
     for (const char *c = ps->text; c < ps->p; c++)
         if (*c == '\n')
             line++, sol = c + 1;
-    rx_error_set(err, -EINVAL, "line %d, column %d: %s", line, (int)(ps->p - sol) + 1,
-                 ps->why);
+    return rx_error_set(err, -EINVAL, "line %d, column %d: %s", line,
+                        (int)(ps->p - sol) + 1, ps->why);
 }
 
-json_t *rx_json_parse(const char *text, size_t len, unsigned flags, struct rx_error *err)
+int rx_json_parse(const char *text, size_t len, unsigned flags, json_t **out,
+                  struct rx_error *err)
 {
-    struct parser ps = {.text = text, .p = text, .end = text + len};
-    const char *first = skip_ws(text, text + len);
+    struct parser ps = {.text = text ? text : ""};
+    const char *first;
     bool ok;
 
-    rx_buf_init(&ps.keybuf, RX_BUF_STATE_MAX);
-    rx_buf_init(&ps.strbuf, RX_BUF_STATE_MAX);
+    ps.p = ps.text;
+    ps.end = ps.text + (text ? len : 0);
+    first = skip_ws(ps.text, ps.end);
+    /* A decoded string is never longer than the text it came from. */
+    rx_buf_init(&ps.keybuf, len);
+    rx_buf_init(&ps.strbuf, len);
     if (!(flags & RX_JSON_ANY) && (first == ps.end || (*first != '{' && *first != '[')))
         ok = fail(&ps, first, "'[' or '{' expected");
     else
         ok = parse(&ps);
     rx_buf_release(&ps.keybuf);
     rx_buf_release(&ps.strbuf);
+    *out = ok ? ps.root : NULL;
     if (ok)
-        return ps.root;
-    parse_error(&ps, err);
+        return 0;
     json_decref(ps.root);
-    return NULL;
+    return parse_error(&ps, err);
 }

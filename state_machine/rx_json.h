@@ -1,20 +1,22 @@
 /*
- * rx_json - JSON text read without recursion: the one parser, nesting depth,
- * and whether a text is one JSON object.
+ * rx_json - JSON text read without recursion: the parser, nesting depth, and
+ * whether a text is one JSON object.
  *
  * jansson parses and dumps recursively: a text nested a few thousand levels
  * deep overflows a small thread stack (an effect's) before jansson's own
  * limit is reached. Every JSON text that comes from outside (a client, an
  * LLM, an MCP server, a log written by an older version) is read by
  * rx_json_parse, a loop with an explicit stack that refuses nesting past
- * RX_JSON_DEPTH_MAX. It builds the same jansson tree json_loadb would, in
+ * RX_JSON_DEPTH_MAX (graph/ alone loads its own checkpoints, the embedding
+ * program's data, with jansson). It builds the tree json_loadb would, in
  * about a fifth of the time: it scans each string once and copies it once,
  * where jansson's lexer copies every byte through a stream and a buffer.
  *
  * Pure: no I/O. rx_json_parse allocates the tree it returns (and scratch
- * for strings with escapes, freed before it returns); the other functions
- * allocate nothing. Ownership: rx_json_parse returns a new reference; the
- * text is borrowed and never kept.
+ * for strings with escapes and long numbers, freed before it returns, all
+ * through jansson's allocator); the other functions allocate nothing.
+ * Ownership: rx_json_parse puts a new reference in *out; the text is
+ * borrowed and never kept.
  */
 #ifndef RX_JSON_H
 #define RX_JSON_H
@@ -50,17 +52,19 @@ bool rx_json_is_object_text(const char *text, size_t len);
 #define RX_JSON_ANY 0x1u
 
 /*
- * The `len` bytes of `text` (no terminator needed; a NUL byte is an error)
- * as one JSON value: an object or array, or any value with RX_JSON_ANY;
- * white space around it allowed. Accepted and built as jansson's json_loadb
- * (flags 0 or JSON_DECODE_ANY) does: RFC 8259, strings UTF-8 without
- * "\u0000", a number without fraction or exponent an integer (refused past
- * int64), any other a finite double, the last of equal keys wins. One
- * difference: nesting deeper than RX_JSON_DEPTH_MAX is refused.
- * Returns a new reference, or NULL with "line L, column C: what" in `err`
- * (may be NULL); out of memory reads "... out of memory".
+ * The `len` bytes of `text` (no terminator needed; NULL reads as empty) as
+ * one JSON value: an object or array, or any value with RX_JSON_ANY; white
+ * space around it allowed. Accepted and built as jansson's json_loadb (flags
+ * 0 or JSON_DECODE_ANY) does: RFC 8259, strings UTF-8 without "\u0000", a
+ * number without fraction or exponent an integer (refused past int64), any
+ * other a finite double, the last of equal keys wins. Two differences:
+ * nesting deeper than RX_JSON_DEPTH_MAX is refused, and so is a NUL byte
+ * anywhere (jansson's lexer skips one after a number or a literal).
+ * Returns 0 with a new reference in *out; -EINVAL when the text is not that
+ * ("line L, column C: what" in `err`, which may be NULL); -ENOMEM. *out is
+ * NULL on failure.
  */
-json_t *rx_json_parse(const char *text, size_t len, unsigned flags,
-                      struct rx_error *err) RX_WUR;
+int rx_json_parse(const char *text, size_t len, unsigned flags, json_t **out,
+                  struct rx_error *err) RX_WUR;
 
 #endif

@@ -1,32 +1,32 @@
 /*
  * fuzz_machine - libFuzzer target for the pure layer (`make fuzz`).
  *
- * The data is split into lines, each one JSON input, read by rx_json_parse
- * and held to jansson's reading (the same acceptance, the same tree). Every
- * line that parses is applied to one state (an input without a timestamp is stamped like
- * the server does, updatedAt + 1). After every step: the state's invariants, updatedAt
- * and calledBrainAt never decrease, a rejected or unchanged input leaves the bytes as
- * they were, effects_at's invariants (unique keys, one request per pending call not
- * awaiting approval, none for one that awaits, so every call has a result, runs or awaits
- * a person; no ask for new signals while a tool is pending or awaits), the approval
- * invariants (a call awaiting a person has no result; rx_state_awaiting_approval counts
- * them; an override is what the last input that set it said), the settings
- * are what the last user-configure named, a complete keeps its usage,
- * firstTokenAt and reasoning,
- * the context builds, state and input encodings round-trip; and the
- * compression policy (rx_context_choose_cut), for a few budgets, against a
+ * The data is split into lines, each one JSON input, read by rx_json_parse and
+ * held to jansson's reading (the same acceptance, the same tree). Every line
+ * that parses is applied to one state (an input without a timestamp is stamped
+ * like the server does, updatedAt + 1). After every step: the state's
+ * invariants, updatedAt and calledBrainAt never decrease, a rejected or
+ * unchanged input leaves the bytes as they were, effects_at's invariants
+ * (unique keys, one request per pending call not awaiting approval, none for
+ * one that awaits, so every call has a result, runs or awaits a person; no ask
+ * for new signals while a tool is pending or awaits), the approval invariants
+ * (a call awaiting a person has no result; rx_state_awaiting_approval counts
+ * them; an override is what the last input that set it said), the settings are
+ * what the last user-configure named, a complete keeps its usage, firstTokenAt
+ * and reasoning, the context builds, state and input encodings round-trip; and
+ * the compression policy (rx_context_choose_cut), for a few budgets, against a
  * brute-force reading of its rules: a cut it gives is legal (forward, keeps
  * `keep` items and the newest user message, never splits a call from its
  * result nor a batch, never passes a pending call or a streaming answer), no
  * later time would be, "no cut" means within budget or no legal time, and the
- * machine accepts the cut as brain-compress-history. At the end the
- * accepted inputs, replayed from the initial state, give the same bytes.
- * Any violation aborts. Not part of the unit runner, which builds
- * tests/unit/ only; `make fuzz` builds this with clang and $(SM_SRC).
+ * machine accepts the cut as brain-compress-history. At the end the accepted
+ * inputs, replayed from the initial state, give the same bytes. Any violation
+ * aborts. Not part of the unit runner, which builds tests/unit/ only; `make
+ * fuzz` builds this with clang and $(SM_SRC).
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,9 +357,11 @@ static void check_compress(const struct rx_state *s, int64_t sig)
    after a number), only the parser's refusal is expected. */
 static json_t *parse_line(const char *p, size_t len)
 {
-    json_t *j = rx_json_parse(p, len, 0, NULL), *ref = json_loadb(p, len, 0, NULL);
+    json_t *j, *ref = json_loadb(p, len, 0, NULL);
+    int rc = rx_json_parse(p, len, 0, &j, NULL);
     bool exempt = rx_json_depth(p, len) > RX_JSON_DEPTH_MAX || memchr(p, '\0', len);
 
+    CHECK(rc == 0 || rc == -EINVAL, "rx_json_parse: %d", rc);
     CHECK(!j == !ref || (!j && exempt), "rx_json_parse %s what jansson %s: %.*s",
           j ? "accepts" : "refuses", ref ? "accepts" : "refuses", (int)len, p);
     CHECK(!j || json_equal(j, ref), "rx_json_parse builds another tree: %.*s", (int)len,
@@ -370,11 +372,12 @@ static json_t *parse_line(const char *p, size_t len)
 
 static void check_round_trip(const struct rx_state *s, const char *bytes)
 {
-    json_t *j = rx_json_parse(bytes, strlen(bytes), 0, NULL);
+    json_t *j;
     struct rx_state back;
     char *again;
 
-    CHECK(j, "state encoding is not JSON: %s", bytes);
+    CHECK(!rx_json_parse(bytes, strlen(bytes), 0, &j, NULL),
+          "state encoding is not JSON: %s", bytes);
     CHECK(rx_state_decode(j, &back, NULL) == 0, "state does not decode: %s", bytes);
     again = encode_state(&back);
     CHECK(!strcmp(bytes, again), "round trip differs:\n%s\n%s", bytes, again);
@@ -388,9 +391,10 @@ static void check_input_round_trip(const struct rx_input *in, struct rx_buf *enc
 {
     struct rx_buf again;
     struct rx_input back;
-    json_t *j = rx_json_parse(enc->data, enc->len, 0, NULL);
+    json_t *j;
 
-    CHECK(j, "input encoding is not JSON: %s", enc->data);
+    CHECK(!rx_json_parse(enc->data, enc->len, 0, &j, NULL),
+          "input encoding is not JSON: %s", enc->data);
     CHECK(rx_input_parse(j, &back, NULL, NULL) == 0, "encoded input does not parse: %s",
           enc->data);
     rx_buf_init(&again, RX_BUF_SMALL_MAX);
@@ -486,11 +490,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     for (line = strtok_r(log.data, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
-        json_t *j = rx_json_parse(line, strlen(line), 0, NULL);
+        json_t *j;
         struct rx_input in;
         struct rx_outcome out;
 
-        CHECK(j && rx_input_parse(j, &in, NULL, NULL) == 0, "log line: %s", line);
+        CHECK(!rx_json_parse(line, strlen(line), 0, &j, NULL) &&
+                  rx_input_parse(j, &in, NULL, NULL) == 0,
+              "log line: %s", line);
         CHECK(rx_machine_apply(&replay, &in, &out) == 0 && out.verdict == RX_ACCEPTED,
               "replay of %s: %s", line, rx_reason_name(out.reason));
         rx_input_release(&in);

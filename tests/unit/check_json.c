@@ -5,6 +5,7 @@
  * without allocating (a user's edited tool arguments, SPEC 3.6).
  */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,12 +214,24 @@ END_TEST
 
 /* ---- rx_json_parse: the tree jansson would build, and the same refusals --- */
 
+/* rx_json_parse's tree or NULL, its code checked: 0 exactly when there is a
+   tree, else -EINVAL (the tests have memory). */
+static json_t *parse(const char *t, size_t n, unsigned flags, struct rx_error *err)
+{
+    json_t *j = json_null(); /* any non-NULL: the parser must set it */
+    int rc = rx_json_parse(t, n, flags, &j, err);
+
+    ck_assert_msg(rc == 0 || rc == -EINVAL, "rc %d", rc);
+    ck_assert_msg((rc == 0) == (j != NULL), "rc %d with%s a tree", rc, j ? "" : "out");
+    return j;
+}
+
 /* Both parsers on the same bytes (flags: any value at the top): they agree
    on whether the text is JSON, and on the tree when it is. */
 static void assert_agrees(const char *t, size_t n)
 {
     struct rx_error why;
-    json_t *mine = rx_json_parse(t, n, RX_JSON_ANY, &why);
+    json_t *mine = parse(t, n, RX_JSON_ANY, &why);
     json_t *ref = json_loadb(t, n, JSON_DECODE_ANY, NULL);
 
     /* jansson's lexer skips a NUL byte after a number or a literal; a NUL is
@@ -348,11 +361,11 @@ START_TEST(test_parse_top)
     json_t *j;
 
     for (size_t i = 0; i < sizeof(scalars) / sizeof(scalars[0]); i++) {
-        ck_assert_ptr_null(rx_json_parse(scalars[i], strlen(scalars[i]), 0, &why));
+        ck_assert_ptr_null(parse(scalars[i], strlen(scalars[i]), 0, &why));
         ck_assert_ptr_null(json_loads(scalars[i], 0, NULL));
         ck_assert_msg(strstr(why.text, "'[' or '{' expected"), "%s", why.text);
     }
-    j = rx_json_parse(" [1] ", 5, 0, NULL);
+    j = parse(" [1] ", 5, 0, NULL);
     ck_assert(json_is_array(j) && json_array_size(j) == 1);
     json_decref(j);
 }
@@ -361,19 +374,20 @@ END_TEST
 /* The length bounds the text: it needs no terminator, and a NUL is an error. */
 START_TEST(test_parse_length)
 {
-    json_t *j = rx_json_parse("[12]garbage", 4, 0, NULL);
+    json_t *j = parse("[12]garbage", 4, 0, NULL);
 
     ck_assert(json_is_array(j));
     ck_assert_int_eq(json_integer_value(json_array_get(j, 0)), 12);
     json_decref(j);
-    j = rx_json_parse("[1.5e3]", 6, 0, NULL); /* cut before ']' */
+    j = parse("[1.5e3]", 6, 0, NULL); /* cut before ']' */
     ck_assert_ptr_null(j);
-    j = rx_json_parse("12345", 3, RX_JSON_ANY, NULL); /* a number cut short */
+    j = parse("12345", 3, RX_JSON_ANY, NULL); /* a number cut short */
     ck_assert_int_eq(json_integer_value(j), 123);
     json_decref(j);
     assert_agrees("[1]\0", 4);
     assert_agrees("[\"a\0b\"]", 7);
     assert_agrees("\0", 1);
+    ck_assert_ptr_null(parse(NULL, 0, RX_JSON_ANY, NULL)); /* NULL reads as empty */
 }
 END_TEST
 
@@ -382,7 +396,7 @@ END_TEST
 START_TEST(test_parse_numbers)
 {
     const char *t = "[9223372036854775807,-9223372036854775808,-0,1.0,1e2]";
-    json_t *j = rx_json_parse(t, strlen(t), 0, NULL);
+    json_t *j = parse(t, strlen(t), 0, NULL);
 
     ck_assert_ptr_nonnull(j);
     ck_assert(json_integer_value(json_array_get(j, 0)) == INT64_MAX);
@@ -399,11 +413,11 @@ START_TEST(test_parse_error_position)
 {
     struct rx_error why;
 
-    ck_assert_ptr_null(rx_json_parse("{\n  \"a\": x}", 11, 0, &why));
+    ck_assert_ptr_null(parse("{\n  \"a\": x}", 11, 0, &why));
     ck_assert_str_eq(why.text, "line 2, column 8: invalid token");
-    ck_assert_ptr_null(rx_json_parse("[1,", 3, 0, &why));
+    ck_assert_ptr_null(parse("[1,", 3, 0, &why));
     ck_assert_str_eq(why.text, "line 1, column 4: unexpected end of text");
-    ck_assert_ptr_null(rx_json_parse("{not json", 9, 0, NULL)); /* err may be NULL */
+    ck_assert_ptr_null(parse("{not json", 9, 0, NULL)); /* err may be NULL */
 }
 END_TEST
 
@@ -415,14 +429,14 @@ START_TEST(test_parse_depth)
     size_t n = 100000;
     char *t = malloc(n + 1);
     struct rx_error why;
-    json_t *j = rx_json_parse(ok, strlen(ok), 0, NULL), *ref = json_loads(ok, 0, NULL);
+    json_t *j = parse(ok, strlen(ok), 0, NULL), *ref = json_loads(ok, 0, NULL);
 
     ck_assert(j && json_equal(j, ref));
-    ck_assert_ptr_null(rx_json_parse(deep, strlen(deep), 0, &why));
+    ck_assert_ptr_null(parse(deep, strlen(deep), 0, &why));
     ck_assert_msg(strstr(why.text, "nested deeper than 64 levels"), "%s", why.text);
     ck_assert_ptr_nonnull(t);
     memset(t, '[', n);
-    ck_assert_ptr_null(rx_json_parse(t, n, 0, NULL));
+    ck_assert_ptr_null(parse(t, n, 0, NULL));
     json_decref(j);
     json_decref(ref);
     free(t);

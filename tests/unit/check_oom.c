@@ -8,6 +8,7 @@
  * buffer) as they were; leaks show under ASan and valgrind.
  */
 #include "tests/unit/helper_sm.h"
+#include "state_machine/rx_json.h"
 
 static long chaos_fail_at; /* 0: never fail */
 static long chaos_calls;
@@ -521,6 +522,37 @@ START_TEST(test_context_oom)
 }
 END_TEST
 
+/* The parser: every failure is -ENOMEM with no tree (and nothing leaked),
+   never "not JSON"; escaped keys, equal keys, a long real and nesting. */
+START_TEST(test_json_parse_oom)
+{
+    static const char text[] =
+        "{\"k\\u00e9\":[1,{\"a\":\"x\\ny\",\"a\":[true,null]}],"
+        "\"r\":1.00000000000000000000000000000000000000000000000000000000000000000001,"
+        "\"s\":\"caf\xc3\xa9\"}";
+    json_t *want, *j = NULL;
+    struct rx_error why;
+    long n;
+    int rc = -ENOMEM;
+
+    ck_assert_int_eq(rx_json_parse(text, sizeof(text) - 1, 0, &want, NULL), 0);
+    for (n = 1; n < CHAOS_MAX && rc == -ENOMEM; n++) {
+        chaos_on(n);
+        rc = rx_json_parse(text, sizeof(text) - 1, 0, &j, &why);
+        chaos_off();
+        if (rc == -ENOMEM) {
+            ck_assert_ptr_null(j);
+            ck_assert_str_eq(why.text, "out of memory");
+        }
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_gt(n, 10);
+    ck_assert(json_equal(j, want));
+    json_decref(j);
+    json_decref(want);
+}
+END_TEST
+
 Suite *oom_suite(void);
 
 Suite *oom_suite(void)
@@ -537,6 +569,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, test_state_oom);
     tcase_add_test(tc, test_effects_oom);
     tcase_add_test(tc, test_context_oom);
+    tcase_add_test(tc, test_json_parse_oom);
     suite_add_tcase(s, tc);
     return s;
 }
