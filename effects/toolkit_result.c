@@ -5,39 +5,17 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "state_machine/rx_json.h"
+
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when invalid. */
 static size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
-    uint32_t cp;
-    size_t len;
-
-    if (s[0] < 0x80)
-        return s[0] ? 1 : 0; /* a NUL would cut the C string short */
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2, cp = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3, cp = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    /* Overlong forms, surrogates and code points past Unicode. */
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
+    /* a NUL would cut the C string short */
+    return s[0] ? rx_json_utf8_len((const char *)s, n) : 0;
 }
 
 /*

@@ -244,10 +244,9 @@ struct parser {
     const char *why;              /* what went wrong, at p */
 };
 
-/* Bytes in the UTF-8 sequence at p (1-4) if it is well formed as jansson
-   requires (no overlong forms, no surrogates, nothing past U+10FFFF); 0 if not. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+size_t rx_json_utf8_len(const char *s, size_t left)
 {
+    const unsigned char *p = (const unsigned char *)s;
     unsigned c = p[0], v;
     size_t n;
 
@@ -256,7 +255,7 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
     if (c < 0xC2 || c > 0xF4)
         return 0;
     n = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if ((size_t)(end - p) < n)
+    if (left < n)
         return 0;
     v = c & (0x3F >> (n - 1));
     for (size_t i = 1; i < n; i++) {
@@ -356,7 +355,7 @@ static bool parse_string(struct parser *ps, struct rx_buf *b, const char **s, si
         if (*q < 0x20)
             return fail(ps, (const char *)q, "control character in a string");
         if (*q != '\\') {
-            if (!(k = utf8_len(q, end)))
+            if (!(k = rx_json_utf8_len((const char *)q, (size_t)(end - q))))
                 return fail(ps, (const char *)q, "invalid UTF-8");
             q += k;
             continue;

@@ -48,6 +48,14 @@ bool rx_json_depth_ok(const char *text);
  */
 bool rx_json_is_object_text(const char *text, size_t len);
 
+/*
+ * Bytes (1-4) in the UTF-8 sequence at `s`, of which `left` > 0 bytes are
+ * there, when it is well formed as JSON text needs it: no overlong form, no
+ * surrogate, nothing past U+10FFFF. 0 when it is not. An ASCII byte, NUL
+ * included, is 1: callers that refuse NUL or control bytes check them.
+ */
+size_t rx_json_utf8_len(const char *s, size_t left);
+
 /* rx_json_parse flags: any value at the top, not only an object or array. */
 #define RX_JSON_ANY 0x1u
 
