@@ -469,6 +469,10 @@ START_TEST(test_config_mistakes_are_named)
                   "bad JSON: %s", err);
     unlink(path);
 
+    strcpy(path, "/tmp");
+    ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
+    ck_assert_msg(strstr(err, "/tmp: cannot read: Is a directory"), "directory: %s", err);
+
     strcpy(path, "/tmp/rx-no-such.json");
     ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
     ck_assert_msg(strstr(err, "rx-no-such.json: cannot read"), "missing file: %s", err);
