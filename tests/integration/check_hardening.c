@@ -469,6 +469,21 @@ START_TEST(test_config_mistakes_are_named)
                   "bad JSON: %s", err);
     unlink(path);
 
+    {
+        /* A file past the 16 MiB bound is refused before it is parsed. */
+        FILE *big;
+
+        temp_config(path, "");
+        ck_assert_ptr_nonnull(big = fopen(path, "w"));
+        ck_assert_int_eq(fseek(big, (16L << 20) + 1, SEEK_SET), 0);
+        ck_assert_int_ne(fputc(' ', big), EOF);
+        fclose(big);
+        ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
+        ck_assert_msg(strstr(err, "cannot read: larger than 16 MiB"), "big file: %s",
+                      err);
+        unlink(path);
+    }
+
     strcpy(path, "/tmp");
     ck_assert_int_eq(run_server(args, err, sizeof(err)), 2);
     ck_assert_msg(strstr(err, "/tmp: cannot read: Is a directory"), "directory: %s", err);
