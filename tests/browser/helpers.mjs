@@ -13,6 +13,9 @@ export const BIN = process.env.REFLEXOR_BIN || path.join(ROOT, 'build/reflexor')
 export const WEB = process.env.REFLEXOR_WEB || path.join(ROOT, 'build/web');
 export const SHOTS = path.join(ROOT, 'build/screenshots');
 export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!fs.existsSync(CHROMIUM)) {
+  throw new Error(`${CHROMIUM} is missing: install the Debian package chromium (scripts/deps.sh chromium)`);
+}
 export const API = '/api/reflexor';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -13,10 +13,8 @@ import {
 
 const LEASE_MS = 1000;
 const pg = await PgTmp.start();
-const SKIP = pg.skip || false;
-if (SKIP) console.log(`# SKIP cluster tests: ${SKIP}`);
 
-after(() => { if (!SKIP) pg.stop(); });
+after(() => pg.stop());
 
 const echo = (content) => `Echo: ${content}`;
 const isAnswered = (content) => (st) =>
@@ -45,7 +43,7 @@ async function sameEverywhere(cluster, sid, ms = 10000) {
               states.map((s, i) => `node ${i}: ${JSON.stringify(s).slice(0, 1200)}`).join('\n'));
 }
 
-describe('cluster: three nodes behind nginx', { skip: SKIP }, () => {
+describe('cluster: three nodes behind nginx', () => {
   let cluster;
   let failed = false;
 
@@ -269,7 +267,7 @@ describe('cluster: three nodes behind nginx', { skip: SKIP }, () => {
  * must make progress (an acknowledged input or a completed answer) within
  * lease_ms + 5 s (+ the answer's own streaming time).
  */
-describe('cluster: kill -9 loop', { skip: SKIP }, () => {
+describe('cluster: kill -9 loop', () => {
   const KILLS = Number(process.env.CLUSTER_KILLS || 30);
   const CLIENTS = Number(process.env.CLUSTER_CLIENTS || 4);
   const CHUNK_MS = 25;

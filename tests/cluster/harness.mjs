@@ -20,6 +20,9 @@ export const WEB = path.resolve(ROOT, process.env.REFLEXOR_WEB || 'build/web');
 export const API = '/api/reflexor';
 const PGTMP = path.join(ROOT, 'scripts/pgtmp.sh');
 const NGINX = fs.existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx';
+if (NGINX === 'nginx' && spawnSync('nginx', ['-v']).error) {
+  throw new Error('nginx is missing: install the Debian package nginx (scripts/deps.sh nginx)');
+}
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -64,9 +67,9 @@ function pgtmp(...args) {
 }
 
 /*
- * A throwaway PostgreSQL. `PgTmp.start()` resolves to an instance, or to
- * {skip: reason} when PostgreSQL is not installed (pgtmp exits 3): the only
- * case in which the cluster tests skip.
+ * A throwaway PostgreSQL. `PgTmp.start()` resolves to an instance, or throws,
+ * naming the package, when PostgreSQL is not installed (pgtmp exits 3): the
+ * tests fail then, they never skip.
  */
 export class PgTmp {
   static async start() {
@@ -74,7 +77,7 @@ export class PgTmp {
     const r = pgtmp('start', dir);
     if (r.code === 3) {
       fs.rmSync(dir, { recursive: true, force: true });
-      return { skip: `PostgreSQL is not installed (scripts/pgtmp.sh: ${r.err}); run scripts/deps.sh postgresql` };
+      throw new Error(`PostgreSQL is not installed (scripts/pgtmp.sh: ${r.err}): install the Debian package postgresql (scripts/deps.sh postgresql)`);
     }
     if (r.code !== 0) throw new Error(`pgtmp start failed (${r.code}): ${r.err}`);
     const pg = new PgTmp(dir, r.out);

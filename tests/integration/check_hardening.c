@@ -626,6 +626,9 @@ START_TEST(test_metrics_pass_promtool)
     fwrite(r.body, 1, r.len, p);
     status = pclose(p);
     itest_resp_release(&r);
+    ck_assert_msg(!WIFEXITED(status) || WEXITSTATUS(status) != 127,
+                  "promtool is missing: install the Debian package prometheus "
+                  "(scripts/deps.sh prometheus)");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "promtool check metrics refused /metrics (exit %d)",
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -18,7 +18,15 @@ cleanup() {
 trap cleanup EXIT
 ok()   { passed=$((passed + 1)); echo "ok: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+# A port nothing answers on (a refused connect); nginx then binds it.
+free_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+  done
+  return 1
+}
 
 echo '{"brain":{"builtin":{"chunk_chars":3,"chunk_delay_ms":40}}}' >"$work/rx.json"
 "$server" --config "$work/rx.json" --listen 127.0.0.1:0 --db :memory: --log-level warn >"$work/out" 2>"$work/err" &
