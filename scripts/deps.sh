@@ -5,6 +5,7 @@
 #   scripts/deps.sh --all        install what any test needs (`make test` runs this first)
 #   scripts/deps.sh PKG...       install these packages from the list
 #   scripts/deps.sh --programs   print "program package" for every program the list brings
+#   scripts/deps.sh --packages   print every package on the list
 #   scripts/deps.sh --why PKG    print why PKG is on the list
 #
 # Debian packages only, installed only when missing, as root directly or through
@@ -39,6 +40,8 @@ npm                 | npm npx                           | fetches the web UI lib
 ca-certificates     | -                                 | npm reaches its registry over TLS
 binutils            | nm                                | layer checks read the undefined symbols of objects
 procps              | ps                                | tests look for servers left running
+debootstrap         | debootstrap                       | scripts/fresh-machine.sh makes the brand-new Debian root
+git                 | git                               | the checks list tracked files; fresh-machine.sh clones HEAD
 '
 
 # What `make run` needs: the build alone.
@@ -54,6 +57,7 @@ case ${1:-} in
   rows | awk -F'|' '{ gsub(/^[ \t]+|[ \t]+$/, "", $1); n = split($2, p, " ");
                       for (i = 1; i <= n; i++) if (p[i] != "-") print p[i], $1 }'
   exit 0 ;;
+--packages) all_pkgs; exit 0 ;;
 --why)
   rows | awk -F'|' -v p="${2:?a package}" '{ gsub(/^[ \t]+|[ \t]+$/, "", $1) }
                       $1 == p { gsub(/^[ \t]+|[ \t]+$/, "", $3); print $3; f = 1 }

@@ -8,7 +8,8 @@
 # words that could name a program (every word of the shell scripts, make files
 # and Makefile, and of the string literals in tests/ and scripts/ .c/.mjs files),
 # keeps those that are programs on this machine's PATH, and for each asks where
-# it comes from. Allowed: a program named in scripts/deps.sh's list; one from
+# it comes from. Allowed: a program named in scripts/deps.sh's list, or from a
+# package on it; one from
 # node_modules/.bin (package-lock.json pins it); one from a Debian package of
 # priority "required" (every Debian root has those). Anything else fails,
 # naming the program and the package it came from: put it on the list.
@@ -18,8 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-declare -A listed
+declare -A listed listed_pkg
 while read -r prog pkg; do listed[$prog]=$pkg; done < <(scripts/deps.sh --programs)
+while read -r pkg; do listed_pkg[$pkg]=1; done < <(scripts/deps.sh --packages)
 
 # Words that are programs somewhere on PATH but are not run as programs by any
 # test: each with why it appears.
@@ -94,6 +96,7 @@ while IFS= read -r w; do
     bad=1
     continue
   fi
+  [ -n "${listed_pkg[$pkg]:-}" ] && continue
   prio=$(dpkg-query -W -f='${Priority}' "$pkg" 2>/dev/null || echo unknown)
   if [ "$prio" != required ]; then
     echo "deps-check: '$w' ($path, Debian package $pkg, priority $prio) is run by the tests but is not on the list in scripts/deps.sh" >&2

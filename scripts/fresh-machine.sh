@@ -5,15 +5,16 @@
 #
 # CI runs on a machine that already has every package, so a green CI cannot see
 # a missing install step. This can: it makes a minimal Debian 12 root with
-# debootstrap (cached as a tarball under build/fresh-machine/, made once, about
-# 2.5 minutes), carries in only what a machine here needs to reach the package
+# debootstrap (made once, about 2.5 minutes, and cached as a tarball in
+# $FRESH_DIR, /var/tmp/reflexor-fresh-machine by default), carries in only what a machine here needs to reach the package
 # registries (the apt sources and settings, the CA certificates, the npm
 # settings), copies a clean clone of HEAD into it, installs make and git and
 # nothing else, and runs `make test` there in a chroot. /proc, /dev, /dev/pts,
 # /dev/shm and /sys are mounted for the run and unmounted afterwards, also on
-# failure; the root is thrown away. The log is build/fresh-machine/log.
+# failure; the root is thrown away. The log is $FRESH_DIR/log. All of it stays
+# outside the tree, so nothing that walks build/ ever meets the root's /proc.
 #
-# FRESH_KEEP=1 keeps the root (build/fresh-machine/root) for a look afterwards.
+# FRESH_KEEP=1 keeps the root ($FRESH_DIR/root) for a look afterwards.
 # FRESH_SUITE overrides the Debian release (bookworm).
 set -euo pipefail
 top=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
@@ -21,7 +22,7 @@ cd "$top"
 [ "$(id -u)" -eq 0 ] || { echo "fresh-machine: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 
 suite=${FRESH_SUITE:-bookworm}
-work=$top/build/fresh-machine
+work=${FRESH_DIR:-/var/tmp/reflexor-fresh-machine}
 base=$work/$suite-minbase.tar
 root=$work/root
 log=$work/log
@@ -38,10 +39,7 @@ mirror() {
 }
 
 make_base() {
-  command -v debootstrap >/dev/null || {
-    apt-get -o DPkg::Lock::Timeout=600 update -qq
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq debootstrap >/dev/null
-  }
+  scripts/deps.sh debootstrap
   local tmp=$work/base.tmp
   rm -rf "$tmp"
   echo "fresh-machine: debootstrap --variant=minbase $suite from $(mirror)"
