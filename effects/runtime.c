@@ -83,6 +83,25 @@ struct runtime *runtime_create(const struct runtime_config *cfg,
     return rt;
 }
 
+static long gauges[4]; /* by enum fx_gauge; [FX_G_NONE] is never read */
+
+/* Host lock held: fx is counted in `to` from now on. */
+static void gauge_move(struct effect *fx, enum fx_gauge to)
+{
+    if (fx->gauge != FX_G_NONE)
+        __atomic_sub_fetch(&gauges[fx->gauge], 1, __ATOMIC_RELAXED);
+    if (to != FX_G_NONE)
+        __atomic_add_fetch(&gauges[to], 1, __ATOMIC_RELAXED);
+    fx->gauge = to;
+}
+
+void runtime_gauges(struct runtime_gauges *g)
+{
+    g->running = __atomic_load_n(&gauges[FX_G_RUNNING], __ATOMIC_RELAXED);
+    g->waiting = __atomic_load_n(&gauges[FX_G_WAITING], __ATOMIC_RELAXED);
+    g->draining = __atomic_load_n(&gauges[FX_G_DRAINING], __ATOMIC_RELAXED);
+}
+
 static void effect_free(struct effect *fx)
 {
     if (fx->has_view)
@@ -112,6 +131,7 @@ static void live_add(struct runtime *rt, int n)
  */
 static void effect_drop(struct runtime *rt, struct effect *fx)
 {
+    gauge_move(fx, FX_G_NONE);
     effect_free(fx);
     live_add(rt, -1);
     rt->host->unref(rt->ctx);
@@ -167,6 +187,7 @@ static void effect_cancel(struct runtime *rt, struct effect *fx)
     case FX_ACTIVE:
         fx->next = rt->draining; /* a worker has it: it ends there */
         rt->draining = fx;
+        gauge_move(fx, FX_G_DRAINING);
         break;
     }
 }
@@ -381,6 +402,7 @@ static void effect_end(struct runtime *rt, struct effect *fx, int err)
         again = !rx_effects_at(now, &rt->wanted) && !effect_running(rt, fx->spec.key);
     }
     rt->active--;
+    gauge_move(fx, FX_G_NONE);
     /* Those already waiting go first; a restart is a new start, behind them. */
     admit_waiting(rt);
     if (again && (w = rx_effect_set_find(&rt->wanted, fx->spec.key)) &&
@@ -403,6 +425,8 @@ void effect_run(struct effect *fx)
 
     rt->host->lock(host_ctx);
     fx->cancel_fd = fd;
+    if (fx->gauge == FX_G_WAITING) /* not cancelled while on its way here */
+        gauge_move(fx, FX_G_RUNNING);
     if (!err && effect_is_cancelled(fx))
         err = -ECANCELED;
     if (!err && !fx->attempt)
@@ -461,6 +485,7 @@ static int effect_start(struct runtime *rt, const struct rx_effect *spec, int at
         fx_queue_push(&rt->waiting, fx);
     }
     live_add(rt, 1);
+    gauge_move(fx, FX_G_WAITING);
     rt->host->ref(rt->ctx);
     fx->next = rt->running;
     rt->running = fx;

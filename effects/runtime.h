@@ -160,6 +160,16 @@ void runtime_cancel_all(struct runtime *rt);
  * cancelled ones still draining. Lock held.
  */
 int runtime_running(const struct runtime *rt);
+/*
+ * Process-wide, over every runtime: effects on a worker (running), started and
+ * waiting for a worker or a place (waiting), cancelled and still on a worker
+ * (draining). Counters kept where effects start, move and end, so reading
+ * them takes no lock and costs nothing per session; any thread.
+ */
+struct runtime_gauges {
+    long running, waiting, draining;
+};
+void runtime_gauges(struct runtime_gauges *g);
 /* Of those, the ones not cancelled: running or waiting, to report again. Lock held. */
 int runtime_active(const struct runtime *rt);
 /* Of those, the ones waiting for a place among the session's `session_max`. Lock held. */

@@ -33,11 +33,20 @@
 
 enum fx_place { FX_WAITING, FX_QUEUED, FX_ACTIVE };
 
+/*
+ * Which of the process-wide gauges (runtime_gauges) counts an effect. Moved
+ * under its runtime's host lock only: waiting from its start until a worker
+ * takes it up under that lock, running until it ends, draining once cancelled
+ * on a worker. An effect freed before a worker had it leaves from waiting.
+ */
+enum fx_gauge { FX_G_NONE, FX_G_WAITING, FX_G_RUNNING, FX_G_DRAINING };
+
 struct effect {
     struct runtime *rt;
     struct effect *next;          /* in rt->running or rt->draining */
     struct effect *qprev, *qnext; /* in rt->waiting or the pool's queue */
     enum fx_place place;
+    enum fx_gauge gauge;
     struct rx_effect spec;
     /* What it gets, made under the host's lock when a worker takes it up. */
     struct rx_state view; /* an ask's (rx_context_view) */

@@ -157,13 +157,14 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
 
 static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *conn)
 {
+    struct runtime_gauges fx;
     struct rx_buf b;
     enum MHD_Result ret;
 
+    runtime_gauges(&fx);
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
     if (metrics_render(&b, session_table_count(srv->sessions), sse_clients_open(),
-                       sse_clients_dropped(),
-                       session_table_effects_running(srv->sessions)) ||
+                       sse_clients_dropped(), &fx) ||
         toolkit_metrics(session_table_tools(srv->sessions), &b)) {
         rx_buf_release(&b);
         return reply_error(conn, 500, "internal", NULL, "out of memory");

@@ -33,7 +33,7 @@ void metrics_effect_done(int kind, double ms, int failed)
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse_dropped,
-                   int effects_running)
+                   const struct runtime_gauges *fx)
 {
     static const char *const kind[] = {"brain", "tool"};
     int err = 0;
@@ -49,9 +49,17 @@ int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse
                     "queue.\n"
                     "# TYPE reflexor_sse_dropped_total counter\n"
                     "reflexor_sse_dropped_total %ld\n"
-                    "# HELP reflexor_effects_running Effects running now.\n"
+                    "# HELP reflexor_effects_running Effects on a worker now.\n"
                     "# TYPE reflexor_effects_running gauge\n"
-                    "reflexor_effects_running %d\n"
+                    "reflexor_effects_running %ld\n"
+                    "# HELP reflexor_effects_waiting Effects started and waiting for a "
+                    "worker or a place in their session.\n"
+                    "# TYPE reflexor_effects_waiting gauge\n"
+                    "reflexor_effects_waiting %ld\n"
+                    "# HELP reflexor_effects_draining Cancelled effects still ending "
+                    "on a worker.\n"
+                    "# TYPE reflexor_effects_draining gauge\n"
+                    "reflexor_effects_draining %ld\n"
                     "# HELP reflexor_inputs_total Inputs by the machine's verdict.\n"
                     "# TYPE reflexor_inputs_total counter\n"
                     "reflexor_inputs_total{verdict=\"accepted\"} %ld\n"
@@ -59,8 +67,8 @@ int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse
                     "reflexor_inputs_total{verdict=\"rejected\"} %ld\n"
                     "# HELP reflexor_inputs_rejected_total Rejected inputs by reason.\n"
                     "# TYPE reflexor_inputs_rejected_total counter\n",
-                    sessions, sse_clients, sse_dropped, effects_running,
-                    LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
+                    sessions, sse_clients, sse_dropped, fx->running, fx->waiting,
+                    fx->draining, LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
                     LOAD(inputs[RX_REJECTED]));
     for (int r = 1; r < RX_REASON__COUNT && !err; r++)
         err = rx_buf_printf(b, "reflexor_inputs_rejected_total{reason=\"%s\"} %ld\n",

@@ -1,14 +1,18 @@
 /*
  * metrics - process-wide counters for GET /metrics (Prometheus text format).
  *
- * Lock-free: every counter is updated with atomic adds from any thread.
- * Depends on state_machine/rx_machine for the rejection reasons.
+ * Lock-free: every counter is updated with atomic adds from any thread, and a
+ * scrape reads them without walking sessions or taking a session's lock.
+ * Depends on state_machine/rx_machine (the rejection reasons), rx_buf (the
+ * text) and effects/runtime (its gauges).
+ * Ownership: counters are process-wide statics; the caller owns the buffer.
  */
 #ifndef METRICS_H
 #define METRICS_H
 
 #include <stddef.h>
 
+#include "effects/runtime.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_machine.h"
 #include "state_machine/rx_common.h"
@@ -23,6 +27,6 @@ void metrics_effect_done(int kind, double ms, int failed);
  * 0 or -ENOMEM.
  */
 int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse_dropped,
-                   int effects_running) RX_WUR;
+                   const struct runtime_gauges *fx) RX_WUR;
 
 #endif

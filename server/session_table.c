@@ -251,20 +251,6 @@ void session_table_cancel_all(struct session_table *t)
     pthread_mutex_unlock(&t->lock);
 }
 
-int session_table_effects_running(struct session_table *t)
-{
-    int n = 0;
-
-    pthread_mutex_lock(&t->lock);
-    for (struct session *s = t->head; s; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        n += runtime_running(s->rt);
-        pthread_mutex_unlock(&s->lock);
-    }
-    pthread_mutex_unlock(&t->lock);
-    return n;
-}
-
 void session_table_destroy(struct session_table *t)
 {
     if (!t)

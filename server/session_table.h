@@ -153,7 +153,5 @@ int session_table_import(struct session_table *t, json_t *doc,
 
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);
-/* Number of running effects across sessions. */
-int session_table_effects_running(struct session_table *t);
 
 #endif
