@@ -30,8 +30,10 @@
  *   tools                 the tool catalogue and this chat's permissions (a tab)
  *   inspector, controls   raw state, timeline, tools; status, buttons, sidebar, scroll
  *   forks                 which chats are versions of which (localStorage)
- *   sessions              the chat list: new, switch, rename, delete, search,
- *                         export, import, live across tabs
+ *   search                the chat list's search box, served by the server
+ *   sessions              the chat list: new, switch, rename, delete, the
+ *                         results of a search, live across tabs
+ *   transfer              export a chat to a file, import one
  *   composer              writing, sending, retrying, stopping
  *   chatsettings          this chat's system prompt, model, temperature
  *   streams               the session stream and the answer streams
@@ -57,6 +59,7 @@ import { setRenderer, ui } from './state.js';
 import { bindStreams, followSession } from './streams.js';
 import { renderThread } from './thread.js';
 import { bindTools, loadTools } from './tools.js';
+import { bindTransfer } from './transfer.js';
 
 const CONFIGURE_RETRY_MS = 2000;
 
@@ -92,6 +95,7 @@ async function start() {
   bindAuth();
   bindComposer();
   bindSessions();
+  bindTransfer();
   bindControls();
   bindInspector();
   bindTheme();

@@ -1,31 +1,30 @@
 /*
  * sessions - the chat list: load and draw it with titles, new chat, switch
  * (the URL hash names the open chat: #/<session id>), rename (PATCH), delete,
- * search (served by the server, debounced, paged), export and import, and
- * which chat to open at load. The list stays live across tabs: one tab of
+ * the results of a search (search.js runs it), and which chat to open at
+ * load. Export and import are transfer.js. The list stays live across tabs: one tab of
  * the browser follows GET .../events (session-created, -updated, -deleted)
  * and passes what it hears to the others over a BroadcastChannel, so many
  * tabs cost one connection, not one each (a browser allows six per server).
  * The versions of one chat (forks.js) show as one entry: the version open,
  * else the one last seen.
- * Depends on api.js, controls.js, dom.js, forks.js, format.js, state.js.
+ * Depends on api.js, controls.js, dom.js, forks.js, format.js, search.js,
+ * state.js.
  * Following the open session live is streams.js's job, and streams.js sits
  * above this module (a resync or a deleted session calls back in here), so
  * main.js passes it in with setFollower().
  */
 import {
-  createSession, eventsStreamUrl, exportSession, importSession, listSessions, removeSession,
-  renameSession, searchSessions,
+  createSession, eventsStreamUrl, listSessions, removeSession, renameSession,
 } from './api.js';
 import { closeSidebar, renderControls } from './controls.js';
 import { $, ICONS, el, icon, toast } from './dom.js';
 import { familyOf, forgetSession, noteOpened, onForksChanged, openedAt } from './forks.js';
 import { clip, fmtRelative, plainTitle } from './format.js';
+import { bindSearch, search } from './search.js';
 import { currentTitle, renderNow, scheduleRender, ui } from './state.js';
 
 const STARTUP_RETRY_MS = 2000;
-const SEARCH_DEBOUNCE_MS = 250;
-const SEARCH_PAGE = 30;
 const EVENTS_RETRY_MS = 5000;
 const PENCIL = ['M4 20h4L19 9l-4-4L4 16z', 'M13.5 6.5l4 4'];
 
@@ -33,7 +32,6 @@ let follow = () => {};
 let refreshTimer = 0;
 
 // Search: the query shown, its results so far, whether more may follow.
-const search = { q: '', results: [], next: null, busy: false, gen: 0, timer: 0, error: '' };
 // Rename: {sid, where: 'list'|'top'} while a title is being edited.
 let renaming = null;
 let armed = null;          // the entry whose Delete was clicked once
@@ -281,105 +279,6 @@ async function rename(sid, title) {
 
 /* ------------------------------------------------------------------ search */
 
-function runSearch(more = false) {
-  const q = search.q;
-  const gen = ++search.gen;
-  search.busy = true;
-  search.error = '';
-  const before = more ? search.next : null;
-  renderSessions();
-  // {sessions: [...], next: the `before` of the next page, or null}
-  searchSessions(q, { limit: SEARCH_PAGE, before }).then((r) => {
-    if (gen !== search.gen) return;
-    const page = Array.isArray(r?.sessions) ? r.sessions : Array.isArray(r) ? r : [];
-    const seen = new Set(more ? search.results.map((s) => s.id) : []);
-    search.results = [...(more ? search.results : []), ...page.filter((s) => !seen.has(s.id))];
-    search.next = typeof r?.next === 'number' ? r.next : null;
-  }).catch((e) => {
-    if (gen !== search.gen) return;
-    search.error = e.message;
-    search.next = null;
-  }).finally(() => {
-    if (gen !== search.gen) return;
-    search.busy = false;
-    renderSessions();
-  });
-}
-
-function onSearchInput() {
-  const q = $('session-search').value.trim();
-  clearTimeout(search.timer);
-  if (!q) {
-    search.gen++;
-    Object.assign(search, { q: '', results: [], next: null, busy: false, error: '' });
-    renderSessions();
-    return;
-  }
-  search.timer = setTimeout(() => {
-    if (q === search.q && search.results.length) return;
-    search.q = q;
-    search.results = [];
-    runSearch(false);
-  }, SEARCH_DEBOUNCE_MS);
-}
-
-/* ---------------------------------------------------------- export / import */
-
-function fileName(title) {
-  const slug = plainTitle(title).toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
-  const day = new Date().toISOString().slice(0, 10);
-  return `${slug || 'chat'}-${day}.reflexor.json`;
-}
-
-/* Download the open chat's input log as a JSON file. */
-export async function exportChat() {
-  if (!ui.sid) return;
-  let doc;
-  try {
-    doc = await exportSession(ui.sid);
-  } catch (e) {
-    toast(`Could not export: ${e.message}`);
-    return;
-  }
-  const url = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2)], { type: 'application/json' }));
-  const a = el('a', { href: url, download: fileName(doc?.title || currentTitle()), hidden: true });
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 30000);
-}
-
-/* What the server said of a refused import, for a person. */
-function importProblem(e) {
-  const d = e.data || {};
-  if (d.index !== undefined && d.index !== null) {
-    return `input ${d.index} of the file was refused: ${d.reason || d.message || d.error || 'invalid'}`;
-  }
-  return d.reason || d.message || e.message;
-}
-
-async function importFile(file) {
-  let doc;
-  try {
-    doc = JSON.parse(await file.text());
-  } catch {
-    toast(`Could not import “${clip(file.name, 40)}”: it is not a JSON file`, 8000);
-    return;
-  }
-  try {
-    const r = await importSession(doc);
-    addSession(r.id);
-    const s = ui.sessions.find((x) => x.id === r.id);
-    if (s && typeof doc?.title === 'string') s.title = doc.title;
-    closeSidebar();
-    location.hash = hashFor(r.id);
-    refreshSessionsSoon();
-    toast('Chat imported');
-  } catch (e) {
-    toast(`Could not import “${clip(file.name, 40)}”: ${importProblem(e)}`, 10000);
-  }
-}
-
 /* ---------------------------------------------------- live across tabs */
 
 function upsert(list, d) {
@@ -568,24 +467,9 @@ export function bindSessions() {
     const sid = sidFromHash();
     if (sid && sid !== ui.sid) openSession(sid);
   });
-  $('session-search').addEventListener('input', onSearchInput);
-  $('session-search').addEventListener('keydown', (ev) => {
-    if (ev.key === 'Escape' && ev.currentTarget.value) {
-      ev.stopPropagation();
-      ev.currentTarget.value = '';
-      onSearchInput();
-    }
-  });
-  $('session-more').addEventListener('click', () => runSearch(true));
+  bindSearch(renderSessions);
   $('rename-chat').addEventListener('click', () => startRename(ui.sid, 'top'));
   $('chat-title').addEventListener('dblclick', () => startRename(ui.sid, 'top'));
-  $('export-chat').addEventListener('click', exportChat);
-  $('import-chat').addEventListener('click', () => $('import-file').click());
-  $('import-file').addEventListener('change', (ev) => {
-    const f = ev.currentTarget.files?.[0];
-    ev.currentTarget.value = '';
-    if (f) importFile(f);
-  });
   onForksChanged(() => { renderSessions(); scheduleRender(); });
   // Keep "5 min ago" true.
   setInterval(() => { if (ui.sessions.length) renderSessions(); }, 60000);
