@@ -378,9 +378,8 @@ int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
         rc = json_array_append_new(
                  servers, json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?}", "name",
                                     mcp_server_name(hub->servers[i].srv), "transport",
-                                    info.transport == MCP_STDIO ? "stdio" : "http",
-                                    "status", status_name(info.status), "error",
-                                    info.error[0] ? info.error : NULL, "tools",
+                                    info.transport, "status", status_name(info.status),
+                                    "error", info.error[0] ? info.error : NULL, "tools",
                                     (json_int_t)tools_of(hub, hub->servers[i].srv),
                                     "protocol", info.version[0] ? info.version : NULL))
                  ? -ENOMEM

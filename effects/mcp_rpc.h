@@ -3,7 +3,9 @@
  * Protocol, revision 2025-11-25, down to 2025-03-26): building requests,
  * notifications and replies; classifying what a server sends; checking the
  * initialize result; reading tools/list pages; naming tools for the LLM; and
- * turning a tools/call result into the text the agent sees.
+ * turning a tools/call result into the text the agent sees. Two files:
+ * mcp_rpc.c the messages, mcp_rpc_text.c the text of a call's result
+ * (their shared helpers in mcp_rpc_internal.h).
  *
  * Pure: no I/O, clock, threads or globals. Depends on jansson, libc,
  * state_machine/rx_buf and rx_common only; nothing from server/ or the

@@ -22,7 +22,8 @@
  * refused (-32601); other notifications are ignored.
  *
  * Depends on effects/mcp_rpc (the messages), mcp_stdio and mcp_http (the
- * transports), log and now; nothing from server/.
+ * transports, each behind one table of operations: mcp_server_internal.h,
+ * mcp_server_stdio.c, mcp_server_http.c), log and now; nothing from server/.
  * Threads: every function may be called from any thread; each server has
  * one lock, taken for short moves only (never across I/O).
  * Ownership: mcp_server_start takes the config's contents (the struct is
@@ -57,7 +58,7 @@ struct mcp_server_config {
 };
 
 struct mcp_server_info {
-    enum mcp_transport transport;
+    const char *transport; /* "stdio" or "http" (static) */
     enum mcp_status status;
     char error[MCP_SERVER_ERROR_MAX]; /* the last failure, "" when none */
     char version[16];                 /* the negotiated protocol, "" before */

@@ -927,26 +927,42 @@ static const struct {
      "srv__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_3"},
 };
 
+/* What taken() saw for one row: the names asked about, the last one last. */
+struct row_taken {
+    const char *const *taken;
+    int asked, taken_answers;
+    char last[MCP_RPC_NAME_MAX + 1];
+};
+
 static bool taken_in_row(void *ctx, const char *name)
 {
-    const char *const *taken = ctx;
+    struct row_taken *rt = ctx;
 
     ck_assert_uint_le(strlen(name), MCP_RPC_NAME_MAX);
-    for (size_t i = 0; i < 4 && taken[i]; i++)
-        if (!strcmp(taken[i], name))
+    rt->asked++;
+    snprintf(rt->last, sizeof(rt->last), "%s", name);
+    for (size_t i = 0; i < 4 && rt->taken[i]; i++)
+        if (!strcmp(rt->taken[i], name)) {
+            rt->taken_answers++;
             return true;
+        }
     return false;
 }
 
 START_TEST(test_tool_name)
 {
+    struct row_taken rt = {name_rows[_i].taken, 0, 0, ""};
     char out[MCP_RPC_NAME_MAX + 1];
 
     ck_assert_int_eq(mcp_rpc_tool_name(name_rows[_i].server, name_rows[_i].tool,
-                                       taken_in_row, (void *)name_rows[_i].taken, out),
+                                       taken_in_row, &rt, out),
                      0);
     ck_assert_str_eq(out, name_rows[_i].want);
-    ck_assert_uint_le(strlen(out), MCP_RPC_NAME_MAX);
+    /* Not implied by the row: the name given is the last one taken() was
+       asked about (none is handed out unchecked), and the first it said was
+       free (every question before it was answered "taken"). */
+    ck_assert_str_eq(rt.last, out);
+    ck_assert_int_eq(rt.asked, rt.taken_answers + 1);
     for (const char *p = out; *p; p++)
         ck_assert_msg(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                              "0123456789_-",
