@@ -67,7 +67,7 @@ static void on_line(void *ctx, const char *line, size_t n)
 
     if (line && !line[strspn(line, " \t\r")])
         return; /* blank lines are harmless */
-    if (line && rx_json_parse(line, n, 0, &msg, &why))
+    if (line && rx_json_parse(line, n, RX_JSON_ALLOW_NUL, &msg, &why))
         msg = NULL;
     if (!msg) {
         pthread_mutex_lock(&s->lock);
@@ -217,13 +217,22 @@ static int stdio_exchange(struct mcp_server *s, struct pending *p, const char *t
     return rc;
 }
 
+/* The reader's own answer: never a wait, so a server that floods us with
+   requests and stops reading cannot stall the reader (nor, through it,
+   a stop). What does not fit at once is dropped, and said once per flood. */
 static void stdio_reply(struct mcp_server *s, json_t *reply, const char *method)
 {
     char *text = json_dumps(reply, JSON_COMPACT);
+    int rc = text ? mcp_stdio_try_send(&link_of(s)->io, text, strlen(text)) : -ENOMEM;
 
-    if (!text || stdio_send(s, text, NULL))
-        log_warn("mcp %s: could not answer its '%s'", s->cfg.name, method);
     free(text);
+    if (!rc)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (mcp_server_may_warn(s))
+        log_warn("mcp %s: its '%s' not answered: %s", s->cfg.name, method,
+                 rc == -EAGAIN ? "it does not read what we write" : strerror(-rc));
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void stdio_close(struct mcp_server *s, bool stopping, char *why, size_t size)
