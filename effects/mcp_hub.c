@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "effects/mcp_config.h"
 #include "effects/mcp_rpc.h"
 #include "effects/mcp_server.h"
+#include "state_machine/rx_index.h"
 
 struct hub_server {
     struct mcp_server *srv;       /* one reference */
@@ -21,165 +23,316 @@ struct hub_server {
 /* One tool as the brains know it. */
 struct hub_tool {
     char name[MCP_RPC_NAME_MAX + 1];
-    struct mcp_server *srv; /* borrowed from the hub's servers */
+    struct mcp_server *srv; /* the table holds a reference (table_server) */
     json_t *tool;           /* the server's {"name","description","inputSchema",...} */
     const char *policy;     /* static string */
     bool up;
 };
 
+/* A server as the table saw it. */
+struct table_server {
+    struct mcp_server *srv; /* one reference: the table may outlive the hub's */
+    size_t tools;           /* of its tools, those named here */
+};
+
+/*
+ * The names, built anew after every change and never changed once
+ * published: readers take a reference under the hub's lock and read it
+ * without (a table grows with the servers' answers, the lock must not).
+ */
+struct hub_table {
+    int refs; /* hub->lock */
+    struct hub_tool *tools;
+    size_t n, cap;
+    struct rx_index index; /* name -> position in tools */
+    struct table_server *servers;
+    size_t n_servers;
+};
+
 struct mcp_hub {
+    /* Held only to read or swap the pointers below, never for work. */
     pthread_mutex_t lock;
+    /* One rebuild at a time; a reload's swap of `servers` takes it too, so
+       a rebuild reads `servers` without `lock`. Readers never take it. */
+    pthread_mutex_t build_lock;
     mcp_hub_taken_fn taken;
     void *ctx;
+    size_t tools_max;
     struct hub_server *servers;
     size_t n_servers;
-    struct hub_tool *tools;
-    size_t n_tools;
+    struct hub_table *table; /* never NULL once created */
 };
 
 /* ------------------------------------------------------------ the table */
 
-static void tools_free(struct hub_tool *tools, size_t n)
+static const char *tool_name_at(const void *list, size_t i)
 {
-    for (size_t i = 0; i < n; i++)
-        json_decref(tools[i].tool);
-    free(tools);
+    return ((const struct hub_tool *)list)[i].name;
 }
+
+static void table_free(struct hub_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        json_decref(t->tools[i].tool);
+    for (size_t i = 0; i < t->n_servers; i++)
+        mcp_server_unref(t->servers[i].srv);
+    rx_index_release(&t->index);
+    free(t->tools);
+    free(t->servers);
+    free(t);
+}
+
+/* The published table, with a reference for the caller (table_put). */
+static struct hub_table *table_get(struct mcp_hub *hub)
+{
+    struct hub_table *t;
+
+    pthread_mutex_lock(&hub->lock);
+    t = hub->table;
+    t->refs++;
+    pthread_mutex_unlock(&hub->lock);
+    return t;
+}
+
+static void table_put(struct mcp_hub *hub, struct hub_table *t)
+{
+    int left;
+
+    if (!t)
+        return;
+    pthread_mutex_lock(&hub->lock);
+    left = --t->refs;
+    pthread_mutex_unlock(&hub->lock);
+    if (!left)
+        table_free(t);
+}
+
+static const struct hub_tool *table_find(const struct hub_table *t, const char *name)
+{
+    long i = name ? rx_index_find(&t->index, name, tool_name_at, t->tools) : -1;
+
+    return i < 0 ? NULL : &t->tools[i];
+}
+
+/* Where the next suffix of a name that collided is tried: each duplicate
+   starts where the last one of its name stopped, so naming stays linear. */
+struct base_next {
+    char base[MCP_RPC_NAME_MAX + 1];
+    unsigned next;
+};
 
 struct naming {
     struct mcp_hub *hub;
-    struct hub_tool *tools;
-    size_t n;
+    struct hub_table *t;
+    struct base_next *bases;
+    size_t n_bases, cap_bases;
+    struct rx_index base_index;
 };
+
+static const char *base_at(const void *list, size_t i)
+{
+    return ((const struct base_next *)list)[i].base;
+}
 
 static bool name_taken(void *ctx, const char *name)
 {
     struct naming *nm = ctx;
 
-    for (size_t i = 0; i < nm->n; i++)
-        if (!strcmp(nm->tools[i].name, name))
-            return true;
-    return nm->hub->taken && nm->hub->taken(nm->hub->ctx, name);
+    return table_find(nm->t, name) ||
+           (nm->hub->taken && nm->hub->taken(nm->hub->ctx, name));
 }
 
-/* Lock held. Add server i's wanted tools to the table being built. */
-static int add_server_tools(struct naming *nm, size_t *cap, struct hub_server *hs)
+/* The resume point of `base` (added at 2 when new), or NULL (ENOMEM). */
+static unsigned *next_of(struct naming *nm, const char *base)
 {
+    long i = rx_index_find(&nm->base_index, base, base_at, nm->bases);
+    struct base_next *b;
+
+    if (i >= 0)
+        return &nm->bases[i].next;
+    if (nm->n_bases == nm->cap_bases) {
+        size_t cap = nm->cap_bases ? nm->cap_bases * 2 : 16;
+
+        b = realloc(nm->bases, cap * sizeof(*b));
+        if (!b)
+            return NULL;
+        nm->bases = b;
+        nm->cap_bases = cap;
+    }
+    if (rx_index_reserve(&nm->base_index, 1))
+        return NULL;
+    b = &nm->bases[nm->n_bases];
+    snprintf(b->base, sizeof(b->base), "%s", base);
+    b->next = 2;
+    rx_index_insert(&nm->base_index, b->base, nm->n_bases++);
+    return &b->next;
+}
+
+/* A free name for `tool` of server `srv` into out. 0, -EEXIST, -ENOMEM. */
+static int name_tool(struct naming *nm, const char *srv, const char *tool,
+                     char out[MCP_RPC_NAME_MAX + 1])
+{
+    char base[MCP_RPC_NAME_MAX + 1];
+    unsigned *next;
+
+    if (mcp_rpc_tool_name(srv, tool, NULL, NULL, NULL, base))
+        return -EEXIST; /* cannot happen: nothing is taken */
+    if (!name_taken(nm, base)) {
+        memcpy(out, base, sizeof(base));
+        return 0;
+    }
+    if (!(next = next_of(nm, base)))
+        return -ENOMEM;
+    return mcp_rpc_tool_name(srv, tool, name_taken, nm, next, out);
+}
+
+/* Add the wanted tools of one server (build_lock held) to the table. */
+static int add_server_tools(struct naming *nm, struct hub_server *hs)
+{
+    struct hub_table *t = nm->t;
+    struct table_server *ts = &t->servers[t->n_servers];
     struct mcp_server_info info;
-    json_t *list = mcp_server_tools(hs->srv), *t;
+    json_t *list = mcp_server_tools(hs->srv), *tl;
     size_t i;
     int rc = 0;
 
     if (!list)
         return -ENOMEM;
+    mcp_server_ref(hs->srv);
+    ts->srv = hs->srv;
+    ts->tools = 0;
+    t->n_servers++;
     mcp_server_info(hs->srv, &info);
-    json_array_foreach(list, i, t)
+    if (t->n + json_array_size(list) > t->cap) {
+        size_t cap = t->n + json_array_size(list);
+        struct hub_tool *grown = realloc(t->tools, cap * sizeof(*grown));
+
+        if (!grown || rx_index_reserve(&t->index, cap - t->n)) {
+            if (grown)
+                t->tools = grown;
+            json_decref(list);
+            return -ENOMEM;
+        }
+        t->tools = grown;
+        t->cap = cap;
+    }
+    json_array_foreach(list, i, tl)
     {
-        const char *tool = json_string_value(json_object_get(t, "name"));
-        struct hub_tool *ht;
+        const char *tool = json_string_value(json_object_get(tl, "name"));
+        struct hub_tool *ht = &t->tools[t->n];
 
         if (!tool || !mcp_config_tool_wanted(&hs->conf, tool))
             continue;
-        if (nm->n == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 16;
-            struct hub_tool *grown = realloc(nm->tools, ncap * sizeof(*grown));
-
-            if (!grown) {
-                rc = -ENOMEM;
-                break;
-            }
-            nm->tools = grown;
-            *cap = ncap;
-        }
-        ht = &nm->tools[nm->n];
         memset(ht, 0, sizeof(*ht));
-        if (mcp_rpc_tool_name(mcp_server_name(hs->srv), tool, name_taken, nm, ht->name)) {
+        rc = name_tool(nm, mcp_server_name(hs->srv), tool, ht->name);
+        if (rc == -ENOMEM)
+            break;
+        if (rc) {
             log_warn("mcp %s: no unique name for its tool '%s'", mcp_server_name(hs->srv),
                      tool);
+            rc = 0;
             continue;
         }
         ht->srv = hs->srv;
-        ht->tool = json_incref(t);
+        ht->tool = json_incref(tl);
         ht->policy =
-            mcp_config_policy(&hs->conf, tool, json_object_get(t, "annotations"));
+            mcp_config_policy(&hs->conf, tool, json_object_get(tl, "annotations"));
         ht->up = info.status == MCP_UP;
-        nm->n++;
+        rx_index_insert(&t->index, ht->name, t->n++);
+        ts->tools++;
     }
     json_decref(list);
     return rc;
 }
 
-/* Lock held. Build the table anew from every server's list (after any change). */
-static void rebuild_locked(struct mcp_hub *hub)
+/*
+ * Build the table anew from every server's list and publish it. The work
+ * grows with the servers' answers, so it runs under build_lock only: the
+ * hub's lock is taken to swap the pointer, for nothing else.
+ */
+static void rebuild(struct mcp_hub *hub)
 {
     struct naming nm = {.hub = hub};
-    size_t cap = 0;
-    int rc = 0;
+    struct hub_table *t, *old;
+    int rc = -ENOMEM;
 
+    pthread_mutex_lock(&hub->build_lock);
+    rx_index_init(&nm.base_index);
+    t = calloc(1, sizeof(*t));
+    if (t) {
+        rx_index_init(&t->index);
+        t->refs = 1;
+        t->servers = calloc(hub->n_servers ? hub->n_servers : 1, sizeof(*t->servers));
+        rc = t->servers ? 0 : -ENOMEM;
+    }
+    nm.t = t;
     for (size_t i = 0; i < hub->n_servers && !rc; i++)
-        rc = add_server_tools(&nm, &cap, &hub->servers[i]);
+        rc = add_server_tools(&nm, &hub->servers[i]);
+    rx_index_release(&nm.base_index);
+    free(nm.bases);
     if (rc) { /* keep the old table rather than a partial one */
-        tools_free(nm.tools, nm.n);
+        table_free(t);
+        pthread_mutex_unlock(&hub->build_lock);
         log_error("mcp: out of memory while naming tools");
         return;
     }
-    tools_free(hub->tools, hub->n_tools);
-    hub->tools = nm.tools;
-    hub->n_tools = nm.n;
+    pthread_mutex_lock(&hub->lock);
+    old = hub->table;
+    hub->table = t;
+    pthread_mutex_unlock(&hub->lock);
+    pthread_mutex_unlock(&hub->build_lock);
+    table_put(hub, old);
 }
 
 static void on_changed(void *ctx)
 {
-    struct mcp_hub *hub = ctx;
-
-    pthread_mutex_lock(&hub->lock);
-    rebuild_locked(hub);
-    pthread_mutex_unlock(&hub->lock);
+    rebuild(ctx);
 }
 
-/* Lock held. How many of the server's tools the config lets the agent use. */
-static size_t tools_of(const struct mcp_hub *hub, const struct mcp_server *srv)
+/* The tools of `srv` the table names (the config lets the agent use). */
+static size_t tools_of(const struct hub_table *t, const struct mcp_server *srv)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < hub->n_tools; i++)
-        n += hub->tools[i].srv == srv;
-    return n;
-}
-
-/* Lock held. */
-static struct hub_tool *find(struct mcp_hub *hub, const char *name)
-{
-    for (size_t i = 0; name && i < hub->n_tools; i++)
-        if (!strcmp(hub->tools[i].name, name))
-            return &hub->tools[i];
-    return NULL;
+    for (size_t i = 0; i < t->n_servers; i++)
+        if (t->servers[i].srv == srv)
+            return t->servers[i].tools;
+    return 0;
 }
 
 /* ----------------------------------------------------------- life cycle */
 
-/* Start the servers of `entries[0..n)` into `out` (same length). The
-   entries' server configs move into the servers. 0 or -ENOMEM (those
-   started are stopped again). */
-static int start_servers(struct mcp_hub *hub, struct mcp_config_entry *entries, size_t n,
-                         struct hub_server *out)
+/*
+ * Start the servers of `entries[0..n)` into hub->servers, one by one. A
+ * server's status may change (and rebuild the table) before this returns:
+ * each is counted in n_servers only once it exists, so a rebuild never
+ * meets an empty slot, and one last rebuild takes in the changes of
+ * servers that came before they were counted. 0 or -ENOMEM (those started
+ * are stopped again).
+ */
+static int start_servers(struct mcp_hub *hub, struct mcp_config_entry *entries, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        out[i].conf = entries[i];
+        struct hub_server hs = {.conf = entries[i]};
+
         memset(&entries[i], 0, sizeof(entries[i]));
-        out[i].srv = mcp_server_start(&out[i].conf.server, on_changed, hub);
-        if (!out[i].srv) {
-            for (size_t j = 0; j <= i; j++) {
-                mcp_server_stop(out[j].srv);
-                mcp_config_entry_release(&out[j].conf);
-            }
+        hs.conf.server.tools_max = hub->tools_max;
+        hs.srv = mcp_server_start(&hs.conf.server, on_changed, hub);
+        if (!hs.srv) {
+            mcp_config_entry_release(&hs.conf);
             return -ENOMEM;
         }
+        pthread_mutex_lock(&hub->build_lock);
+        pthread_mutex_lock(&hub->lock);
+        hub->servers[hub->n_servers++] = hs;
+        pthread_mutex_unlock(&hub->lock);
+        pthread_mutex_unlock(&hub->build_lock);
     }
+    rebuild(hub);
     return 0;
 }
 
-int mcp_hub_create(json_t *servers, mcp_hub_taken_fn taken, void *ctx,
+int mcp_hub_create(json_t *servers, size_t tools_max, mcp_hub_taken_fn taken, void *ctx,
                    struct mcp_hub **out, struct rx_error *err)
 {
     struct mcp_config_entry *entries = NULL;
@@ -190,18 +343,22 @@ int mcp_hub_create(json_t *servers, mcp_hub_taken_fn taken, void *ctx,
     if ((rc = mcp_config_parse(servers, &entries, &n, err)))
         return rc;
     hub = calloc(1, sizeof(*hub));
-    if (!hub || (n && !(hub->servers = calloc(n, sizeof(*hub->servers))))) {
+    if (!hub || !(hub->servers = calloc(n ? n : 1, sizeof(*hub->servers))) ||
+        !(hub->table = calloc(1, sizeof(*hub->table)))) {
+        if (hub)
+            free(hub->servers);
         free(hub);
         mcp_config_free(entries, n);
         return rx_error_set(err, -ENOMEM, "mcpServers: out of memory");
     }
+    hub->table->refs = 1;
+    rx_index_init(&hub->table->index);
     pthread_mutex_init(&hub->lock, NULL);
+    pthread_mutex_init(&hub->build_lock, NULL);
     hub->taken = taken;
     hub->ctx = ctx;
-    hub->n_servers = n;
-    /* Servers call back into the hub at once: it must be whole by now. */
-    if ((rc = start_servers(hub, entries, n, hub->servers))) {
-        hub->n_servers = 0;
+    hub->tools_max = tools_max;
+    if ((rc = start_servers(hub, entries, n))) {
         mcp_hub_destroy(hub);
         mcp_config_free(entries, n);
         return rx_error_set(err, rc, "mcpServers: out of memory");
@@ -226,12 +383,9 @@ void mcp_hub_destroy(struct mcp_hub *hub)
     /* Stopping joins each supervisor, whose last change may rebuild the
        table: the hub stays whole until every one has stopped. */
     stop_servers(hub->servers, hub->n_servers);
-    pthread_mutex_lock(&hub->lock);
-    tools_free(hub->tools, hub->n_tools);
-    hub->tools = NULL;
-    hub->n_tools = 0;
-    pthread_mutex_unlock(&hub->lock);
+    table_put(hub, hub->table);
     free(hub->servers);
+    pthread_mutex_destroy(&hub->build_lock);
     pthread_mutex_destroy(&hub->lock);
     free(hub);
 }
@@ -246,7 +400,8 @@ static long same_server(const struct mcp_hub *hub, const char *name, json_t *ent
     return -1;
 }
 
-int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
+int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
+                   struct rx_error *err)
 {
     struct mcp_config_entry *entries = NULL;
     struct hub_server *next, *old;
@@ -264,6 +419,7 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
         mcp_config_free(entries, n);
         return rx_error_set(err, -ENOMEM, "mcpServers: out of memory");
     }
+    hub->tools_max = tools_max; /* for the servers started from now on */
     /* Unchanged servers carry on (and their calls in flight with them). */
     for (size_t i = 0; i < n; i++) {
         long j = same_server(hub, entries[i].server.name, entries[i].entry);
@@ -280,6 +436,7 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
             continue;
         next[i].conf = entries[i];
         memset(&entries[i], 0, sizeof(entries[i]));
+        next[i].conf.server.tools_max = hub->tools_max;
         next[i].srv = mcp_server_start(&next[i].conf.server, on_changed, hub);
         if (!next[i].srv) {
             log_error("mcp: a server could not be started (out of memory)");
@@ -290,15 +447,17 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
     for (size_t i = 0; i < n; i++)
         if (next[i].srv)
             next[started++] = next[i];
+    pthread_mutex_lock(&hub->build_lock);
     pthread_mutex_lock(&hub->lock);
     old = hub->servers;
     n_old = hub->n_servers;
     hub->servers = next;
     hub->n_servers = started;
-    /* The names with the list, so no tool of a server on its way out is
-       offered or points at it; calls already made hold their own reference. */
-    rebuild_locked(hub);
     pthread_mutex_unlock(&hub->lock);
+    pthread_mutex_unlock(&hub->build_lock);
+    /* The names with the list, so no tool of a server on its way out is
+       offered; calls and readers that hold the old table hold its servers. */
+    rebuild(hub);
     for (size_t j = 0; j < n_old; j++)
         if (!keep[j])
             stop_servers(&old[j], 1);
@@ -314,33 +473,32 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
 
 bool mcp_hub_has(struct mcp_hub *hub, const char *name)
 {
-    bool has;
+    struct hub_table *t = table_get(hub);
+    bool has = table_find(t, name) != NULL;
 
-    pthread_mutex_lock(&hub->lock);
-    has = find(hub, name) != NULL;
-    pthread_mutex_unlock(&hub->lock);
+    table_put(hub, t);
     return has;
 }
 
 int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr)
 {
+    struct hub_table *t = table_get(hub);
     int rc = 0;
 
-    pthread_mutex_lock(&hub->lock);
-    for (size_t i = 0; i < hub->n_tools && !rc; i++) {
-        const struct hub_tool *t = &hub->tools[i];
+    for (size_t i = 0; i < t->n && !rc; i++) {
+        const struct hub_tool *ht = &t->tools[i];
 
-        if (!t->up)
+        if (!ht->up)
             continue;
         rc = json_array_append_new(
                  arr, json_pack("{s:s, s:{s:s, s:O, s:O}}", "type", "function",
-                                "function", "name", t->name, "description",
-                                json_object_get(t->tool, "description"), "parameters",
-                                json_object_get(t->tool, "inputSchema")))
+                                "function", "name", ht->name, "description",
+                                json_object_get(ht->tool, "description"), "parameters",
+                                json_object_get(ht->tool, "inputSchema")))
                  ? -ENOMEM
                  : 0;
     }
-    pthread_mutex_unlock(&hub->lock);
+    table_put(hub, t);
     return rc;
 }
 
@@ -349,43 +507,75 @@ static const char *status_name(enum mcp_status st)
     return st == MCP_UP ? "up" : st == MCP_STARTING ? "starting" : "down";
 }
 
-int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
+static int describe_tools(const struct hub_table *t, json_t *tools)
 {
     int rc = 0;
 
-    pthread_mutex_lock(&hub->lock);
-    for (size_t i = 0; tools && i < hub->n_tools && !rc; i++) {
-        const struct hub_tool *t = &hub->tools[i];
+    for (size_t i = 0; i < t->n && !rc; i++) {
+        const struct hub_tool *ht = &t->tools[i];
         char source[MCP_CONFIG_NAME_MAX + 8];
 
-        snprintf(source, sizeof(source), "mcp:%s", mcp_server_name(t->srv));
+        snprintf(source, sizeof(source), "mcp:%s", mcp_server_name(ht->srv));
         rc = json_array_append_new(
                  tools,
-                 json_pack("{s:s, s:O, s:O, s:s, s:s, s:O, s:s, s:b}", "name", t->name,
-                           "description", json_object_get(t->tool, "description"),
-                           "parameters", json_object_get(t->tool, "inputSchema"),
-                           "source", source, "policy", t->policy, "annotations",
-                           json_object_get(t->tool, "annotations"), "tool",
-                           json_string_value(json_object_get(t->tool, "name")),
-                           "available", t->up))
+                 json_pack("{s:s, s:O, s:O, s:s, s:s, s:O, s:s, s:b}", "name", ht->name,
+                           "description", json_object_get(ht->tool, "description"),
+                           "parameters", json_object_get(ht->tool, "inputSchema"),
+                           "source", source, "policy", ht->policy, "annotations",
+                           json_object_get(ht->tool, "annotations"), "tool",
+                           json_string_value(json_object_get(ht->tool, "name")),
+                           "available", ht->up))
                  ? -ENOMEM
                  : 0;
     }
-    for (size_t i = 0; i < hub->n_servers && !rc; i++) {
-        struct mcp_server_info info;
+    return rc;
+}
 
-        mcp_server_info(hub->servers[i].srv, &info);
-        rc = json_array_append_new(
-                 servers, json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?}", "name",
-                                    mcp_server_name(hub->servers[i].srv), "transport",
-                                    info.transport, "status", status_name(info.status),
-                                    "error", info.error[0] ? info.error : NULL, "tools",
-                                    (json_int_t)tools_of(hub, hub->servers[i].srv),
-                                    "protocol", info.version[0] ? info.version : NULL))
-                 ? -ENOMEM
-                 : 0;
+/* One server of GET /tools: NEW, or NULL. */
+static json_t *describe_server(const struct hub_table *t, struct mcp_server *srv)
+{
+    struct mcp_server_info info;
+    char warning[128] = "";
+
+    mcp_server_info(srv, &info);
+    if (info.skipped)
+        snprintf(warning, sizeof(warning),
+                 "%zu of its tools left out: no valid name or schema, or a NUL "
+                 "(\\u0000) in a string",
+                 info.skipped);
+    return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?, s:I, s:s?}", "name",
+                     mcp_server_name(srv), "transport", info.transport, "status",
+                     status_name(info.status), "error", info.error[0] ? info.error : NULL,
+                     "tools", (json_int_t)tools_of(t, srv), "protocol",
+                     info.version[0] ? info.version : NULL, "skipped",
+                     (json_int_t)info.skipped, "warning", warning[0] ? warning : NULL);
+}
+
+int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
+{
+    struct hub_table *t = table_get(hub);
+    struct mcp_server **srvs = NULL;
+    size_t n;
+    int rc = tools ? describe_tools(t, tools) : 0;
+
+    /* The configured servers, each with a reference: a reload may stop them. */
+    pthread_mutex_lock(&hub->lock);
+    n = hub->n_servers;
+    srvs = calloc(n ? n : 1, sizeof(*srvs));
+    for (size_t i = 0; srvs && i < n; i++) {
+        srvs[i] = hub->servers[i].srv;
+        mcp_server_ref(srvs[i]);
     }
     pthread_mutex_unlock(&hub->lock);
+    if (!srvs)
+        rc = -ENOMEM;
+    for (size_t i = 0; srvs && i < n; i++) {
+        if (!rc && json_array_append_new(servers, describe_server(t, srvs[i])))
+            rc = -ENOMEM;
+        mcp_server_unref(srvs[i]);
+    }
+    free(srvs);
+    table_put(hub, t);
     return rc;
 }
 
@@ -400,21 +590,35 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
         "# TYPE reflexor_mcp_calls_total counter\n",
         "# HELP reflexor_mcp_restarts_total Connections to the MCP server lost after it "
         "was up.\n# TYPE reflexor_mcp_restarts_total counter\n"};
+    struct hub_table *t = table_get(hub);
     struct mcp_server_info *info;
+    struct mcp_server **srvs;
     size_t n;
     int rc = 0;
 
     pthread_mutex_lock(&hub->lock);
     n = hub->n_servers;
-    info = n ? calloc(n, sizeof(*info)) : NULL;
-    for (size_t i = 0; info && i < n; i++) {
-        mcp_server_info(hub->servers[i].srv, &info[i]);
-        info[i].tools = tools_of(hub, hub->servers[i].srv);
+    info = calloc(n ? n : 1, sizeof(*info));
+    srvs = calloc(n ? n : 1, sizeof(*srvs));
+    for (size_t i = 0; info && srvs && i < n; i++) {
+        srvs[i] = hub->servers[i].srv;
+        mcp_server_ref(srvs[i]);
     }
-    for (size_t f = 0; info && f < 4 && !rc; f++) {
+    pthread_mutex_unlock(&hub->lock);
+    if (!info || !srvs) {
+        free(info);
+        free(srvs);
+        table_put(hub, t);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mcp_server_info(srvs[i], &info[i]);
+        info[i].tools = tools_of(t, srvs[i]);
+    }
+    for (size_t f = 0; f < 4 && !rc; f++) {
         rc = rx_buf_puts(b, head[f]);
         for (size_t i = 0; i < n && !rc; i++) {
-            const char *name = mcp_server_name(hub->servers[i].srv);
+            const char *name = mcp_server_name(srvs[i]);
 
             if (f == 0)
                 rc = rx_buf_printf(b, "reflexor_mcp_server_up{server=\"%s\"} %d\n", name,
@@ -434,40 +638,39 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
                                    name, info[i].restarts);
         }
     }
-    pthread_mutex_unlock(&hub->lock);
-    if (n && !info)
-        rc = -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        mcp_server_unref(srvs[i]);
+    free(srvs);
     free(info);
+    table_put(hub, t);
     return rc ? -ENOMEM : 0;
 }
 
 const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
 {
-    const char *p = "auto";
-    struct hub_tool *t;
+    struct hub_table *t = table_get(hub);
+    const struct hub_tool *ht = table_find(t, name);
+    const char *p = ht ? ht->policy : "auto";
 
-    pthread_mutex_lock(&hub->lock);
-    if ((t = find(hub, name)))
-        p = t->policy;
-    pthread_mutex_unlock(&hub->lock);
+    table_put(hub, t);
     return p;
 }
 
 int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,
                  char **text, bool *is_error)
 {
+    struct hub_table *t = table_get(hub);
+    const struct hub_tool *ht = table_find(t, name);
     struct mcp_server *srv = NULL;
     char *tool = NULL;
-    struct hub_tool *t;
     int rc;
 
-    pthread_mutex_lock(&hub->lock);
-    if ((t = find(hub, name))) {
-        srv = t->srv;
+    if (ht) {
+        srv = ht->srv;
         mcp_server_ref(srv);
-        tool = strdup(json_string_value(json_object_get(t->tool, "name")));
+        tool = strdup(json_string_value(json_object_get(ht->tool, "name")));
     }
-    pthread_mutex_unlock(&hub->lock);
+    table_put(hub, t);
     if (!srv) {
         json_decref(args);
         return -ENOENT;

@@ -420,6 +420,33 @@ int mcp_rpc_progress_id(json_t *token, json_int_t *id)
 
 /* ------------------------------------------------------------------ tools */
 
+/*
+ * Whether v holds a NUL ("\u0000") in a string or a key, anywhere: such a
+ * string would be cut where C code reads it, or reach an LLM API that
+ * refuses it. The depth is bounded by the parser's.
+ */
+static bool has_nul(json_t *v)
+{
+    const char *key;
+    json_t *x;
+    size_t i;
+
+    if (json_is_string(v))
+        return !mcp_rpc_is_plain_string(v);
+    json_array_foreach(v, i, x)
+    {
+        if (has_nul(x))
+            return true;
+    }
+    json_object_foreach(v, key, x)
+    {
+        if (strlen(key) != json_object_iter_key_len(json_object_key_to_iter(key)) ||
+            has_nul(x))
+            return true;
+    }
+    return false;
+}
+
 /* Whether tools/list entry t can be offered; why not is only counted. */
 static bool tool_is_usable(json_t *t)
 {
@@ -427,7 +454,8 @@ static bool tool_is_usable(json_t *t)
            *schema = json_object_get(t, "inputSchema");
 
     return json_is_object(t) && mcp_rpc_is_plain_string(name) &&
-           json_string_length(name) > 0 && (!schema || json_is_object(schema));
+           json_string_length(name) > 0 && (!schema || json_is_object(schema)) &&
+           !has_nul(t);
 }
 
 /* The copy of a usable entry that we keep: NEW, or NULL when out of memory. */
@@ -539,9 +567,10 @@ static void put_sanitised(char *out, size_t *len, const char *s)
 
 int mcp_rpc_tool_name(const char *server, const char *tool,
                       bool (*taken)(void *ctx, const char *name), void *ctx,
-                      char out[MCP_RPC_NAME_MAX + 1])
+                      unsigned *next, char out[MCP_RPC_NAME_MAX + 1])
 {
     char base[MCP_RPC_NAME_MAX + 1], name[MCP_RPC_NAME_MAX + 1], suffix[16];
+    unsigned first = next && *next > 2 ? *next : 2;
     size_t len = 0;
 
     put_sanitised(base, &len, server);
@@ -551,8 +580,9 @@ int mcp_rpc_tool_name(const char *server, const char *tool,
         memcpy(out, base, len + 1);
         return 0;
     }
-    for (int n = 2; n <= MCP_RPC_NAME_TRIES; n++) {
-        int k = snprintf(suffix, sizeof(suffix), "_%d", n);
+    /* The name itself was one try: MCP_RPC_NAME_TRIES - 1 suffixes remain. */
+    for (unsigned n = first; n - first < MCP_RPC_NAME_TRIES - 1 && n < UINT_MAX; n++) {
+        int k = snprintf(suffix, sizeof(suffix), "_%u", n);
         size_t keep =
             len < MCP_RPC_NAME_MAX - (size_t)k ? len : MCP_RPC_NAME_MAX - (size_t)k;
 
@@ -560,6 +590,8 @@ int mcp_rpc_tool_name(const char *server, const char *tool,
         memcpy(name + keep, suffix, (size_t)k + 1);
         if (!taken(ctx, name)) {
             memcpy(out, name, strlen(name) + 1);
+            if (next)
+                *next = n + 1;
             return 0;
         }
     }

@@ -89,6 +89,7 @@ void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out)
     memcpy(out->error, s->error, sizeof(out->error));
     memcpy(out->version, s->version, sizeof(out->version));
     out->tools = json_array_size(s->tools);
+    out->skipped = s->skipped;
     out->calls_ok = s->calls_ok;
     out->calls_failed = s->calls_failed;
     out->restarts = s->restarts;
@@ -97,12 +98,14 @@ void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out)
 
 json_t *mcp_server_tools(struct mcp_server *s)
 {
-    json_t *copy;
+    json_t *list;
 
+    /* A reference, not a copy: a list grows with the server's answer, and
+       a copy of it would cost that under the lock /healthz waits for. */
     pthread_mutex_lock(&s->lock);
-    copy = s->tools ? json_deep_copy(s->tools) : json_array();
+    list = json_incref(s->tools);
     pthread_mutex_unlock(&s->lock);
-    return copy;
+    return list ? list : json_array();
 }
 
 bool mcp_server_may_warn(struct mcp_server *s)
@@ -349,11 +352,27 @@ int mcp_server_initialize(struct mcp_server *s, int cancel_fd, struct rx_error *
     return 0;
 }
 
+/* A page that would take the list past the bound refuses the whole list:
+   part of a server's tools would be a silent surprise. */
+static int check_bound(struct mcp_server *s, json_t *tools, json_t *result,
+                       struct rx_error *err)
+{
+    size_t max = s->cfg.tools_max ? s->cfg.tools_max : MCP_SERVER_TOOLS_MAX_DEFAULT;
+    size_t n = json_array_size(tools) + json_array_size(json_object_get(result, "tools"));
+
+    if (n <= max)
+        return 0;
+    return rx_error_set(err, -E2BIG,
+                        "the server lists more than %zu tools, the bound of "
+                        "limits.mcp_tools_max (%zu so far)",
+                        max, n);
+}
+
 /* Read tools/list page by page and publish the list. */
 static int list_tools(struct mcp_server *s, struct rx_error *err)
 {
     json_t *tools = json_array(), *cursor = NULL, *old;
-    size_t skipped = 0;
+    size_t skipped = 0, skipped_page;
     int rc = 0, page;
 
     if (!tools)
@@ -367,7 +386,11 @@ static int list_tools(struct mcp_server *s, struct rx_error *err)
         rc = request(s, new_id(s), "tools/list", params, s->stop_pipe[0], false, &result,
                      err);
         if (!rc)
-            rc = mcp_rpc_tools_page(result, tools, &cursor, &skipped, err);
+            rc = check_bound(s, tools, result, err);
+        if (!rc)
+            rc = mcp_rpc_tools_page(result, tools, &cursor, &skipped_page, err);
+        if (!rc)
+            skipped += skipped_page;
         json_decref(result);
         if (!cursor)
             break;
@@ -378,11 +401,13 @@ static int list_tools(struct mcp_server *s, struct rx_error *err)
         return rc;
     }
     if (skipped)
-        log_warn("mcp %s: %zu tools without a valid name or schema left out", s->cfg.name,
-                 skipped);
+        log_warn("mcp %s: %zu tools left out (no valid name or schema, or a NUL in a "
+                 "string)",
+                 s->cfg.name, skipped);
     pthread_mutex_lock(&s->lock);
     old = s->tools;
     s->tools = tools;
+    s->skipped = skipped;
     pthread_mutex_unlock(&s->lock);
     json_decref(old);
     return 0;

@@ -83,14 +83,15 @@ struct mcp_server {
 
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    int refs;                                                   /* lock */
-    enum mcp_status status;                                     /* lock */
-    char error[MCP_SERVER_ERROR_MAX];                           /* lock */
-    char version[16];                                           /* lock */
-    json_t *tools;                                              /* lock */
-    bool refresh, broken, stopping;                             /* lock */
-    json_int_t next_id;                                         /* lock */
-    struct pending *pending;                                    /* lock */
+    int refs;                         /* lock */
+    enum mcp_status status;           /* lock */
+    char error[MCP_SERVER_ERROR_MAX]; /* lock */
+    char version[16];                 /* lock */
+    json_t *tools;                    /* lock; read-only once published */
+    size_t skipped;                   /* lock: tools of that list left out */
+    bool refresh, broken, stopping;   /* lock */
+    json_int_t next_id;               /* lock */
+    struct pending *pending;          /* lock */
     unsigned long calls_ok, calls_failed, restarts, generation; /* lock */
     unsigned warnings, stderr_lines;                            /* lock */
     int64_t stderr_window;                                      /* lock */
