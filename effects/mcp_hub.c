@@ -12,41 +12,12 @@
 #include "effects/log.h"
 #include "effects/mcp_config.h"
 #include "effects/mcp_rpc.h"
+#include "effects/mcp_names.h"
 #include "effects/mcp_server.h"
-#include "state_machine/rx_index.h"
 
 struct hub_server {
     struct mcp_server *srv;       /* one reference */
     struct mcp_config_entry conf; /* its server part moved into srv */
-};
-
-/* One tool as the brains know it. */
-struct hub_tool {
-    char name[MCP_RPC_NAME_MAX + 1];
-    struct mcp_server *srv; /* the table holds a reference (table_server) */
-    json_t *tool;           /* the server's {"name","description","inputSchema",...} */
-    const char *policy;     /* static string */
-    bool up;
-};
-
-/* A server as the table saw it. */
-struct table_server {
-    struct mcp_server *srv; /* one reference: the table may outlive the hub's */
-    size_t tools;           /* of its tools, those named here */
-};
-
-/*
- * The names, built anew after every change and never changed once
- * published: readers take a reference under the hub's lock and read it
- * without (a table grows with the servers' answers, the lock must not).
- */
-struct hub_table {
-    int refs; /* hub->lock */
-    struct hub_tool *tools;
-    size_t n, cap;
-    struct rx_index index; /* name -> position in tools */
-    struct table_server *servers;
-    size_t n_servers;
 };
 
 struct mcp_hub {
@@ -58,193 +29,24 @@ struct mcp_hub {
     mcp_hub_taken_fn taken;
     void *ctx;
     size_t tools_max;
+    bool closing; /* build_lock: the servers are being stopped, no more rebuilds */
     struct hub_server *servers;
     size_t n_servers;
-    struct hub_table *table; /* never NULL once created */
+    struct mcp_names *table; /* never NULL once created */
 };
 
 /* ------------------------------------------------------------ the table */
 
-static const char *tool_name_at(const void *list, size_t i)
+/* The published table, with a reference for the caller (mcp_names_unref). */
+static struct mcp_names *table_get(struct mcp_hub *hub)
 {
-    return ((const struct hub_tool *)list)[i].name;
-}
-
-static void table_free(struct hub_table *t)
-{
-    if (!t)
-        return;
-    for (size_t i = 0; i < t->n; i++)
-        json_decref(t->tools[i].tool);
-    for (size_t i = 0; i < t->n_servers; i++)
-        mcp_server_unref(t->servers[i].srv);
-    rx_index_release(&t->index);
-    free(t->tools);
-    free(t->servers);
-    free(t);
-}
-
-/* The published table, with a reference for the caller (table_put). */
-static struct hub_table *table_get(struct mcp_hub *hub)
-{
-    struct hub_table *t;
+    struct mcp_names *t;
 
     pthread_mutex_lock(&hub->lock);
     t = hub->table;
-    t->refs++;
+    mcp_names_ref(t);
     pthread_mutex_unlock(&hub->lock);
     return t;
-}
-
-static void table_put(struct mcp_hub *hub, struct hub_table *t)
-{
-    int left;
-
-    if (!t)
-        return;
-    pthread_mutex_lock(&hub->lock);
-    left = --t->refs;
-    pthread_mutex_unlock(&hub->lock);
-    if (!left)
-        table_free(t);
-}
-
-static const struct hub_tool *table_find(const struct hub_table *t, const char *name)
-{
-    long i = name ? rx_index_find(&t->index, name, tool_name_at, t->tools) : -1;
-
-    return i < 0 ? NULL : &t->tools[i];
-}
-
-/* Where the next suffix of a name that collided is tried: each duplicate
-   starts where the last one of its name stopped, so naming stays linear. */
-struct base_next {
-    char base[MCP_RPC_NAME_MAX + 1];
-    unsigned next;
-};
-
-struct naming {
-    struct mcp_hub *hub;
-    struct hub_table *t;
-    struct base_next *bases;
-    size_t n_bases, cap_bases;
-    struct rx_index base_index;
-};
-
-static const char *base_at(const void *list, size_t i)
-{
-    return ((const struct base_next *)list)[i].base;
-}
-
-static bool name_taken(void *ctx, const char *name)
-{
-    struct naming *nm = ctx;
-
-    return table_find(nm->t, name) ||
-           (nm->hub->taken && nm->hub->taken(nm->hub->ctx, name));
-}
-
-/* The resume point of `base` (added at 2 when new), or NULL (ENOMEM). */
-static unsigned *next_of(struct naming *nm, const char *base)
-{
-    long i = rx_index_find(&nm->base_index, base, base_at, nm->bases);
-    struct base_next *b;
-
-    if (i >= 0)
-        return &nm->bases[i].next;
-    if (nm->n_bases == nm->cap_bases) {
-        size_t cap = nm->cap_bases ? nm->cap_bases * 2 : 16;
-
-        b = realloc(nm->bases, cap * sizeof(*b));
-        if (!b)
-            return NULL;
-        nm->bases = b;
-        nm->cap_bases = cap;
-    }
-    if (rx_index_reserve(&nm->base_index, 1))
-        return NULL;
-    b = &nm->bases[nm->n_bases];
-    snprintf(b->base, sizeof(b->base), "%s", base);
-    b->next = 2;
-    rx_index_insert(&nm->base_index, b->base, nm->n_bases++);
-    return &b->next;
-}
-
-/* A free name for `tool` of server `srv` into out. 0, -EEXIST, -ENOMEM. */
-static int name_tool(struct naming *nm, const char *srv, const char *tool,
-                     char out[MCP_RPC_NAME_MAX + 1])
-{
-    char base[MCP_RPC_NAME_MAX + 1];
-    unsigned *next;
-
-    if (mcp_rpc_tool_name(srv, tool, NULL, NULL, NULL, base))
-        return -EEXIST; /* cannot happen: nothing is taken */
-    if (!name_taken(nm, base)) {
-        memcpy(out, base, sizeof(base));
-        return 0;
-    }
-    if (!(next = next_of(nm, base)))
-        return -ENOMEM;
-    return mcp_rpc_tool_name(srv, tool, name_taken, nm, next, out);
-}
-
-/* Add the wanted tools of one server (build_lock held) to the table. */
-static int add_server_tools(struct naming *nm, struct hub_server *hs)
-{
-    struct hub_table *t = nm->t;
-    struct table_server *ts = &t->servers[t->n_servers];
-    struct mcp_server_info info;
-    json_t *list = mcp_server_tools(hs->srv), *tl;
-    size_t i;
-    int rc = 0;
-
-    if (!list)
-        return -ENOMEM;
-    mcp_server_ref(hs->srv);
-    ts->srv = hs->srv;
-    ts->tools = 0;
-    t->n_servers++;
-    mcp_server_info(hs->srv, &info);
-    if (t->n + json_array_size(list) > t->cap) {
-        size_t cap = t->n + json_array_size(list);
-        struct hub_tool *grown = realloc(t->tools, cap * sizeof(*grown));
-
-        if (!grown || rx_index_reserve(&t->index, cap - t->n)) {
-            if (grown)
-                t->tools = grown;
-            json_decref(list);
-            return -ENOMEM;
-        }
-        t->tools = grown;
-        t->cap = cap;
-    }
-    json_array_foreach(list, i, tl)
-    {
-        const char *tool = json_string_value(json_object_get(tl, "name"));
-        struct hub_tool *ht = &t->tools[t->n];
-
-        if (!tool || !mcp_config_tool_wanted(&hs->conf, tool))
-            continue;
-        memset(ht, 0, sizeof(*ht));
-        rc = name_tool(nm, mcp_server_name(hs->srv), tool, ht->name);
-        if (rc == -ENOMEM)
-            break;
-        if (rc) {
-            log_warn("mcp %s: no unique name for its tool '%s'", mcp_server_name(hs->srv),
-                     tool);
-            rc = 0;
-            continue;
-        }
-        ht->srv = hs->srv;
-        ht->tool = json_incref(tl);
-        ht->policy =
-            mcp_config_policy(&hs->conf, tool, json_object_get(tl, "annotations"));
-        ht->up = info.status == MCP_UP;
-        rx_index_insert(&t->index, ht->name, t->n++);
-        ts->tools++;
-    }
-    json_decref(list);
-    return rc;
 }
 
 /*
@@ -254,26 +56,24 @@ static int add_server_tools(struct naming *nm, struct hub_server *hs)
  */
 static void rebuild(struct mcp_hub *hub)
 {
-    struct naming nm = {.hub = hub};
-    struct hub_table *t, *old;
+    struct mcp_names_source *src;
+    struct mcp_names *t = NULL, *old;
     int rc = -ENOMEM;
 
     pthread_mutex_lock(&hub->build_lock);
-    rx_index_init(&nm.base_index);
-    t = calloc(1, sizeof(*t));
-    if (t) {
-        rx_index_init(&t->index);
-        t->refs = 1;
-        t->servers = calloc(hub->n_servers ? hub->n_servers : 1, sizeof(*t->servers));
-        rc = t->servers ? 0 : -ENOMEM;
+    if (hub->closing) { /* the servers are on their way out, one by one */
+        pthread_mutex_unlock(&hub->build_lock);
+        return;
     }
-    nm.t = t;
-    for (size_t i = 0; i < hub->n_servers && !rc; i++)
-        rc = add_server_tools(&nm, &hub->servers[i]);
-    rx_index_release(&nm.base_index);
-    free(nm.bases);
+    src = calloc(hub->n_servers ? hub->n_servers : 1, sizeof(*src));
+    for (size_t i = 0; src && i < hub->n_servers; i++) {
+        src[i].srv = hub->servers[i].srv;
+        src[i].conf = &hub->servers[i].conf;
+    }
+    if (src)
+        rc = mcp_names_build(src, hub->n_servers, hub->taken, hub->ctx, &t);
+    free(src);
     if (rc) { /* keep the old table rather than a partial one */
-        table_free(t);
         pthread_mutex_unlock(&hub->build_lock);
         log_error("mcp: out of memory while naming tools");
         return;
@@ -283,21 +83,12 @@ static void rebuild(struct mcp_hub *hub)
     hub->table = t;
     pthread_mutex_unlock(&hub->lock);
     pthread_mutex_unlock(&hub->build_lock);
-    table_put(hub, old);
+    mcp_names_unref(old);
 }
 
 static void on_changed(void *ctx)
 {
     rebuild(ctx);
-}
-
-/* The tools of `srv` the table names (the config lets the agent use). */
-static size_t tools_of(const struct hub_table *t, const struct mcp_server *srv)
-{
-    for (size_t i = 0; i < t->n_servers; i++)
-        if (t->servers[i].srv == srv)
-            return t->servers[i].tools;
-    return 0;
 }
 
 /* ----------------------------------------------------------- life cycle */
@@ -344,15 +135,13 @@ int mcp_hub_create(json_t *servers, size_t tools_max, mcp_hub_taken_fn taken, vo
         return rc;
     hub = calloc(1, sizeof(*hub));
     if (!hub || !(hub->servers = calloc(n ? n : 1, sizeof(*hub->servers))) ||
-        !(hub->table = calloc(1, sizeof(*hub->table)))) {
+        mcp_names_build(NULL, 0, NULL, NULL, &hub->table)) {
         if (hub)
             free(hub->servers);
         free(hub);
         mcp_config_free(entries, n);
         return rx_error_set(err, -ENOMEM, "mcpServers: out of memory");
     }
-    hub->table->refs = 1;
-    rx_index_init(&hub->table->index);
     pthread_mutex_init(&hub->lock, NULL);
     pthread_mutex_init(&hub->build_lock, NULL);
     hub->taken = taken;
@@ -380,10 +169,13 @@ void mcp_hub_destroy(struct mcp_hub *hub)
 {
     if (!hub)
         return;
-    /* Stopping joins each supervisor, whose last change may rebuild the
-       table: the hub stays whole until every one has stopped. */
+    /* Stopping joins each supervisor; another's change meanwhile must not
+       rebuild from servers already stopped and released. */
+    pthread_mutex_lock(&hub->build_lock);
+    hub->closing = true;
+    pthread_mutex_unlock(&hub->build_lock);
     stop_servers(hub->servers, hub->n_servers);
-    table_put(hub, hub->table);
+    mcp_names_unref(hub->table);
     free(hub->servers);
     pthread_mutex_destroy(&hub->build_lock);
     pthread_mutex_destroy(&hub->lock);
@@ -473,20 +265,20 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
 
 bool mcp_hub_has(struct mcp_hub *hub, const char *name)
 {
-    struct hub_table *t = table_get(hub);
-    bool has = table_find(t, name) != NULL;
+    struct mcp_names *t = table_get(hub);
+    bool has = mcp_names_find(t, name) != NULL;
 
-    table_put(hub, t);
+    mcp_names_unref(t);
     return has;
 }
 
 int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr)
 {
-    struct hub_table *t = table_get(hub);
+    struct mcp_names *t = table_get(hub);
     int rc = 0;
 
-    for (size_t i = 0; i < t->n && !rc; i++) {
-        const struct hub_tool *ht = &t->tools[i];
+    for (size_t i = 0; i < mcp_names_count(t) && !rc; i++) {
+        const struct mcp_names_tool *ht = mcp_names_at(t, i);
 
         if (!ht->up)
             continue;
@@ -498,7 +290,7 @@ int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr)
                  ? -ENOMEM
                  : 0;
     }
-    table_put(hub, t);
+    mcp_names_unref(t);
     return rc;
 }
 
@@ -507,12 +299,12 @@ static const char *status_name(enum mcp_status st)
     return st == MCP_UP ? "up" : st == MCP_STARTING ? "starting" : "down";
 }
 
-static int describe_tools(const struct hub_table *t, json_t *tools)
+static int describe_tools(const struct mcp_names *t, json_t *tools)
 {
     int rc = 0;
 
-    for (size_t i = 0; i < t->n && !rc; i++) {
-        const struct hub_tool *ht = &t->tools[i];
+    for (size_t i = 0; i < mcp_names_count(t) && !rc; i++) {
+        const struct mcp_names_tool *ht = mcp_names_at(t, i);
         char source[MCP_CONFIG_NAME_MAX + 8];
 
         snprintf(source, sizeof(source), "mcp:%s", mcp_server_name(ht->srv));
@@ -532,7 +324,7 @@ static int describe_tools(const struct hub_table *t, json_t *tools)
 }
 
 /* One server of GET /tools: NEW, or NULL. */
-static json_t *describe_server(const struct hub_table *t, struct mcp_server *srv)
+static json_t *describe_server(const struct mcp_names *t, struct mcp_server *srv)
 {
     struct mcp_server_info info;
     char warning[128] = "";
@@ -546,14 +338,14 @@ static json_t *describe_server(const struct hub_table *t, struct mcp_server *srv
     return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?, s:I, s:s?}", "name",
                      mcp_server_name(srv), "transport", info.transport, "status",
                      status_name(info.status), "error", info.error[0] ? info.error : NULL,
-                     "tools", (json_int_t)tools_of(t, srv), "protocol",
+                     "tools", (json_int_t)mcp_names_of(t, srv), "protocol",
                      info.version[0] ? info.version : NULL, "skipped",
                      (json_int_t)info.skipped, "warning", warning[0] ? warning : NULL);
 }
 
 int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
 {
-    struct hub_table *t = table_get(hub);
+    struct mcp_names *t = table_get(hub);
     struct mcp_server **srvs = NULL;
     size_t n;
     int rc = tools ? describe_tools(t, tools) : 0;
@@ -575,7 +367,7 @@ int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
         mcp_server_unref(srvs[i]);
     }
     free(srvs);
-    table_put(hub, t);
+    mcp_names_unref(t);
     return rc;
 }
 
@@ -590,7 +382,7 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
         "# TYPE reflexor_mcp_calls_total counter\n",
         "# HELP reflexor_mcp_restarts_total Connections to the MCP server lost after it "
         "was up.\n# TYPE reflexor_mcp_restarts_total counter\n"};
-    struct hub_table *t = table_get(hub);
+    struct mcp_names *t = table_get(hub);
     struct mcp_server_info *info;
     struct mcp_server **srvs;
     size_t n;
@@ -608,12 +400,12 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
     if (!info || !srvs) {
         free(info);
         free(srvs);
-        table_put(hub, t);
+        mcp_names_unref(t);
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
         mcp_server_info(srvs[i], &info[i]);
-        info[i].tools = tools_of(t, srvs[i]);
+        info[i].tools = mcp_names_of(t, srvs[i]);
     }
     for (size_t f = 0; f < 4 && !rc; f++) {
         rc = rx_buf_puts(b, head[f]);
@@ -642,25 +434,25 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
         mcp_server_unref(srvs[i]);
     free(srvs);
     free(info);
-    table_put(hub, t);
+    mcp_names_unref(t);
     return rc ? -ENOMEM : 0;
 }
 
 const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
 {
-    struct hub_table *t = table_get(hub);
-    const struct hub_tool *ht = table_find(t, name);
+    struct mcp_names *t = table_get(hub);
+    const struct mcp_names_tool *ht = mcp_names_find(t, name);
     const char *p = ht ? ht->policy : "auto";
 
-    table_put(hub, t);
+    mcp_names_unref(t);
     return p;
 }
 
 int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,
                  char **text, bool *is_error)
 {
-    struct hub_table *t = table_get(hub);
-    const struct hub_tool *ht = table_find(t, name);
+    struct mcp_names *t = table_get(hub);
+    const struct mcp_names_tool *ht = mcp_names_find(t, name);
     struct mcp_server *srv = NULL;
     char *tool = NULL;
     int rc;
@@ -670,7 +462,7 @@ int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel
         mcp_server_ref(srv);
         tool = strdup(json_string_value(json_object_get(ht->tool, "name")));
     }
-    table_put(hub, t);
+    mcp_names_unref(t);
     if (!srv) {
         json_decref(args);
         return -ENOENT;

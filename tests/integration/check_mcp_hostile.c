@@ -287,6 +287,22 @@ static size_t tools_from(json_t *tools, const char *server)
     return n;
 }
 
+/* Once server `name` is up, its tools join a moment later (the names are
+   built after the status changed): wait for `want` of them, at most ms.
+   GET /tools (NEW). */
+static json_t *wait_tools(const char *name, size_t want, int ms)
+{
+    long long until = mono_ms() + ms;
+    json_t *j = wait_settled(name, ms);
+
+    while (j && tools_from(j, name) != want && mono_ms() < until) {
+        usleep(100000);
+        json_decref(j);
+        j = tools_json();
+    }
+    return j;
+}
+
 /* reflexor_mcp_restarts_total of `server` in /metrics, or -1. */
 static long restarts_of(const char *server)
 {
@@ -340,7 +356,7 @@ START_TEST(test_50000_tools_named_without_lockout)
     start_with(json_pack("{s:o}", "many", hostile("tools", 50000, 30000)),
                json_pack("{s:i}", "mcp_tools_max", 50000));
     probe_start(&pr);
-    j = wait_settled("many", WAIT_MS);
+    j = wait_tools("many", 50000, WAIT_MS);
     ck_assert_msg(j, "GET /tools did not answer");
     ck_assert_str_eq(status_of(j, "many"), "up");
     ck_assert_uint_eq(tools_from(j, "many"), 50000);
@@ -380,7 +396,7 @@ START_TEST(test_8000_tools_of_one_name)
     start_with(json_pack("{s:o}", "same", hostile("same", 8000, 30000)),
                json_pack("{s:i}", "mcp_tools_max", 10000));
     probe_start(&pr);
-    j = wait_settled("same", WAIT_MS);
+    j = wait_tools("same", 8000, WAIT_MS);
     probe_check(&pr);
     ck_assert_msg(j, "GET /tools did not answer");
     ck_assert_str_eq(status_of(j, "same"), "up");
@@ -449,7 +465,7 @@ START_TEST(test_nul_in_one_tool_skips_that_tool)
     json_t *j, *entry;
 
     start_with(json_pack("{s:o}", "nul", hostile("nul", 0, 3000)), NULL);
-    j = wait_settled("nul", WAIT_MS);
+    j = wait_tools("nul", 1, WAIT_MS);
     entry = named(json_object_get(j, "servers"), "nul");
     fprintf(stderr, "mcp_hostile: nul: %s: %s\n", status_of(j, "nul"),
             error_of(j, "nul"));
