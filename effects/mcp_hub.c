@@ -49,39 +49,44 @@ static struct mcp_names *table_get(struct mcp_hub *hub)
     return t;
 }
 
+/* The table of names of servers[0..n) (build_lock held): 0 or -ENOMEM. */
+static int build(struct mcp_hub *hub, const struct hub_server *servers, size_t n,
+                 struct mcp_names **out)
+{
+    struct mcp_names_source *src = calloc(n ? n : 1, sizeof(*src));
+    int rc;
+
+    if (!src)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        src[i].srv = servers[i].srv;
+        src[i].conf = &servers[i].conf;
+    }
+    rc = mcp_names_build(src, n, hub->taken, hub->ctx, out);
+    free(src);
+    if (rc)
+        log_error("mcp: out of memory while naming tools");
+    return rc;
+}
+
 /*
  * Build the table anew from every server's list and publish it. The work
  * grows with the servers' answers, so it runs under build_lock only: the
- * hub's lock is taken to swap the pointer, for nothing else.
+ * hub's lock is taken to swap the pointer, for nothing else. Out of memory
+ * keeps the old table rather than a partial one.
  */
 static void rebuild(struct mcp_hub *hub)
 {
-    struct mcp_names_source *src;
-    struct mcp_names *t = NULL, *old;
-    int rc = -ENOMEM;
+    struct mcp_names *t = NULL, *old = NULL;
 
     pthread_mutex_lock(&hub->build_lock);
-    if (hub->closing) { /* the servers are on their way out, one by one */
-        pthread_mutex_unlock(&hub->build_lock);
-        return;
+    /* Closing: the servers are on their way out, one by one. */
+    if (!hub->closing && !build(hub, hub->servers, hub->n_servers, &t)) {
+        pthread_mutex_lock(&hub->lock);
+        old = hub->table;
+        hub->table = t;
+        pthread_mutex_unlock(&hub->lock);
     }
-    src = calloc(hub->n_servers ? hub->n_servers : 1, sizeof(*src));
-    for (size_t i = 0; src && i < hub->n_servers; i++) {
-        src[i].srv = hub->servers[i].srv;
-        src[i].conf = &hub->servers[i].conf;
-    }
-    if (src)
-        rc = mcp_names_build(src, hub->n_servers, hub->taken, hub->ctx, &t);
-    free(src);
-    if (rc) { /* keep the old table rather than a partial one */
-        pthread_mutex_unlock(&hub->build_lock);
-        log_error("mcp: out of memory while naming tools");
-        return;
-    }
-    pthread_mutex_lock(&hub->lock);
-    old = hub->table;
-    hub->table = t;
-    pthread_mutex_unlock(&hub->lock);
     pthread_mutex_unlock(&hub->build_lock);
     mcp_names_unref(old);
 }
@@ -196,6 +201,7 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
                    struct rx_error *err)
 {
     struct mcp_config_entry *entries = NULL;
+    struct mcp_names *table, *old_table;
     struct hub_server *next, *old;
     size_t n = 0, n_old, kept = 0, started;
     bool *keep;
@@ -239,17 +245,23 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
     for (size_t i = 0; i < n; i++)
         if (next[i].srv)
             next[started++] = next[i];
+    /* The names with the list, so no tool of a server on its way out is
+       offered; calls and readers that hold the old table hold its servers. */
     pthread_mutex_lock(&hub->build_lock);
+    table = NULL;
+    if (build(hub, next, started, &table))
+        table = NULL; /* the old names stay; their servers answer "stopping" */
     pthread_mutex_lock(&hub->lock);
     old = hub->servers;
     n_old = hub->n_servers;
     hub->servers = next;
     hub->n_servers = started;
+    old_table = table ? hub->table : NULL;
+    if (table)
+        hub->table = table;
     pthread_mutex_unlock(&hub->lock);
     pthread_mutex_unlock(&hub->build_lock);
-    /* The names with the list, so no tool of a server on its way out is
-       offered; calls and readers that hold the old table hold its servers. */
-    rebuild(hub);
+    mcp_names_unref(old_table);
     for (size_t j = 0; j < n_old; j++)
         if (!keep[j])
             stop_servers(&old[j], 1);
