@@ -24,6 +24,8 @@
 import { spawn } from 'node:child_process';
 import process from 'node:process';
 
+import { readMessages } from './jsonl.mjs';
+
 const MODES = ['tools', 'same', 'flood', 'fork-exit', 'nul', 'bad-version', 'garbage',
   'list-error', 'up-then-exit', 'close-stdout'];
 const mode = process.argv[2];
@@ -120,22 +122,7 @@ function handle(msg) {
   }
 }
 
-let partial = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  const lines = (partial + chunk).split('\n');
-  partial = lines.pop();
-  for (const line of lines) {
-    if (!line.trim()) continue;
-    let msg;
-    try {
-      msg = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    handle(msg);
-  }
-});
+readMessages(handle);
 process.stdin.on('end', () => {
   if (mode !== 'flood') process.exit(0);
 });

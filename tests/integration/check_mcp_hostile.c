@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/itest.h"
@@ -37,14 +36,6 @@
 #define MIB          (1024L * 1024L)
 
 static struct itest_server srv;
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Under ASan memory costs about three times as much. */
 static long mem_bound(long plain_mib)
@@ -82,11 +73,11 @@ static void *probe_main(void *arg)
     /* Past the limit is a failure already; waiting longer only says how late. */
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)PROBE_LIMIT_MS * 10);
     while (!pr->stop) {
-        long long t0 = mono_ms(), took;
+        long long t0 = itest_now_ms(), took;
         CURLcode rc = curl_easy_perform(c);
         long status = 0;
 
-        took = mono_ms() - t0;
+        took = itest_now_ms() - t0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         pr->asked++;
         if (took > pr->worst_ms)
@@ -185,7 +176,7 @@ static void check_memory(long plain_mib)
 /* SIGTERM: the server must be gone within STOP_LIMIT_MS, cleanly. */
 static void stop_in_time(void)
 {
-    long long t0 = mono_ms(), took;
+    long long t0 = itest_now_ms(), took;
     siginfo_t si;
     int rc;
 
@@ -194,11 +185,11 @@ static void stop_in_time(void)
         memset(&si, 0, sizeof(si));
         if (waitid(P_PID, srv.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
             break;
-        if (mono_ms() - t0 > STOP_LIMIT_MS)
+        if (itest_now_ms() - t0 > STOP_LIMIT_MS)
             break;
         usleep(10000);
     }
-    took = mono_ms() - t0;
+    took = itest_now_ms() - t0;
     fprintf(stderr, "mcp_hostile: SIGTERM done after %lld ms\n", took);
     if (!si.si_pid)
         kill(srv.pid, SIGKILL);
@@ -240,7 +231,7 @@ static json_t *named(json_t *arr, const char *name)
 /* Wait until server `name` leaves "starting" (or `ms` pass): GET /tools (NEW). */
 static json_t *wait_settled(const char *name, int ms)
 {
-    long long until = mono_ms() + ms;
+    long long until = itest_now_ms() + ms;
     json_t *j = NULL;
 
     for (;;) {
@@ -250,7 +241,7 @@ static json_t *wait_settled(const char *name, int ms)
         j = tools_json();
         st = json_string_value(
             json_object_get(named(json_object_get(j, "servers"), name), "status"));
-        if ((st && strcmp(st, "starting")) || mono_ms() > until)
+        if ((st && strcmp(st, "starting")) || itest_now_ms() > until)
             return j;
         usleep(100000);
     }
@@ -292,10 +283,10 @@ static size_t tools_from(json_t *tools, const char *server)
    GET /tools (NEW). */
 static json_t *wait_tools(const char *name, size_t want, int ms)
 {
-    long long until = mono_ms() + ms;
+    long long until = itest_now_ms() + ms;
     json_t *j = wait_settled(name, ms);
 
-    while (j && tools_from(j, name) != want && mono_ms() < until) {
+    while (j && tools_from(j, name) != want && itest_now_ms() < until) {
         usleep(100000);
         json_decref(j);
         j = tools_json();
@@ -346,22 +337,32 @@ START_TEST(test_150000_tools_are_refused_without_lockout)
 }
 END_TEST
 
-/* With the limit raised, 50 000 tools are named (a hash, not a scan) off the
-   lock that /healthz takes. */
-START_TEST(test_50000_tools_named_without_lockout)
+/*
+ * Start one hostile server `name` in `mode` with n tools, limits.mcp_tools_max
+ * raised to tools_max, the /healthz probe running; wait until it is up with
+ * its n tools named, and check the probe. GET /tools then (NEW).
+ */
+static json_t *start_listing(const char *name, const char *mode, long n, long tools_max)
 {
     struct probe pr;
     json_t *j;
 
-    start_with(json_pack("{s:o}", "many", hostile("tools", 50000, 30000)),
-               json_pack("{s:i}", "mcp_tools_max", 50000));
+    start_with(json_pack("{s:o}", name, hostile(mode, n, 30000)),
+               json_pack("{s:i}", "mcp_tools_max", tools_max));
     probe_start(&pr);
-    j = wait_tools("many", 50000, WAIT_MS);
-    ck_assert_msg(j, "GET /tools did not answer");
-    ck_assert_str_eq(status_of(j, "many"), "up");
-    ck_assert_uint_eq(tools_from(j, "many"), 50000);
-    json_decref(j);
+    j = wait_tools(name, (size_t)n, WAIT_MS);
     probe_check(&pr);
+    ck_assert_msg(j, "GET /tools did not answer");
+    ck_assert_str_eq(status_of(j, name), "up");
+    ck_assert_uint_eq(tools_from(j, name), (size_t)n);
+    return j;
+}
+
+/* With the limit raised, 50 000 tools are named (a hash, not a scan) off the
+   lock that /healthz takes. */
+START_TEST(test_50000_tools_named_without_lockout)
+{
+    json_decref(start_listing("many", "tools", 50000, 50000));
     check_memory(600);
     stop_in_time();
 }
@@ -390,17 +391,8 @@ static bool all_names_unique(json_t *tools)
 
 START_TEST(test_8000_tools_of_one_name)
 {
-    struct probe pr;
-    json_t *j;
+    json_t *j = start_listing("same", "same", 8000, 10000);
 
-    start_with(json_pack("{s:o}", "same", hostile("same", 8000, 30000)),
-               json_pack("{s:i}", "mcp_tools_max", 10000));
-    probe_start(&pr);
-    j = wait_tools("same", 8000, WAIT_MS);
-    probe_check(&pr);
-    ck_assert_msg(j, "GET /tools did not answer");
-    ck_assert_str_eq(status_of(j, "same"), "up");
-    ck_assert_uint_eq(tools_from(j, "same"), 8000);
     ck_assert_msg(all_names_unique(j), "two tools share a name");
     ck_assert_ptr_nonnull(named(json_object_get(j, "tools"), "same__dup"));
     ck_assert_ptr_nonnull(named(json_object_get(j, "tools"), "same__dup_8000"));
@@ -445,8 +437,8 @@ START_TEST(test_exit_noticed_while_a_child_holds_stdout)
     json_decref(j);
     /* It exits 200 ms after it is listed: its death must be noticed, and the
        server restarted as after any crash. */
-    until = mono_ms() + 10000;
-    while (mono_ms() < until && (restarts = restarts_of("fork")) < 1)
+    until = itest_now_ms() + 10000;
+    while (itest_now_ms() < until && (restarts = restarts_of("fork")) < 1)
         usleep(100000);
     fprintf(stderr, "mcp_hostile: fork-exit: %ld restarts\n", restarts);
     probe_check(&pr);

@@ -847,6 +847,11 @@ void itest_fake_stop(struct itest_fake *f)
     memset(f, 0, sizeof(*f));
 }
 
+long itest_now_ms(void)
+{
+    return now_ms();
+}
+
 const char *itest_node(void)
 {
     static char found[PATH_MAX];
