@@ -311,6 +311,21 @@ static long restarts_of(const char *server)
     return v;
 }
 
+/*
+ * Start Reflexor with one hostile server `name` in `mode` (n), with
+ * limits.mcp_tools_max at tools_max (0: the default), and the /healthz
+ * probe running; wait until the server settles with `want` tools named.
+ * GET /tools then (NEW).
+ */
+static json_t *start_probed(const char *name, const char *mode, long n, long tools_max,
+                            size_t want, struct probe *pr)
+{
+    start_with(json_pack("{s:o}", name, hostile(mode, n, 30000)),
+               tools_max ? json_pack("{s:i}", "mcp_tools_max", tools_max) : NULL);
+    probe_start(pr);
+    return wait_tools(name, want, WAIT_MS);
+}
+
 /* ---- item 2: 150 000 tools ------------------------------------------------- */
 
 /* Past limits.mcp_tools_max (its default) the list is refused, and says so,
@@ -318,11 +333,8 @@ static long restarts_of(const char *server)
 START_TEST(test_150000_tools_are_refused_without_lockout)
 {
     struct probe pr;
-    json_t *j;
+    json_t *j = start_probed("many", "tools", 150000, 0, 0, &pr);
 
-    start_with(json_pack("{s:o}", "many", hostile("tools", 150000, 30000)), NULL);
-    probe_start(&pr);
-    j = wait_settled("many", WAIT_MS);
     probe_check(&pr);
     ck_assert_msg(j, "GET /tools did not answer");
     fprintf(stderr, "mcp_hostile: 150000 tools: %s: %s\n", status_of(j, "many"),
@@ -337,20 +349,13 @@ START_TEST(test_150000_tools_are_refused_without_lockout)
 }
 END_TEST
 
-/*
- * Start one hostile server `name` in `mode` with n tools, limits.mcp_tools_max
- * raised to tools_max, the /healthz probe running; wait until it is up with
- * its n tools named, and check the probe. GET /tools then (NEW).
- */
+/* start_probed, which must then be up with its n tools named; the probe
+   checked. GET /tools (NEW). */
 static json_t *start_listing(const char *name, const char *mode, long n, long tools_max)
 {
     struct probe pr;
-    json_t *j;
+    json_t *j = start_probed(name, mode, n, tools_max, (size_t)n, &pr);
 
-    start_with(json_pack("{s:o}", name, hostile(mode, n, 30000)),
-               json_pack("{s:i}", "mcp_tools_max", tools_max));
-    probe_start(&pr);
-    j = wait_tools(name, (size_t)n, WAIT_MS);
     probe_check(&pr);
     ck_assert_msg(j, "GET /tools did not answer");
     ck_assert_str_eq(status_of(j, name), "up");
@@ -407,11 +412,8 @@ END_TEST
 START_TEST(test_request_flood_without_reading)
 {
     struct probe pr;
-    json_t *j;
+    json_t *j = start_probed("flood", "flood", 5000, 0, 1, &pr);
 
-    start_with(json_pack("{s:o}", "flood", hostile("flood", 5000, 30000)), NULL);
-    probe_start(&pr);
-    j = wait_settled("flood", WAIT_MS);
     ck_assert_str_eq(status_of(j, "flood"), "up");
     json_decref(j);
     sleep(3); /* the flood read and the replies refused by a full pipe */
@@ -428,11 +430,8 @@ START_TEST(test_exit_noticed_while_a_child_holds_stdout)
     long long until;
     long restarts = 0;
     struct probe pr;
-    json_t *j;
+    json_t *j = start_probed("fork", "fork-exit", 0, 0, 1, &pr);
 
-    start_with(json_pack("{s:o}", "fork", hostile("fork-exit", 0, 30000)), NULL);
-    probe_start(&pr);
-    j = wait_settled("fork", WAIT_MS);
     ck_assert_str_eq(status_of(j, "fork"), "up");
     json_decref(j);
     /* It exits 200 ms after it is listed: its death must be noticed, and the
