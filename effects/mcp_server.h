@@ -19,7 +19,9 @@
  * readable) or a timeout sends notifications/cancelled. Over HTTP, an
  * answer "session gone" (404) makes the call initialize again and retry
  * once. Requests the server sends us get "ping" answered and anything else
- * refused (-32601); other notifications are ignored.
+ * refused (-32601), over stdio only when the pipe takes the answer at once
+ * (else it is dropped: a server that does not read cannot stall us); other
+ * notifications are ignored. A server may list at most cfg.tools_max tools.
  *
  * Depends on effects/mcp_rpc (the messages), mcp_stdio and mcp_http (the
  * transports, each behind one table of operations: mcp_server_internal.h,

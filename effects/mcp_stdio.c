@@ -312,7 +312,8 @@ int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd, int 
     struct line_reader errl = {.max = MCP_STDIO_STDERR_LINE_MAX, .is_stderr = true};
     /* The end of the program, seen even when a descendant keeps its stdout
        open (EOF alone would never come). */
-    int pidfd = io->pid > 0 ? (int)syscall(SYS_pidfd_open, io->pid, 0) : -1;
+    pid_t pid = io->pid; /* read once: mcp_stdio_kill clears it meanwhile */
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     int64_t died = 0, checked = now_mono_ms();
     char chunk[65536];
     int rc = 0;
@@ -339,7 +340,7 @@ int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd, int 
         now = now_mono_ms();
         if (!died && (pidfd >= 0 || now - checked >= READ_SLICE_MS)) {
             checked = now;
-            if (has_died(io->pid, pidfd, &p[3]))
+            if (has_died(pid, pidfd, &p[3]))
                 died = now;
         }
         /* Dead: what it wrote before it died is still read; then stop. */
