@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -28,6 +29,9 @@ extern char **environ;
 /* After the program died, how long the reader goes on taking what is left
    in the pipe before it says so (a descendant may write on forever). */
 #define DEATH_DRAIN_MS 1000
+/* How often mcp_stdio_try_send asks again for a lock held by a writer that
+   is not waiting for room (a write in progress takes microseconds). */
+#define TRY_SPINS 1000
 
 void mcp_stdio_init(struct mcp_stdio *io)
 {
@@ -163,6 +167,8 @@ out_close:
  */
 static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t deadline)
 {
+    int rc;
+
     while (n) {
         ssize_t w;
 
@@ -183,8 +189,11 @@ static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t dead
 
             if (left <= 0)
                 return -ETIMEDOUT;
-            if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
-                return -errno;
+            __atomic_store_n(&io->waiting, true, __ATOMIC_RELEASE);
+            rc = poll(pfd, 2, (int)left) < 0 && errno != EINTR ? -errno : 0;
+            __atomic_store_n(&io->waiting, false, __ATOMIC_RELEASE);
+            if (rc)
+                return rc;
             continue;
         }
         return -EPIPE;
@@ -219,8 +228,13 @@ int mcp_stdio_try_send(struct mcp_stdio *io, const char *msg, size_t n)
         return -EMSGSIZE;
     memcpy(line, msg, n);
     line[n] = '\n';
-    if (pthread_mutex_trylock(&io->write_lock))
-        return -EAGAIN; /* a writer waits for room: so would we */
+    /* A writer that waits for room would make us wait too: give up then; a
+       writer in the middle of a write is done in a moment. */
+    for (int i = 0; pthread_mutex_trylock(&io->write_lock); i++) {
+        if (__atomic_load_n(&io->waiting, __ATOMIC_ACQUIRE) || i == TRY_SPINS)
+            return -EAGAIN;
+        sched_yield();
+    }
     rc = -EPIPE;
     if (io->in_fd >= 0 && !__atomic_load_n(&io->closing, __ATOMIC_ACQUIRE)) {
         do

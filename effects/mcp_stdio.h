@@ -45,6 +45,7 @@ struct mcp_stdio {
     int in_fd, out_fd, err_fd;
     int wake_fd;  /* eventfd: mcp_stdio_kill wakes a writer waiting for room */
     bool closing; /* atomic: set by mcp_stdio_kill, cleared by _spawn */
+    bool waiting; /* atomic: a writer waits for room (try_send gives up at once) */
     pthread_mutex_t write_lock;
 };
 
@@ -81,7 +82,8 @@ int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n,
  * Write one short message and its newline only if that takes no wait: for
  * a thread that must never block (the reader, answering the server's own
  * requests). 0; -EAGAIN (the pipe is full, or another writer is waiting
- * for room: the message is dropped); -EMSGSIZE (longer than PIPE_BUF less
+ * for room: the message is dropped; a writer merely in the middle of a
+ * write is waited for, a moment); -EMSGSIZE (longer than PIPE_BUF less
  * one: a pipe takes only that much whole); -EPIPE.
  */
 int mcp_stdio_try_send(struct mcp_stdio *io, const char *msg, size_t n) RX_WUR;
