@@ -11,7 +11,6 @@
 
 #include "effects/log.h"
 #include "effects/mcp_config.h"
-#include "effects/mcp_rpc.h"
 #include "effects/mcp_names.h"
 #include "effects/mcp_server.h"
 

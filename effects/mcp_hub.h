@@ -12,7 +12,7 @@
  * those that went and starts the new ones.
  *
  * Depends on effects/mcp_server, mcp_config, mcp_names (the table of
- * names), mcp_rpc, and jansson; nothing from server/.
+ * names) and jansson; nothing from server/.
  * Threads: all functions may be called from any thread. The table of names
  * is rebuilt off the hub's lock (a hash, linear in the tools, under a lock
  * of its own that readers never take) and published by swapping a pointer;
