@@ -101,7 +101,7 @@ static int deliver(struct post *x, const char *text, size_t n)
 
     if (!n)
         return 0;
-    if ((err = rx_json_parse(text, n, 0, &doc, &jerr)))
+    if ((err = rx_json_parse(text, n, RX_JSON_ALLOW_NUL, &doc, &jerr)))
         return rx_error_set(&x->why, err == -ENOMEM ? err : -EPROTO,
                             "a malformed message: %s", jerr.text);
     if (json_is_array(doc)) {
@@ -205,7 +205,8 @@ static void error_text(struct post *x, struct rx_error *err)
     json_t *doc = NULL;
     const char *m;
 
-    if (x->body.len && rx_json_parse(x->body.data, x->body.len, 0, &doc, NULL))
+    if (x->body.len &&
+        rx_json_parse(x->body.data, x->body.len, RX_JSON_ALLOW_NUL, &doc, NULL))
         doc = NULL; /* not JSON: the body's first line below */
     m = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
 

@@ -5,12 +5,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "effects/log.h"
 #include "effects/mcp_config.h"
-#include "effects/mcp_rpc.h"
+#include "effects/mcp_names.h"
 #include "effects/mcp_server.h"
 
 struct hub_server {
@@ -18,168 +19,115 @@ struct hub_server {
     struct mcp_config_entry conf; /* its server part moved into srv */
 };
 
-/* One tool as the brains know it. */
-struct hub_tool {
-    char name[MCP_RPC_NAME_MAX + 1];
-    struct mcp_server *srv; /* borrowed from the hub's servers */
-    json_t *tool;           /* the server's {"name","description","inputSchema",...} */
-    const char *policy;     /* static string */
-    bool up;
-};
-
 struct mcp_hub {
+    /* Held only to read or swap the pointers below, never for work. */
     pthread_mutex_t lock;
+    /* One rebuild at a time; a reload's swap of `servers` takes it too, so
+       a rebuild reads `servers` without `lock`. Readers never take it. */
+    pthread_mutex_t build_lock;
     mcp_hub_taken_fn taken;
     void *ctx;
+    size_t tools_max;
+    bool closing; /* build_lock: the servers are being stopped, no more rebuilds */
     struct hub_server *servers;
     size_t n_servers;
-    struct hub_tool *tools;
-    size_t n_tools;
+    struct mcp_names *table; /* never NULL once created */
 };
 
 /* ------------------------------------------------------------ the table */
 
-static void tools_free(struct hub_tool *tools, size_t n)
+/* The published table, with a reference for the caller (mcp_names_unref). */
+static struct mcp_names *table_get(struct mcp_hub *hub)
 {
-    for (size_t i = 0; i < n; i++)
-        json_decref(tools[i].tool);
-    free(tools);
+    struct mcp_names *t;
+
+    pthread_mutex_lock(&hub->lock);
+    t = hub->table;
+    mcp_names_ref(t);
+    pthread_mutex_unlock(&hub->lock);
+    return t;
 }
 
-struct naming {
-    struct mcp_hub *hub;
-    struct hub_tool *tools;
-    size_t n;
-};
-
-static bool name_taken(void *ctx, const char *name)
+/* The table of names of servers[0..n) (build_lock held): 0 or -ENOMEM. */
+static int build(struct mcp_hub *hub, const struct hub_server *servers, size_t n,
+                 struct mcp_names **out)
 {
-    struct naming *nm = ctx;
+    struct mcp_names_source *src = calloc(n ? n : 1, sizeof(*src));
+    int rc;
 
-    for (size_t i = 0; i < nm->n; i++)
-        if (!strcmp(nm->tools[i].name, name))
-            return true;
-    return nm->hub->taken && nm->hub->taken(nm->hub->ctx, name);
-}
-
-/* Lock held. Add server i's wanted tools to the table being built. */
-static int add_server_tools(struct naming *nm, size_t *cap, struct hub_server *hs)
-{
-    struct mcp_server_info info;
-    json_t *list = mcp_server_tools(hs->srv), *t;
-    size_t i;
-    int rc = 0;
-
-    if (!list)
+    if (!src)
         return -ENOMEM;
-    mcp_server_info(hs->srv, &info);
-    json_array_foreach(list, i, t)
-    {
-        const char *tool = json_string_value(json_object_get(t, "name"));
-        struct hub_tool *ht;
-
-        if (!tool || !mcp_config_tool_wanted(&hs->conf, tool))
-            continue;
-        if (nm->n == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 16;
-            struct hub_tool *grown = realloc(nm->tools, ncap * sizeof(*grown));
-
-            if (!grown) {
-                rc = -ENOMEM;
-                break;
-            }
-            nm->tools = grown;
-            *cap = ncap;
-        }
-        ht = &nm->tools[nm->n];
-        memset(ht, 0, sizeof(*ht));
-        if (mcp_rpc_tool_name(mcp_server_name(hs->srv), tool, name_taken, nm, ht->name)) {
-            log_warn("mcp %s: no unique name for its tool '%s'", mcp_server_name(hs->srv),
-                     tool);
-            continue;
-        }
-        ht->srv = hs->srv;
-        ht->tool = json_incref(t);
-        ht->policy =
-            mcp_config_policy(&hs->conf, tool, json_object_get(t, "annotations"));
-        ht->up = info.status == MCP_UP;
-        nm->n++;
+    for (size_t i = 0; i < n; i++) {
+        src[i].srv = servers[i].srv;
+        src[i].conf = &servers[i].conf;
     }
-    json_decref(list);
+    rc = mcp_names_build(src, n, hub->taken, hub->ctx, out);
+    free(src);
+    if (rc)
+        log_error("mcp: out of memory while naming tools");
     return rc;
 }
 
-/* Lock held. Build the table anew from every server's list (after any change). */
-static void rebuild_locked(struct mcp_hub *hub)
+/*
+ * Build the table anew from every server's list and publish it. The work
+ * grows with the servers' answers, so it runs under build_lock only: the
+ * hub's lock is taken to swap the pointer, for nothing else. Out of memory
+ * keeps the old table rather than a partial one.
+ */
+static void rebuild(struct mcp_hub *hub)
 {
-    struct naming nm = {.hub = hub};
-    size_t cap = 0;
-    int rc = 0;
+    struct mcp_names *t = NULL, *old = NULL;
 
-    for (size_t i = 0; i < hub->n_servers && !rc; i++)
-        rc = add_server_tools(&nm, &cap, &hub->servers[i]);
-    if (rc) { /* keep the old table rather than a partial one */
-        tools_free(nm.tools, nm.n);
-        log_error("mcp: out of memory while naming tools");
-        return;
+    pthread_mutex_lock(&hub->build_lock);
+    /* Closing: the servers are on their way out, one by one. */
+    if (!hub->closing && !build(hub, hub->servers, hub->n_servers, &t)) {
+        pthread_mutex_lock(&hub->lock);
+        old = hub->table;
+        hub->table = t;
+        pthread_mutex_unlock(&hub->lock);
     }
-    tools_free(hub->tools, hub->n_tools);
-    hub->tools = nm.tools;
-    hub->n_tools = nm.n;
+    pthread_mutex_unlock(&hub->build_lock);
+    mcp_names_unref(old);
 }
 
 static void on_changed(void *ctx)
 {
-    struct mcp_hub *hub = ctx;
-
-    pthread_mutex_lock(&hub->lock);
-    rebuild_locked(hub);
-    pthread_mutex_unlock(&hub->lock);
-}
-
-/* Lock held. How many of the server's tools the config lets the agent use. */
-static size_t tools_of(const struct mcp_hub *hub, const struct mcp_server *srv)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < hub->n_tools; i++)
-        n += hub->tools[i].srv == srv;
-    return n;
-}
-
-/* Lock held. */
-static struct hub_tool *find(struct mcp_hub *hub, const char *name)
-{
-    for (size_t i = 0; name && i < hub->n_tools; i++)
-        if (!strcmp(hub->tools[i].name, name))
-            return &hub->tools[i];
-    return NULL;
+    rebuild(ctx);
 }
 
 /* ----------------------------------------------------------- life cycle */
 
-/* Start the servers of `entries[0..n)` into `out` (same length). The
-   entries' server configs move into the servers. 0 or -ENOMEM (those
-   started are stopped again). */
-static int start_servers(struct mcp_hub *hub, struct mcp_config_entry *entries, size_t n,
-                         struct hub_server *out)
+/*
+ * Start the servers of `entries[0..n)` into hub->servers, one by one. A
+ * server's status may change (and rebuild the table) before this returns:
+ * each is counted in n_servers only once it exists, so a rebuild never
+ * meets an empty slot, and one last rebuild takes in the changes of
+ * servers that came before they were counted. 0 or -ENOMEM (those started
+ * are stopped again).
+ */
+static int start_servers(struct mcp_hub *hub, struct mcp_config_entry *entries, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        out[i].conf = entries[i];
+        struct hub_server hs = {.conf = entries[i]};
+
         memset(&entries[i], 0, sizeof(entries[i]));
-        out[i].srv = mcp_server_start(&out[i].conf.server, on_changed, hub);
-        if (!out[i].srv) {
-            for (size_t j = 0; j <= i; j++) {
-                mcp_server_stop(out[j].srv);
-                mcp_config_entry_release(&out[j].conf);
-            }
+        hs.conf.server.tools_max = hub->tools_max;
+        hs.srv = mcp_server_start(&hs.conf.server, on_changed, hub);
+        if (!hs.srv) {
+            mcp_config_entry_release(&hs.conf);
             return -ENOMEM;
         }
+        pthread_mutex_lock(&hub->build_lock);
+        pthread_mutex_lock(&hub->lock);
+        hub->servers[hub->n_servers++] = hs;
+        pthread_mutex_unlock(&hub->lock);
+        pthread_mutex_unlock(&hub->build_lock);
     }
+    rebuild(hub);
     return 0;
 }
 
-int mcp_hub_create(json_t *servers, mcp_hub_taken_fn taken, void *ctx,
+int mcp_hub_create(json_t *servers, size_t tools_max, mcp_hub_taken_fn taken, void *ctx,
                    struct mcp_hub **out, struct rx_error *err)
 {
     struct mcp_config_entry *entries = NULL;
@@ -190,18 +138,20 @@ int mcp_hub_create(json_t *servers, mcp_hub_taken_fn taken, void *ctx,
     if ((rc = mcp_config_parse(servers, &entries, &n, err)))
         return rc;
     hub = calloc(1, sizeof(*hub));
-    if (!hub || (n && !(hub->servers = calloc(n, sizeof(*hub->servers))))) {
+    if (!hub || !(hub->servers = calloc(n ? n : 1, sizeof(*hub->servers))) ||
+        mcp_names_build(NULL, 0, NULL, NULL, &hub->table)) {
+        if (hub)
+            free(hub->servers);
         free(hub);
         mcp_config_free(entries, n);
         return rx_error_set(err, -ENOMEM, "mcpServers: out of memory");
     }
     pthread_mutex_init(&hub->lock, NULL);
+    pthread_mutex_init(&hub->build_lock, NULL);
     hub->taken = taken;
     hub->ctx = ctx;
-    hub->n_servers = n;
-    /* Servers call back into the hub at once: it must be whole by now. */
-    if ((rc = start_servers(hub, entries, n, hub->servers))) {
-        hub->n_servers = 0;
+    hub->tools_max = tools_max;
+    if ((rc = start_servers(hub, entries, n))) {
         mcp_hub_destroy(hub);
         mcp_config_free(entries, n);
         return rx_error_set(err, rc, "mcpServers: out of memory");
@@ -223,15 +173,15 @@ void mcp_hub_destroy(struct mcp_hub *hub)
 {
     if (!hub)
         return;
-    /* Stopping joins each supervisor, whose last change may rebuild the
-       table: the hub stays whole until every one has stopped. */
+    /* Stopping joins each supervisor; another's change meanwhile must not
+       rebuild from servers already stopped and released. */
+    pthread_mutex_lock(&hub->build_lock);
+    hub->closing = true;
+    pthread_mutex_unlock(&hub->build_lock);
     stop_servers(hub->servers, hub->n_servers);
-    pthread_mutex_lock(&hub->lock);
-    tools_free(hub->tools, hub->n_tools);
-    hub->tools = NULL;
-    hub->n_tools = 0;
-    pthread_mutex_unlock(&hub->lock);
+    mcp_names_unref(hub->table);
     free(hub->servers);
+    pthread_mutex_destroy(&hub->build_lock);
     pthread_mutex_destroy(&hub->lock);
     free(hub);
 }
@@ -246,9 +196,11 @@ static long same_server(const struct mcp_hub *hub, const char *name, json_t *ent
     return -1;
 }
 
-int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
+int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
+                   struct rx_error *err)
 {
     struct mcp_config_entry *entries = NULL;
+    struct mcp_names *table, *old_table;
     struct hub_server *next, *old;
     size_t n = 0, n_old, kept = 0, started;
     bool *keep;
@@ -264,6 +216,7 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
         mcp_config_free(entries, n);
         return rx_error_set(err, -ENOMEM, "mcpServers: out of memory");
     }
+    hub->tools_max = tools_max; /* for the servers started from now on */
     /* Unchanged servers carry on (and their calls in flight with them). */
     for (size_t i = 0; i < n; i++) {
         long j = same_server(hub, entries[i].server.name, entries[i].entry);
@@ -280,6 +233,7 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
             continue;
         next[i].conf = entries[i];
         memset(&entries[i], 0, sizeof(entries[i]));
+        next[i].conf.server.tools_max = hub->tools_max;
         next[i].srv = mcp_server_start(&next[i].conf.server, on_changed, hub);
         if (!next[i].srv) {
             log_error("mcp: a server could not be started (out of memory)");
@@ -290,15 +244,23 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
     for (size_t i = 0; i < n; i++)
         if (next[i].srv)
             next[started++] = next[i];
+    /* The names with the list, so no tool of a server on its way out is
+       offered; calls and readers that hold the old table hold its servers. */
+    pthread_mutex_lock(&hub->build_lock);
+    table = NULL;
+    if (build(hub, next, started, &table))
+        table = NULL; /* the old names stay; their servers answer "stopping" */
     pthread_mutex_lock(&hub->lock);
     old = hub->servers;
     n_old = hub->n_servers;
     hub->servers = next;
     hub->n_servers = started;
-    /* The names with the list, so no tool of a server on its way out is
-       offered or points at it; calls already made hold their own reference. */
-    rebuild_locked(hub);
+    old_table = table ? hub->table : NULL;
+    if (table)
+        hub->table = table;
     pthread_mutex_unlock(&hub->lock);
+    pthread_mutex_unlock(&hub->build_lock);
+    mcp_names_unref(old_table);
     for (size_t j = 0; j < n_old; j++)
         if (!keep[j])
             stop_servers(&old[j], 1);
@@ -314,33 +276,32 @@ int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err)
 
 bool mcp_hub_has(struct mcp_hub *hub, const char *name)
 {
-    bool has;
+    struct mcp_names *t = table_get(hub);
+    bool has = mcp_names_find(t, name) != NULL;
 
-    pthread_mutex_lock(&hub->lock);
-    has = find(hub, name) != NULL;
-    pthread_mutex_unlock(&hub->lock);
+    mcp_names_unref(t);
     return has;
 }
 
 int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr)
 {
+    struct mcp_names *t = table_get(hub);
     int rc = 0;
 
-    pthread_mutex_lock(&hub->lock);
-    for (size_t i = 0; i < hub->n_tools && !rc; i++) {
-        const struct hub_tool *t = &hub->tools[i];
+    for (size_t i = 0; i < mcp_names_count(t) && !rc; i++) {
+        const struct mcp_names_tool *ht = mcp_names_at(t, i);
 
-        if (!t->up)
+        if (!ht->up)
             continue;
         rc = json_array_append_new(
                  arr, json_pack("{s:s, s:{s:s, s:O, s:O}}", "type", "function",
-                                "function", "name", t->name, "description",
-                                json_object_get(t->tool, "description"), "parameters",
-                                json_object_get(t->tool, "inputSchema")))
+                                "function", "name", ht->name, "description",
+                                json_object_get(ht->tool, "description"), "parameters",
+                                json_object_get(ht->tool, "inputSchema")))
                  ? -ENOMEM
                  : 0;
     }
-    pthread_mutex_unlock(&hub->lock);
+    mcp_names_unref(t);
     return rc;
 }
 
@@ -349,44 +310,75 @@ static const char *status_name(enum mcp_status st)
     return st == MCP_UP ? "up" : st == MCP_STARTING ? "starting" : "down";
 }
 
-int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
+static int describe_tools(const struct mcp_names *t, json_t *tools)
 {
     int rc = 0;
 
-    pthread_mutex_lock(&hub->lock);
-    for (size_t i = 0; tools && i < hub->n_tools && !rc; i++) {
-        const struct hub_tool *t = &hub->tools[i];
+    for (size_t i = 0; i < mcp_names_count(t) && !rc; i++) {
+        const struct mcp_names_tool *ht = mcp_names_at(t, i);
         char source[MCP_CONFIG_NAME_MAX + 8];
 
-        snprintf(source, sizeof(source), "mcp:%s", mcp_server_name(t->srv));
+        snprintf(source, sizeof(source), "mcp:%s", mcp_server_name(ht->srv));
         rc = json_array_append_new(
                  tools,
-                 json_pack("{s:s, s:O, s:O, s:s, s:s, s:O, s:s, s:b}", "name", t->name,
-                           "description", json_object_get(t->tool, "description"),
-                           "parameters", json_object_get(t->tool, "inputSchema"),
-                           "source", source, "policy", t->policy, "annotations",
-                           json_object_get(t->tool, "annotations"), "tool",
-                           json_string_value(json_object_get(t->tool, "name")),
-                           "available", t->up))
+                 json_pack("{s:s, s:O, s:O, s:s, s:s, s:O, s:s, s:b}", "name", ht->name,
+                           "description", json_object_get(ht->tool, "description"),
+                           "parameters", json_object_get(ht->tool, "inputSchema"),
+                           "source", source, "policy", ht->policy, "annotations",
+                           json_object_get(ht->tool, "annotations"), "tool",
+                           json_string_value(json_object_get(ht->tool, "name")),
+                           "available", ht->up))
                  ? -ENOMEM
                  : 0;
     }
-    for (size_t i = 0; i < hub->n_servers && !rc; i++) {
-        struct mcp_server_info info;
+    return rc;
+}
 
-        mcp_server_info(hub->servers[i].srv, &info);
-        rc = json_array_append_new(
-                 servers, json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?}", "name",
-                                    mcp_server_name(hub->servers[i].srv), "transport",
-                                    info.transport == MCP_STDIO ? "stdio" : "http",
-                                    "status", status_name(info.status), "error",
-                                    info.error[0] ? info.error : NULL, "tools",
-                                    (json_int_t)tools_of(hub, hub->servers[i].srv),
-                                    "protocol", info.version[0] ? info.version : NULL))
-                 ? -ENOMEM
-                 : 0;
+/* One server of GET /tools: NEW, or NULL. */
+static json_t *describe_server(const struct mcp_names *t, struct mcp_server *srv)
+{
+    struct mcp_server_info info;
+    char warning[128] = "";
+
+    mcp_server_info(srv, &info);
+    if (info.skipped)
+        snprintf(warning, sizeof(warning),
+                 "%zu of its tools left out: no valid name or schema, or a NUL "
+                 "(\\u0000) in a string",
+                 info.skipped);
+    return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s?, s:I, s:s?}", "name",
+                     mcp_server_name(srv), "transport", info.transport, "status",
+                     status_name(info.status), "error", info.error[0] ? info.error : NULL,
+                     "tools", (json_int_t)mcp_names_of(t, srv), "protocol",
+                     info.version[0] ? info.version : NULL, "skipped",
+                     (json_int_t)info.skipped, "warning", warning[0] ? warning : NULL);
+}
+
+int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
+{
+    struct mcp_names *t = table_get(hub);
+    struct mcp_server **srvs = NULL;
+    size_t n;
+    int rc = tools ? describe_tools(t, tools) : 0;
+
+    /* The configured servers, each with a reference: a reload may stop them. */
+    pthread_mutex_lock(&hub->lock);
+    n = hub->n_servers;
+    srvs = calloc(n ? n : 1, sizeof(*srvs));
+    for (size_t i = 0; srvs && i < n; i++) {
+        srvs[i] = hub->servers[i].srv;
+        mcp_server_ref(srvs[i]);
     }
     pthread_mutex_unlock(&hub->lock);
+    if (!srvs)
+        rc = -ENOMEM;
+    for (size_t i = 0; srvs && i < n; i++) {
+        if (!rc && json_array_append_new(servers, describe_server(t, srvs[i])))
+            rc = -ENOMEM;
+        mcp_server_unref(srvs[i]);
+    }
+    free(srvs);
+    mcp_names_unref(t);
     return rc;
 }
 
@@ -401,21 +393,35 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
         "# TYPE reflexor_mcp_calls_total counter\n",
         "# HELP reflexor_mcp_restarts_total Connections to the MCP server lost after it "
         "was up.\n# TYPE reflexor_mcp_restarts_total counter\n"};
+    struct mcp_names *t = table_get(hub);
     struct mcp_server_info *info;
+    struct mcp_server **srvs;
     size_t n;
     int rc = 0;
 
     pthread_mutex_lock(&hub->lock);
     n = hub->n_servers;
-    info = n ? calloc(n, sizeof(*info)) : NULL;
-    for (size_t i = 0; info && i < n; i++) {
-        mcp_server_info(hub->servers[i].srv, &info[i]);
-        info[i].tools = tools_of(hub, hub->servers[i].srv);
+    info = calloc(n ? n : 1, sizeof(*info));
+    srvs = calloc(n ? n : 1, sizeof(*srvs));
+    for (size_t i = 0; info && srvs && i < n; i++) {
+        srvs[i] = hub->servers[i].srv;
+        mcp_server_ref(srvs[i]);
     }
-    for (size_t f = 0; info && f < 4 && !rc; f++) {
+    pthread_mutex_unlock(&hub->lock);
+    if (!info || !srvs) {
+        free(info);
+        free(srvs);
+        mcp_names_unref(t);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mcp_server_info(srvs[i], &info[i]);
+        info[i].tools = mcp_names_of(t, srvs[i]);
+    }
+    for (size_t f = 0; f < 4 && !rc; f++) {
         rc = rx_buf_puts(b, head[f]);
         for (size_t i = 0; i < n && !rc; i++) {
-            const char *name = mcp_server_name(hub->servers[i].srv);
+            const char *name = mcp_server_name(srvs[i]);
 
             if (f == 0)
                 rc = rx_buf_printf(b, "reflexor_mcp_server_up{server=\"%s\"} %d\n", name,
@@ -435,40 +441,39 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
                                    name, info[i].restarts);
         }
     }
-    pthread_mutex_unlock(&hub->lock);
-    if (n && !info)
-        rc = -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        mcp_server_unref(srvs[i]);
+    free(srvs);
     free(info);
+    mcp_names_unref(t);
     return rc ? -ENOMEM : 0;
 }
 
 const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
 {
-    const char *p = "auto";
-    struct hub_tool *t;
+    struct mcp_names *t = table_get(hub);
+    const struct mcp_names_tool *ht = mcp_names_find(t, name);
+    const char *p = ht ? ht->policy : "auto";
 
-    pthread_mutex_lock(&hub->lock);
-    if ((t = find(hub, name)))
-        p = t->policy;
-    pthread_mutex_unlock(&hub->lock);
+    mcp_names_unref(t);
     return p;
 }
 
 int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,
                  char **text, bool *is_error)
 {
+    struct mcp_names *t = table_get(hub);
+    const struct mcp_names_tool *ht = mcp_names_find(t, name);
     struct mcp_server *srv = NULL;
     char *tool = NULL;
-    struct hub_tool *t;
     int rc;
 
-    pthread_mutex_lock(&hub->lock);
-    if ((t = find(hub, name))) {
-        srv = t->srv;
+    if (ht) {
+        srv = ht->srv;
         mcp_server_ref(srv);
-        tool = strdup(json_string_value(json_object_get(t->tool, "name")));
+        tool = strdup(json_string_value(json_object_get(ht->tool, "name")));
     }
-    pthread_mutex_unlock(&hub->lock);
+    mcp_names_unref(t);
     if (!srv) {
         json_decref(args);
         return -ENOENT;

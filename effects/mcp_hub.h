@@ -11,10 +11,13 @@
  * A reload (SIGHUP) keeps the servers whose entry did not change, stops
  * those that went and starts the new ones.
  *
- * Depends on effects/mcp_server, mcp_config, mcp_rpc, and jansson; nothing
- * from server/.
- * Threads: all functions may be called from any thread; the hub's lock is
- * never held across a call or any I/O.
+ * Depends on effects/mcp_server, mcp_config, mcp_names (the table of
+ * names) and jansson; nothing from server/.
+ * Threads: all functions may be called from any thread. The table of names
+ * is rebuilt off the hub's lock (a hash, linear in the tools, under a lock
+ * of its own that readers never take) and published by swapping a pointer;
+ * readers hold the lock only to take a reference to the table, so no work
+ * that grows with a server's answer, no call and no I/O ever runs under it.
  * Ownership: struct mcp_hub is a heap object (mcp_hub_create / _destroy);
  * json_t given in is borrowed; returned ones are NEW; mcp_hub_call steals
  * `args` and its *text is malloc'd.
@@ -37,16 +40,20 @@ typedef bool (*mcp_hub_taken_fn)(void *ctx, const char *name);
 
 /*
  * Check the `mcpServers` object (borrowed; NULL: none) and start connecting
- * to each server in the background. 0 and *out; -EINVAL with `err` naming
- * the server and field (nothing started); -ENOMEM.
+ * to each server in the background; a server may list at most `tools_max`
+ * tools (limits.mcp_tools_max; 0: MCP_SERVER_TOOLS_MAX_DEFAULT), past which
+ * its list is refused and it is down, saying so. 0 and *out; -EINVAL with
+ * `err` naming the server and field (nothing started); -ENOMEM.
  */
-int mcp_hub_create(json_t *servers, mcp_hub_taken_fn taken, void *ctx,
+int mcp_hub_create(json_t *servers, size_t tools_max, mcp_hub_taken_fn taken, void *ctx,
                    struct mcp_hub **out, struct rx_error *err) RX_WUR;
 /* Stop every server (ending calls in flight) and free. NULL is fine. */
 void mcp_hub_destroy(struct mcp_hub *hub);
 
-/* Apply a new `mcpServers` object. All or nothing, as mcp_hub_create. */
-int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, struct rx_error *err) RX_WUR;
+/* Apply a new `mcpServers` object. All or nothing, as mcp_hub_create;
+   `tools_max` holds for the servers started by it (those kept keep theirs). */
+int mcp_hub_reload(struct mcp_hub *hub, json_t *servers, size_t tools_max,
+                   struct rx_error *err) RX_WUR;
 
 bool mcp_hub_has(struct mcp_hub *hub, const char *name);
 
@@ -56,8 +63,10 @@ int mcp_hub_schemas(struct mcp_hub *hub, json_t *arr) RX_WUR;
 
 /* GET /tools: each tool as {"name", "description", "parameters", "source":
    "mcp:<server>", "policy", "annotations"}, appended to `tools`; each
-   server as {"name", "transport", "status", "error", "tools", "protocol"}
-   appended to `servers`. `tools` may be NULL (servers only). 0 or -ENOMEM. */
+   server as {"name", "transport", "status", "error", "tools", "protocol",
+   "skipped", "warning"} appended to `servers` ("skipped": the tools of its
+   list left out, "warning" says why when there are any). `tools` may be NULL (servers
+   only). 0 or -ENOMEM. */
 int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers) RX_WUR;
 
 /* The metric families of the servers (Prometheus text). 0 or -ENOMEM. */

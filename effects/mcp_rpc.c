@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state_machine/rx_buf.h"
+#include "effects/mcp_rpc_internal.h"
 
 /* Newest first: the order we would prefer, were we ever to choose. */
 static const char *const versions[] = {MCP_RPC_VERSION_LATEST, "2025-06-18",
@@ -22,9 +22,6 @@ static const char *const versions[] = {MCP_RPC_VERSION_LATEST, "2025-06-18",
 #else
 #define INT_VALUE_MIN LONG_MIN
 #endif
-
-/* Longest piece of a server's string quoted in an error or a description. */
-#define QUOTE_MAX 64
 
 bool mcp_rpc_version_supported(const char *v)
 {
@@ -38,25 +35,19 @@ bool mcp_rpc_version_supported(const char *v)
 
 /* ---------------------------------------------------------------- helpers */
 
-/* A JSON string without embedded NULs, as C code will see it. */
-static bool is_plain_string(json_t *v)
+bool mcp_rpc_is_plain_string(json_t *v)
 {
     return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
 }
 
-/* The string value of o[key], or NULL when absent or not a string. */
-static const char *get_string(json_t *o, const char *key)
+const char *mcp_rpc_get_string(json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
 }
 
-/*
- * How much of a server's string to quote: at most QUOTE_MAX bytes, never
- * ending inside a UTF-8 sequence (the text may end up in JSON).
- */
-static int quote_len(const char *s)
+int mcp_rpc_quote_len(const char *s)
 {
-    size_t n = strnlen(s, QUOTE_MAX);
+    size_t n = strnlen(s, MCP_RPC_QUOTE_MAX);
 
     if (s[n])
         while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
@@ -210,13 +201,14 @@ json_t *mcp_rpc_cancelled(json_int_t id, const char *reason)
 json_t *mcp_rpc_reply(json_t *request)
 {
     const char *method = NULL;
-    char text[QUOTE_MAX + 32];
+    char text[MCP_RPC_QUOTE_MAX + 32];
 
     if (mcp_rpc_classify(request, NULL, &method) != MCP_RPC_REQUEST)
         return NULL;
     if (!strcmp(method, "ping"))
         return mcp_rpc_result(json_object_get(request, "id"), json_object());
-    snprintf(text, sizeof(text), "method not found: '%.*s'", quote_len(method), method);
+    snprintf(text, sizeof(text), "method not found: '%.*s'", mcp_rpc_quote_len(method),
+             method);
     return mcp_rpc_error(json_object_get(request, "id"), MCP_RPC_METHOD_NOT_FOUND, text);
 }
 
@@ -229,7 +221,7 @@ static int check_version(json_t *v, struct rx_error *err)
     if (!v)
         return rx_error_set(err, -EPROTO,
                             "initialize result: 'protocolVersion' is missing");
-    if (!is_plain_string(v))
+    if (!mcp_rpc_is_plain_string(v))
         return rx_error_set(err, -EPROTO,
                             "initialize result: 'protocolVersion' is not a string");
     if (mcp_rpc_version_supported(s))
@@ -239,12 +231,12 @@ static int check_version(json_t *v, struct rx_error *err)
         return rx_error_set(err, -EPROTO,
                             "the server speaks protocol '%.*s', which Reflexor does not: "
                             "it needs " MCP_RPC_VERSION_OLDEST " or newer",
-                            quote_len(s), s);
+                            mcp_rpc_quote_len(s), s);
     return rx_error_set(err, -EPROTO,
                         "the server speaks protocol '%.*s', which Reflexor does not: it "
                         "speaks " MCP_RPC_VERSION_LATEST
                         ", 2025-06-18 and " MCP_RPC_VERSION_OLDEST,
-                        quote_len(s), s);
+                        mcp_rpc_quote_len(s), s);
 }
 
 /* capabilities.tools.listChanged, checking the types on the way. */
@@ -285,7 +277,7 @@ int mcp_rpc_check_initialize(json_t *result, char *version_out, size_t size,
     rc = check_capabilities(json_object_get(result, "capabilities"), &lc, err);
     if (rc)
         return rc;
-    v = get_string(result, "protocolVersion");
+    v = mcp_rpc_get_string(result, "protocolVersion");
     if (strlen(v) >= size)
         return rx_error_set(err, -EINVAL, "initialize: no room for the protocol version");
     memcpy(version_out, v, strlen(v) + 1);
@@ -303,16 +295,16 @@ static bool response_id(json_t *v, json_int_t *out)
         *out = json_integer_value(v);
         return true;
     }
-    return is_plain_string(v) && parse_int(json_string_value(v), false, out) == 0;
+    return mcp_rpc_is_plain_string(v) && parse_int(json_string_value(v), false, out) == 0;
 }
 
 static enum mcp_rpc_kind classify_call(json_t *msg, const char **method)
 {
     json_t *id = json_object_get(msg, "id");
-    const char *m = get_string(msg, "method");
+    const char *m = mcp_rpc_get_string(msg, "method");
 
     /* A method with NULs would be matched on a prefix: refuse it. */
-    if (!is_plain_string(json_object_get(msg, "method")))
+    if (!mcp_rpc_is_plain_string(json_object_get(msg, "method")))
         return MCP_RPC_INVALID;
     if (json_object_get(msg, "result") || json_object_get(msg, "error"))
         return MCP_RPC_INVALID;
@@ -330,8 +322,8 @@ enum mcp_rpc_kind mcp_rpc_classify(json_t *msg, json_int_t *id, const char **met
 
     if (!json_is_object(msg))
         return MCP_RPC_INVALID; /* batches included: the caller iterates */
-    if (!is_plain_string(json_object_get(msg, "jsonrpc")) ||
-        strcmp(get_string(msg, "jsonrpc"), "2.0"))
+    if (!mcp_rpc_is_plain_string(json_object_get(msg, "jsonrpc")) ||
+        strcmp(mcp_rpc_get_string(msg, "jsonrpc"), "2.0"))
         return MCP_RPC_INVALID;
     if (json_object_get(msg, "method"))
         return classify_call(msg, method);
@@ -383,7 +375,7 @@ static void error_detail(json_t *data, char *out, size_t size)
 int mcp_rpc_error_text(json_t *msg, struct rx_error *err)
 {
     json_t *e = json_object_get(msg, "error"), *code = json_object_get(e, "code");
-    const char *message = get_string(e, "message");
+    const char *message = mcp_rpc_get_string(e, "message");
     char detail[RX_ERR_LEN];
 
     if (!json_is_object(e) || (!json_is_integer(code) && !message))
@@ -414,7 +406,8 @@ int mcp_rpc_progress_id(json_t *token, json_int_t *id)
     char again[sizeof(TOKEN_PREFIX) + 24];
     json_int_t v;
 
-    if (!is_plain_string(token) || strncmp(s, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) ||
+    if (!mcp_rpc_is_plain_string(token) ||
+        strncmp(s, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) ||
         parse_int(s + strlen(TOKEN_PREFIX), true, &v))
         return -ENOENT;
     /* Only the exact form we make: "rx-007" or "rx--0" are someone else's. */
@@ -427,14 +420,42 @@ int mcp_rpc_progress_id(json_t *token, json_int_t *id)
 
 /* ------------------------------------------------------------------ tools */
 
+/*
+ * Whether v holds a NUL ("\u0000") in a string or a key, anywhere: such a
+ * string would be cut where C code reads it, or reach an LLM API that
+ * refuses it. The depth is bounded by the parser's.
+ */
+static bool has_nul(json_t *v)
+{
+    const char *key;
+    json_t *x;
+    size_t i;
+
+    if (json_is_string(v))
+        return !mcp_rpc_is_plain_string(v);
+    json_array_foreach(v, i, x)
+    {
+        if (has_nul(x))
+            return true;
+    }
+    json_object_foreach(v, key, x)
+    {
+        if (strlen(key) != json_object_iter_key_len(json_object_key_to_iter(key)) ||
+            has_nul(x))
+            return true;
+    }
+    return false;
+}
+
 /* Whether tools/list entry t can be offered; why not is only counted. */
 static bool tool_is_usable(json_t *t)
 {
     json_t *name = json_object_get(t, "name"),
            *schema = json_object_get(t, "inputSchema");
 
-    return json_is_object(t) && is_plain_string(name) && json_string_length(name) > 0 &&
-           (!schema || json_is_object(schema));
+    return json_is_object(t) && mcp_rpc_is_plain_string(name) &&
+           json_string_length(name) > 0 && (!schema || json_is_object(schema)) &&
+           !has_nul(t);
 }
 
 /* The copy of a usable entry that we keep: NEW, or NULL when out of memory. */
@@ -442,11 +463,11 @@ static json_t *tool_copy(json_t *t)
 {
     json_t *schema = json_object_get(t, "inputSchema");
     json_t *ann = json_object_get(t, "annotations");
-    const char *desc = get_string(t, "description");
+    const char *desc = mcp_rpc_get_string(t, "description");
 
     /* "s" copies the name: nothing of `result` is shared with the page. */
     return json_pack(
-        "{s:s, s:s%, s:o, s:o}", "name", get_string(t, "name"), "description",
+        "{s:s, s:s%, s:o, s:o}", "name", mcp_rpc_get_string(t, "name"), "description",
         desc ? desc : "",
         desc ? json_string_length(json_object_get(t, "description")) : 0, "inputSchema",
         schema ? json_deep_copy(schema)
@@ -546,9 +567,10 @@ static void put_sanitised(char *out, size_t *len, const char *s)
 
 int mcp_rpc_tool_name(const char *server, const char *tool,
                       bool (*taken)(void *ctx, const char *name), void *ctx,
-                      char out[MCP_RPC_NAME_MAX + 1])
+                      unsigned *next, char out[MCP_RPC_NAME_MAX + 1])
 {
     char base[MCP_RPC_NAME_MAX + 1], name[MCP_RPC_NAME_MAX + 1], suffix[16];
+    unsigned first = next && *next > 2 ? *next : 2;
     size_t len = 0;
 
     put_sanitised(base, &len, server);
@@ -558,8 +580,9 @@ int mcp_rpc_tool_name(const char *server, const char *tool,
         memcpy(out, base, len + 1);
         return 0;
     }
-    for (int n = 2; n <= MCP_RPC_NAME_TRIES; n++) {
-        int k = snprintf(suffix, sizeof(suffix), "_%d", n);
+    /* The name itself was one try: MCP_RPC_NAME_TRIES - 1 suffixes remain. */
+    for (unsigned n = first; n - first < MCP_RPC_NAME_TRIES - 1 && n < UINT_MAX; n++) {
+        int k = snprintf(suffix, sizeof(suffix), "_%u", n);
         size_t keep =
             len < MCP_RPC_NAME_MAX - (size_t)k ? len : MCP_RPC_NAME_MAX - (size_t)k;
 
@@ -567,240 +590,10 @@ int mcp_rpc_tool_name(const char *server, const char *tool,
         memcpy(name + keep, suffix, (size_t)k + 1);
         if (!taken(ctx, name)) {
             memcpy(out, name, strlen(name) + 1);
+            if (next)
+                *next = n + 1;
             return 0;
         }
     }
     return -EEXIST;
-}
-
-/* --------------------------------------------------------- tools/call text */
-
-/* The size of base64 `s` once decoded: 3 bytes per 4 symbols, '=' and spaces aside. */
-static size_t base64_size(const char *s, size_t n)
-{
-    size_t symbols = 0;
-
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != '=' && s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t')
-            symbols++;
-    return symbols / 4 * 3 + (symbols % 4 ? symbols % 4 - 1 : 0);
-}
-
-/* Append n bytes of text, a NUL as U+FFFD: the C string must not end early. */
-static int put_text(struct rx_buf *b, const char *s, size_t n)
-{
-    size_t start = 0;
-    int rc;
-
-    for (size_t i = 0; i < n; i++) {
-        if (s[i])
-            continue;
-        if ((rc = rx_buf_append(b, s + start, i - start)) ||
-            (rc = rx_buf_puts(b, "\xef\xbf\xbd")))
-            return rc;
-        start = i + 1;
-    }
-    return rx_buf_append(b, s + start, n - start);
-}
-
-static int put_json_text(struct rx_buf *b, json_t *s)
-{
-    return put_text(b, json_string_value(s), json_string_length(s));
-}
-
-/* "[<type> content]": a type we do not know, or a part that lacks what it needs. */
-static int put_unknown(struct rx_buf *b, json_t *part)
-{
-    json_t *type = json_object_get(part, "type");
-
-    if (!is_plain_string(type))
-        return rx_buf_puts(b, "[malformed content]");
-    return rx_buf_printf(b, "[%.*s content]", quote_len(json_string_value(type)),
-                         json_string_value(type));
-}
-
-static int put_size(struct rx_buf *b, json_t *data)
-{
-    size_t n = base64_size(json_string_value(data), json_string_length(data));
-
-    return rx_buf_printf(b, ", %zu byte%s", n, n == 1 ? "" : "s");
-}
-
-/* image and audio: "[image/png, 1234 bytes]". */
-static int put_media(struct rx_buf *b, json_t *part)
-{
-    json_t *mime = json_object_get(part, "mimeType"),
-           *data = json_object_get(part, "data");
-    int rc;
-
-    rc = rx_buf_putc(b, '[');
-    if (!rc && json_is_string(mime))
-        rc = put_json_text(b, mime);
-    else if (!rc)
-        rc = rx_buf_puts(b, get_string(part, "type"));
-    if (!rc && json_is_string(data))
-        rc = put_size(b, data);
-    return rc ? rc : rx_buf_putc(b, ']');
-}
-
-/* resource_link: "[resource <name>: <uri>]" or "[resource: <uri>]". */
-static int put_link(struct rx_buf *b, json_t *part)
-{
-    json_t *uri = json_object_get(part, "uri"), *name = json_object_get(part, "name");
-    int rc;
-
-    if (!json_is_string(uri))
-        return put_unknown(b, part);
-    rc = rx_buf_puts(b, "[resource");
-    if (!rc && json_is_string(name) && json_string_length(name)) {
-        rc = rx_buf_putc(b, ' ');
-        if (!rc)
-            rc = put_json_text(b, name);
-    }
-    if (!rc)
-        rc = rx_buf_puts(b, ": ");
-    if (!rc)
-        rc = put_json_text(b, uri);
-    return rc ? rc : rx_buf_putc(b, ']');
-}
-
-/* resource: its text, or "[resource <uri>, <mimeType>, N bytes]" for a blob. */
-static int put_embedded(struct rx_buf *b, json_t *part)
-{
-    json_t *r = json_object_get(part, "resource");
-    json_t *text = json_object_get(r, "text"), *uri = json_object_get(r, "uri");
-    json_t *mime = json_object_get(r, "mimeType"), *blob = json_object_get(r, "blob");
-    int rc;
-
-    if (json_is_string(text))
-        return put_json_text(b, text);
-    if (!json_is_string(uri))
-        return put_unknown(b, part);
-    rc = rx_buf_puts(b, "[resource ");
-    if (!rc)
-        rc = put_json_text(b, uri);
-    if (!rc && json_is_string(mime)) {
-        rc = rx_buf_puts(b, ", ");
-        if (!rc)
-            rc = put_json_text(b, mime);
-    }
-    if (!rc && json_is_string(blob))
-        rc = put_size(b, blob);
-    return rc ? rc : rx_buf_putc(b, ']');
-}
-
-/* A text part proper: what decides whether structuredContent stands in. */
-static bool is_text_part(json_t *part)
-{
-    const char *type = get_string(part, "type");
-
-    return type && !strcmp(type, "text") && json_is_string(json_object_get(part, "text"));
-}
-
-static int put_part(struct rx_buf *b, json_t *part)
-{
-    const char *type = get_string(part, "type");
-
-    if (is_text_part(part))
-        return put_json_text(b, json_object_get(part, "text"));
-    if (!type)
-        return put_unknown(b, part);
-    if (!strcmp(type, "image") || !strcmp(type, "audio"))
-        return put_media(b, part);
-    if (!strcmp(type, "resource_link"))
-        return put_link(b, part);
-    if (!strcmp(type, "resource"))
-        return put_embedded(b, part);
-    return put_unknown(b, part);
-}
-
-struct dump_ctx {
-    struct rx_buf *b;
-    int rc;
-};
-
-static int dump_to_buf(const char *s, size_t n, void *data)
-{
-    struct dump_ctx *d = data;
-
-    d->rc = rx_buf_append(d->b, s, n);
-    return d->rc ? -1 : 0;
-}
-
-/* Append structuredContent as compact JSON; -ENOMEM or -E2BIG, b unchanged. */
-static int put_structured(struct rx_buf *b, json_t *sc)
-{
-    struct dump_ctx d = {b, 0};
-    size_t before = b->len;
-
-    if (!json_dump_callback(sc, dump_to_buf, &d, JSON_COMPACT | JSON_ENCODE_ANY))
-        return 0;
-    rx_buf_truncate(b, before);
-    return d.rc ? d.rc : -ENOMEM; /* else jansson ran out of memory itself */
-}
-
-/* The whole text into b: the parts, preceded by structuredContent when stood in. */
-static int build_text(struct rx_buf *b, json_t *content, json_t *sc)
-{
-    bool any_text = false, first = true;
-    json_t *part;
-    size_t i;
-    int rc;
-
-    json_array_foreach(content, i, part)
-    {
-        any_text |= is_text_part(part);
-    }
-    if (!any_text && sc) {
-        if ((rc = put_structured(b, sc)))
-            return rc;
-        first = false;
-    }
-    json_array_foreach(content, i, part)
-    {
-        if (!first && (rc = rx_buf_putc(b, '\n')))
-            return rc;
-        if ((rc = put_part(b, part)))
-            return rc;
-        first = false;
-    }
-    return 0;
-}
-
-int mcp_rpc_call_text(json_t *result, char **text, bool *is_error, struct rx_error *err)
-{
-    json_t *content = json_object_get(result, "content");
-    json_t *sc = json_object_get(result, "structuredContent");
-    struct rx_buf b;
-    int rc;
-
-    if (!json_is_object(result))
-        return rx_error_set(err, -EPROTO, "tools/call result: not an object");
-    /* null is how some servers say "none" */
-    if (json_is_null(sc))
-        sc = NULL;
-    if (json_is_null(content))
-        content = NULL;
-    if (content && !json_is_array(content)) {
-        if (!sc)
-            return rx_error_set(err, -EPROTO,
-                                "tools/call result: 'content' is not an array");
-        content = NULL;
-    }
-    rx_buf_init(&b, MCP_RPC_TEXT_MAX);
-    /* Allocate now: an empty result is "" too, not NULL. */
-    rc = rx_buf_append(&b, "", 0);
-    if (!rc)
-        rc = build_text(&b, content, sc);
-    if (rc) {
-        rx_buf_release(&b);
-        if (rc == -E2BIG)
-            return rx_error_set(err, rc, "tools/call result: longer than %u bytes",
-                                MCP_RPC_TEXT_MAX);
-        return rx_error_set(err, rc, "tools/call result: out of memory");
-    }
-    *text = rx_buf_take(&b, NULL);
-    if (is_error)
-        *is_error = json_is_true(json_object_get(result, "isError"));
-    return 0;
 }

@@ -3,7 +3,9 @@
  * Protocol, revision 2025-11-25, down to 2025-03-26): building requests,
  * notifications and replies; classifying what a server sends; checking the
  * initialize result; reading tools/list pages; naming tools for the LLM; and
- * turning a tools/call result into the text the agent sees.
+ * turning a tools/call result into the text the agent sees. Two files:
+ * mcp_rpc.c the messages, mcp_rpc_text.c the text of a call's result
+ * (their shared helpers in mcp_rpc_internal.h).
  *
  * Pure: no I/O, clock, threads or globals. Depends on jansson, libc,
  * state_machine/rx_buf and rx_common only; nothing from server/ or the
@@ -48,7 +50,7 @@
 
 /* Longest tool name the LLM sees (OpenAI's [A-Za-z0-9_-]{1,64}). */
 #define MCP_RPC_NAME_MAX 64
-/* Names mcp_rpc_tool_name tries (the name, then _2 .. _1000) before giving up. */
+/* Names one mcp_rpc_tool_name tries (the name, then 999 suffixes) before giving up. */
 #define MCP_RPC_NAME_TRIES 1000
 /* Longest text mcp_rpc_call_text builds (the text is about as long as the result). */
 #define MCP_RPC_TEXT_MAX (64u << 20)
@@ -185,13 +187,14 @@ int mcp_rpc_progress_id(json_t *token, json_int_t *id) RX_WUR;
  * "annotations"}, deep copies. description is "" when absent or not a string;
  * inputSchema defaults to {"type":"object","properties":{}}; annotations are
  * {} when absent or not an object. Entries that are not objects, whose name is
- * not a non-empty string without NULs, or whose inputSchema is present but not
- * an object are skipped and counted in *skipped (this page's count; may be
- * NULL). *cursor_out (may be NULL) gets a NEW reference to "nextCursor", or
- * NULL when there is none (absent, null or ""; "" would loop forever on a
- * sloppy server). 0; -EPROTO (result not an object, "tools" not an array,
- * "nextCursor" neither a string nor null); -ENOMEM. On failure nothing is
- * appended and the outputs are untouched.
+ * not a non-empty string, whose inputSchema is present but not an object, or
+ * that hold a NUL ("\u0000", which a parse with RX_JSON_ALLOW_NUL lets
+ * through) in any string or key are skipped and counted in *skipped (this
+ * page's count; may be NULL): one bad tool does not cost the others. *cursor_out (may be
+ * NULL) gets a NEW reference to "nextCursor", or NULL when there is none (absent, null or
+ * ""; "" would loop forever on a sloppy server). 0; -EPROTO (result not an object,
+ * "tools" not an array, "nextCursor" neither a string nor null); -ENOMEM. On failure
+ * nothing is appended and the outputs are untouched.
  */
 int mcp_rpc_tools_page(json_t *result, json_t *tools, json_t **cursor_out,
                        size_t *skipped, struct rx_error *err) RX_WUR;
@@ -200,16 +203,20 @@ int mcp_rpc_tools_page(json_t *result, json_t *tools, json_t **cursor_out,
  * The name the LLM sees: "<server>__<tool>" with every character outside
  * [A-Za-z0-9_-] replaced by '_' (one '_' per UTF-8 sequence: a lead byte
  * and the continuation bytes after it; a stray continuation byte is one '_'
- * too), cut to MCP_RPC_NAME_MAX bytes. When taken(ctx,
- * name) says the name is used (taken may be NULL: nothing is), "_2", "_3",
- * ... replace the tail (appended while there is room) until a free one is
- * found. out has room for MCP_RPC_NAME_MAX + 1 bytes. 0, or -EEXIST after
- * MCP_RPC_NAME_TRIES names were taken (out untouched). server and tool may
- * be "" but not NULL.
+ * too), cut to MCP_RPC_NAME_MAX bytes. When taken(ctx, name) says the name
+ * is used (taken may be NULL: nothing is), "_<n>" replaces the tail
+ * (appended while there is room) for n = 2, 3, ... until a free one is
+ * found. `next` (may be NULL) lets a caller that names many tools of one
+ * name stay linear: the suffixes start at *next (when above 2), and *next
+ * is left one past the suffix given (untouched when none was needed), so
+ * the next tool of that name starts where this one stopped. out has room
+ * for MCP_RPC_NAME_MAX + 1 bytes. 0, or -EEXIST after MCP_RPC_NAME_TRIES
+ * names (the name itself and the suffixes) were taken (out and *next
+ * untouched). server and tool may be "" but not NULL.
  */
 int mcp_rpc_tool_name(const char *server, const char *tool,
                       bool (*taken)(void *ctx, const char *name), void *ctx,
-                      char out[MCP_RPC_NAME_MAX + 1]) RX_WUR;
+                      unsigned *next, char out[MCP_RPC_NAME_MAX + 1]) RX_WUR;
 
 /*
  * A tools/call result (BORROWED) as text for the agent. The "content" parts,

@@ -1,12 +1,12 @@
 /*
- * mcp_server - one MCP server's connection, life cycle and calls.
+ * mcp_server - one MCP server's connection, life cycle and calls: the core,
+ * which knows its transport only through s->tp (mcp_server_internal.h).
  * See mcp_server.h.
  */
 #include "effects/mcp_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,66 +15,17 @@
 #include <unistd.h>
 
 #include "effects/log.h"
-#include "effects/mcp_http.h"
 #include "effects/mcp_rpc.h"
-#include "effects/mcp_stdio.h"
+#include "effects/mcp_server_internal.h"
 #include "effects/now.h"
-#include "state_machine/rx_json.h"
 
 #define BACKOFF_FIRST_MS 500
 #define BACKOFF_MAX_MS   30000
 /* A server listing more pages than this is cut off there. */
 #define TOOL_PAGES_MAX 100
-/* Grace a stopping program gets between SIGTERM and SIGKILL. */
-#define KILL_GRACE_MS 2000
 /* Warnings about one connection's bad messages before we stop logging them. */
-#define WARNINGS_MAX 20
-/* stderr lines logged per window, so a chatty server cannot flood our log. */
-#define STDERR_LINES_MAX 50
-#define STDERR_WINDOW_MS 10000
-#define CLIENT_VERSION   "0.2"
-
-/* One request waiting for its answer. */
-struct pending {
-    json_int_t id;
-    int64_t deadline; /* now_mono_ms(); moved on by progress notifications */
-    int evfd;         /* stdio: signalled when done */
-    bool done;
-    json_t *answer;                  /* the response, when one came */
-    char lost[MCP_SERVER_ERROR_MAX]; /* done without answer: why */
-    struct pending *next;
-};
-
-struct mcp_server {
-    struct mcp_server_config cfg;
-    mcp_server_changed_fn changed;
-    void *ctx;
-
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    int refs;
-    enum mcp_status status;
-    char error[MCP_SERVER_ERROR_MAX];
-    char version[16];
-    json_t *tools;
-    bool refresh, broken, stopping;
-    json_int_t next_id;
-    struct pending *pending;
-    unsigned long calls_ok, calls_failed, restarts, generation;
-    unsigned warnings, stderr_lines;
-    int64_t stderr_window;
-
-    pthread_t thread;
-    int stop_pipe[2]; /* readable once stopping: cancels the supervisor's waits */
-
-    struct mcp_stdio io;
-    pthread_t reader;
-    bool reader_running;
-    int reader_stop; /* eventfd: makes the reader return */
-
-    struct mcp_http http;
-    pthread_mutex_t init_lock; /* one initialize at a time */
-};
+#define WARNINGS_MAX   20
+#define CLIENT_VERSION "0.2"
 
 /* ----------------------------------------------------------- small things */
 
@@ -107,9 +58,7 @@ void mcp_server_ref(struct mcp_server *s)
 static void server_free(struct mcp_server *s)
 {
     json_decref(s->tools);
-    if (s->cfg.transport == MCP_HTTP)
-        mcp_http_release(&s->http);
-    mcp_stdio_release(&s->io);
+    s->tp->release(s);
     close(s->stop_pipe[0]);
     close(s->stop_pipe[1]);
     mcp_server_config_release(&s->cfg);
@@ -135,11 +84,12 @@ void mcp_server_unref(struct mcp_server *s)
 void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out)
 {
     pthread_mutex_lock(&s->lock);
-    out->transport = s->cfg.transport;
+    out->transport = s->tp->name;
     out->status = s->status;
     memcpy(out->error, s->error, sizeof(out->error));
     memcpy(out->version, s->version, sizeof(out->version));
     out->tools = json_array_size(s->tools);
+    out->skipped = s->skipped;
     out->calls_ok = s->calls_ok;
     out->calls_failed = s->calls_failed;
     out->restarts = s->restarts;
@@ -148,24 +98,24 @@ void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out)
 
 json_t *mcp_server_tools(struct mcp_server *s)
 {
-    json_t *copy;
+    json_t *list;
 
+    /* A reference, not a copy: a list grows with the server's answer, and
+       a copy of it would cost that under the lock /healthz waits for. */
     pthread_mutex_lock(&s->lock);
-    copy = s->tools ? json_deep_copy(s->tools) : json_array();
+    list = json_incref(s->tools);
     pthread_mutex_unlock(&s->lock);
-    return copy;
+    return list ? list : json_array();
 }
 
-/* Lock held. A warning about what the server sent, while under the cap. */
-static bool may_warn(struct mcp_server *s)
+bool mcp_server_may_warn(struct mcp_server *s)
 {
     if (s->warnings == WARNINGS_MAX)
         log_warn("mcp %s: further bad messages are not logged", s->cfg.name);
     return s->warnings++ < WARNINGS_MAX;
 }
 
-/* Lock held. End every request in flight with `why`. */
-static void fail_pending(struct mcp_server *s, const char *why)
+void mcp_server_fail_pending(struct mcp_server *s, const char *why)
 {
     for (struct pending *p = s->pending; p; p = p->next) {
         if (p->done)
@@ -175,6 +125,26 @@ static void fail_pending(struct mcp_server *s, const char *why)
         if (p->evfd >= 0)
             eventfd_write(p->evfd, 1);
     }
+}
+
+void mcp_server_set_broken(struct mcp_server *s, const char *why)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->broken && !s->stopping)
+        snprintf(s->error, sizeof(s->error), "%s", why);
+    s->broken = true;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int64_t mcp_server_deadline(struct mcp_server *s, struct pending *p)
+{
+    int64_t d;
+
+    pthread_mutex_lock(&s->lock);
+    d = p->deadline;
+    pthread_mutex_unlock(&s->lock);
+    return d;
 }
 
 /* Lock held. */
@@ -188,8 +158,6 @@ static struct pending *find_pending(struct mcp_server *s, json_int_t id)
 
 /* -------------------------------------------------------------- messages */
 
-static int send_text(struct mcp_server *s, json_t *msg, struct rx_error *err);
-
 static void on_response(struct mcp_server *s, json_t *msg, json_int_t id)
 {
     struct pending *p;
@@ -201,7 +169,7 @@ static void on_response(struct mcp_server *s, json_t *msg, json_int_t id)
         p->done = true;
         if (p->evfd >= 0)
             eventfd_write(p->evfd, 1);
-    } else if (may_warn(s)) {
+    } else if (mcp_server_may_warn(s)) {
         log_warn("mcp %s: an answer to request %lld, which is not waiting", s->cfg.name,
                  (long long)id);
     }
@@ -229,8 +197,7 @@ static void on_notification(struct mcp_server *s, json_t *msg, const char *metho
     }
 }
 
-/* Every message from the server, from either transport. */
-static void handle_message(struct mcp_server *s, json_t *msg)
+void mcp_server_handle_message(struct mcp_server *s, json_t *msg)
 {
     const char *method = NULL;
     json_int_t id = 0;
@@ -245,134 +212,31 @@ static void handle_message(struct mcp_server *s, json_t *msg)
         on_notification(s, msg, method);
         break;
     case MCP_RPC_REQUEST:
-        /* Over HTTP our answer would be a POST of its own, from inside this
-           transfer: we declare no capabilities, so only a ping could come. */
-        if (s->cfg.transport == MCP_STDIO && (reply = mcp_rpc_reply(msg))) {
-            if (send_text(s, reply, NULL))
-                log_warn("mcp %s: could not answer its '%s'", s->cfg.name, method);
+        if (s->tp->reply && (reply = mcp_rpc_reply(msg))) {
+            s->tp->reply(s, reply, method);
             json_decref(reply);
         }
         break;
     case MCP_RPC_INVALID:
         pthread_mutex_lock(&s->lock);
-        if (may_warn(s))
+        if (mcp_server_may_warn(s))
             log_warn("mcp %s: a message that is not JSON-RPC 2.0 ignored", s->cfg.name);
         pthread_mutex_unlock(&s->lock);
         break;
     }
 }
 
-static void on_http_message(void *ctx, json_t *msg)
-{
-    handle_message(ctx, msg);
-}
-
-/* -------------------------------------------------------------- stdio side */
-
-static void on_line(void *ctx, const char *line, size_t n)
-{
-    struct mcp_server *s = ctx;
-    json_t *msg = NULL;
-    struct rx_error why = {"it is longer than the 8 MiB bound"};
-
-    if (line && !line[strspn(line, " \t\r")])
-        return; /* blank lines are harmless */
-    if (line && rx_json_parse(line, n, 0, &msg, &why))
-        msg = NULL;
-    if (!msg) {
-        pthread_mutex_lock(&s->lock);
-        if (may_warn(s))
-            log_warn("mcp %s: a line of %zu bytes dropped: %s", s->cfg.name, n, why.text);
-        pthread_mutex_unlock(&s->lock);
-        return;
-    }
-    if (json_is_array(msg)) { /* a batch, from a server of an older revision */
-        for (size_t i = 0; i < json_array_size(msg); i++)
-            handle_message(s, json_array_get(msg, i));
-    } else {
-        handle_message(s, msg);
-    }
-    json_decref(msg);
-}
-
-static void on_stderr(void *ctx, const char *line, size_t n)
-{
-    struct mcp_server *s = ctx;
-    int64_t now = now_mono_ms();
-    bool show;
-
-    pthread_mutex_lock(&s->lock);
-    if (now - s->stderr_window > STDERR_WINDOW_MS) {
-        if (s->stderr_lines > STDERR_LINES_MAX)
-            log_info("mcp %s: %u stderr lines not logged", s->cfg.name,
-                     s->stderr_lines - STDERR_LINES_MAX);
-        s->stderr_window = now;
-        s->stderr_lines = 0;
-    }
-    show = s->stderr_lines++ < STDERR_LINES_MAX;
-    pthread_mutex_unlock(&s->lock);
-    if (show)
-        log_info("mcp %s: %.*s", s->cfg.name, (int)n, line);
-}
-
-static void *reader_main(void *arg)
-{
-    struct mcp_server *s = arg;
-    struct mcp_stdio_reader rd = {.on_line = on_line, .on_stderr = on_stderr, .ctx = s};
-    int rc = mcp_stdio_read(&s->io, &rd, s->reader_stop);
-
-    pthread_mutex_lock(&s->lock);
-    if (!s->broken && !s->stopping)
-        snprintf(s->error, sizeof(s->error), "%s",
-                 rc == -ENOMEM ? "out of memory" : "the server closed its output");
-    s->broken = true;
-    fail_pending(s, rc == -EINTR ? "the server is stopping" : "the server exited");
-    pthread_cond_broadcast(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- requests */
 
-/* What an HTTP transfer asks for its deadline: a request's (which progress
-   moves on), or a fixed one. */
-struct waiter {
-    struct mcp_server *s;
-    struct pending *p; /* NULL: `fixed` */
-    int64_t fixed;
-};
-
-static int64_t waiter_deadline(void *ctx)
-{
-    struct waiter *w = ctx;
-    int64_t d;
-
-    if (!w->p)
-        return w->fixed;
-    pthread_mutex_lock(&w->s->lock);
-    d = w->p->deadline;
-    pthread_mutex_unlock(&w->s->lock);
-    return d;
-}
-
-/* Send one message that wants no answer (a notification, our reply). */
+/* Send one message that wants no answer (a notification). */
 static int send_text(struct mcp_server *s, json_t *msg, struct rx_error *err)
 {
-    struct waiter w = {.s = s, .fixed = now_mono_ms() + s->cfg.timeout_ms};
     char *text = json_dumps(msg, JSON_COMPACT);
-    struct mcp_http_result res;
     int rc;
 
     if (!text)
         return rx_error_set(err, -ENOMEM, "out of memory");
-    if (s->cfg.transport == MCP_STDIO) {
-        rc = mcp_stdio_send(&s->io, text, strlen(text), s->cfg.timeout_ms);
-        if (rc)
-            rx_error_set(err, rc, "cannot write to the server: %s", strerror(-rc));
-    } else {
-        rc = mcp_http_post(&s->http, text, s->stop_pipe[0], waiter_deadline, &w,
-                           on_http_message, s, NULL, &res, err);
-    }
+    rc = s->tp->send(s, text, err);
     free(text);
     return rc;
 }
@@ -397,74 +261,6 @@ static json_int_t new_id(struct mcp_server *s)
     return id;
 }
 
-/* Wait for p's answer on the stdio transport. 0, -ECANCELED, -ETIMEDOUT. */
-static int wait_stdio(struct mcp_server *s, struct pending *p, int cancel_fd)
-{
-    for (;;) {
-        struct pollfd fds[2] = {{.fd = p->evfd, .events = POLLIN},
-                                {.fd = cancel_fd, .events = POLLIN}};
-        eventfd_t v;
-        int64_t left;
-        bool done;
-
-        pthread_mutex_lock(&s->lock);
-        done = p->done;
-        left = p->deadline - now_mono_ms();
-        pthread_mutex_unlock(&s->lock);
-        if (done)
-            return 0;
-        if (left <= 0)
-            return -ETIMEDOUT;
-        if (poll(fds, 2, (int)(left < 1000 ? left : 1000)) < 0 && errno != EINTR)
-            return -errno;
-        if (fds[1].revents)
-            return -ECANCELED;
-        if (fds[0].revents)
-            eventfd_read(p->evfd, &v);
-    }
-}
-
-static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err);
-
-/* Send the request over HTTP and read its answer; a lost session is
-   initialized again and the request sent once more. */
-static int exchange_http(struct mcp_server *s, struct pending *p, const char *text,
-                         const char *method, int cancel_fd, struct rx_error *err)
-{
-    struct waiter w = {.s = s, .p = p};
-    struct mcp_http_result res;
-    unsigned long gen;
-    int rc;
-
-    for (int attempt = 0;; attempt++) {
-        pthread_mutex_lock(&s->lock);
-        gen = s->generation;
-        pthread_mutex_unlock(&s->lock);
-        rc = mcp_http_post(&s->http, text, cancel_fd, waiter_deadline, &w,
-                           on_http_message, s, &p->done, &res, err);
-        if (rc != -ENOENT || attempt || !strcmp(method, "initialize"))
-            break;
-        log_info("mcp %s: the server lost our session; initializing again", s->cfg.name);
-        pthread_mutex_lock(&s->init_lock);
-        pthread_mutex_lock(&s->lock);
-        rc = gen == s->generation ? 1 : 0; /* nobody did it meanwhile */
-        pthread_mutex_unlock(&s->lock);
-        rc = rc ? initialize(s, cancel_fd, err) : 0;
-        pthread_mutex_unlock(&s->init_lock);
-        if (rc)
-            break;
-    }
-    if (rc == -EIO && !res.status) { /* no HTTP answer at all: the link is down */
-        pthread_mutex_lock(&s->lock);
-        if (!s->broken)
-            snprintf(s->error, sizeof(s->error), "%s", err->text);
-        s->broken = true;
-        pthread_cond_broadcast(&s->wake);
-        pthread_mutex_unlock(&s->lock);
-    }
-    return rc;
-}
-
 /*
  * Send request `id` and wait for its answer. 0 with *result (NEW) the
  * response's result; -EIO with `err` (a JSON-RPC error, the link lost...);
@@ -483,11 +279,6 @@ static int request(struct mcp_server *s, json_int_t id, const char *method,
     json_decref(msg);
     if (!text)
         return rx_error_set(err, -ENOMEM, "out of memory");
-    if (s->cfg.transport == MCP_STDIO &&
-        (p.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-        free(text);
-        return rx_error_set(err, -EIO, "eventfd: %s", strerror(errno));
-    }
     pthread_mutex_lock(&s->lock);
     if (s->stopping)
         rc = rx_error_set(err, -EIO, "Reflexor is stopping");
@@ -504,14 +295,7 @@ static int request(struct mcp_server *s, json_int_t id, const char *method,
     if (rc)
         goto out_free;
 
-    if (s->cfg.transport == MCP_STDIO) {
-        rc = mcp_stdio_send(&s->io, text, strlen(text), s->cfg.timeout_ms);
-        if (rc)
-            rx_error_set(err, -EIO, "cannot write to the server: %s", strerror(-rc));
-        rc = rc ? -EIO : wait_stdio(s, &p, cancel_fd);
-    } else {
-        rc = exchange_http(s, &p, text, method, cancel_fd, err);
-    }
+    rc = s->tp->exchange(s, &p, text, method, cancel_fd, err);
 
     pthread_mutex_lock(&s->lock);
     for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
@@ -539,16 +323,13 @@ static int request(struct mcp_server *s, json_int_t id, const char *method,
     json_decref(p.answer);
 
 out_free:
-    if (p.evfd >= 0)
-        close(p.evfd);
     free(text);
     return rc;
 }
 
 /* ------------------------------------------------------------- life cycle */
 
-/* initialize, then notifications/initialized. The caller holds init_lock. */
-static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err)
+int mcp_server_initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err)
 {
     json_t *params = mcp_rpc_initialize_params(CLIENT_VERSION), *result = NULL;
     char version[16];
@@ -556,16 +337,13 @@ static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err)
 
     if (!params)
         return rx_error_set(err, -ENOMEM, "out of memory");
-    if (s->cfg.transport == MCP_HTTP)
-        mcp_http_forget(&s->http);
     rc = request(s, new_id(s), "initialize", params, cancel_fd, false, &result, err);
     if (!rc)
         rc = mcp_rpc_check_initialize(result, version, sizeof(version), NULL, err);
     json_decref(result);
     if (rc)
         return rc == -ENOMEM ? rc : -EIO;
-    if (s->cfg.transport == MCP_HTTP)
-        mcp_http_set_version(&s->http, version);
+    s->tp->set_version(s, version);
     pthread_mutex_lock(&s->lock);
     memcpy(s->version, version, sizeof(version));
     s->generation++;
@@ -574,11 +352,27 @@ static int initialize(struct mcp_server *s, int cancel_fd, struct rx_error *err)
     return 0;
 }
 
+/* A page that would take the list past the bound refuses the whole list:
+   part of a server's tools would be a silent surprise. */
+static int check_bound(struct mcp_server *s, json_t *tools, json_t *result,
+                       struct rx_error *err)
+{
+    size_t max = s->cfg.tools_max ? s->cfg.tools_max : MCP_SERVER_TOOLS_MAX_DEFAULT;
+    size_t n = json_array_size(tools) + json_array_size(json_object_get(result, "tools"));
+
+    if (n <= max)
+        return 0;
+    return rx_error_set(err, -E2BIG,
+                        "the server lists more than %zu tools, the bound of "
+                        "limits.mcp_tools_max (%zu so far)",
+                        max, n);
+}
+
 /* Read tools/list page by page and publish the list. */
 static int list_tools(struct mcp_server *s, struct rx_error *err)
 {
     json_t *tools = json_array(), *cursor = NULL, *old;
-    size_t skipped = 0;
+    size_t skipped = 0, skipped_page;
     int rc = 0, page;
 
     if (!tools)
@@ -592,7 +386,11 @@ static int list_tools(struct mcp_server *s, struct rx_error *err)
         rc = request(s, new_id(s), "tools/list", params, s->stop_pipe[0], false, &result,
                      err);
         if (!rc)
-            rc = mcp_rpc_tools_page(result, tools, &cursor, &skipped, err);
+            rc = check_bound(s, tools, result, err);
+        if (!rc)
+            rc = mcp_rpc_tools_page(result, tools, &cursor, &skipped_page, err);
+        if (!rc)
+            skipped += skipped_page;
         json_decref(result);
         if (!cursor)
             break;
@@ -603,52 +401,25 @@ static int list_tools(struct mcp_server *s, struct rx_error *err)
         return rc;
     }
     if (skipped)
-        log_warn("mcp %s: %zu tools without a valid name or schema left out", s->cfg.name,
-                 skipped);
+        log_warn("mcp %s: %zu tools left out (no valid name or schema, or a NUL in a "
+                 "string)",
+                 s->cfg.name, skipped);
     pthread_mutex_lock(&s->lock);
     old = s->tools;
     s->tools = tools;
+    s->skipped = skipped;
     pthread_mutex_unlock(&s->lock);
     json_decref(old);
     return 0;
 }
 
-/* Start the program (stdio) and its reader. */
-static int open_stdio(struct mcp_server *s, struct rx_error *err)
-{
-    int rc;
-
-    s->reader_stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s->reader_stop < 0)
-        return rx_error_set(err, -errno, "eventfd: %s", strerror(errno));
-    rc = mcp_stdio_spawn(&s->io, s->cfg.argv, s->cfg.env, err);
-    if (rc)
-        goto out_close;
-    rc = pthread_create(&s->reader, NULL, reader_main, s);
-    if (rc) {
-        mcp_stdio_kill(&s->io, 0, NULL, 0);
-        mcp_stdio_close(&s->io);
-        rc = rx_error_set(err, -rc, "cannot start a reader thread: %s", strerror(rc));
-        goto out_close;
-    }
-    s->reader_running = true;
-    return 0;
-
-out_close:
-    close(s->reader_stop);
-    s->reader_stop = -1;
-    return rc;
-}
-
 static int connect_once(struct mcp_server *s, struct rx_error *err)
 {
-    int rc = 0;
+    int rc = s->tp->open(s, err);
 
-    if (s->cfg.transport == MCP_STDIO)
-        rc = open_stdio(s, err);
     if (!rc) {
         pthread_mutex_lock(&s->init_lock);
-        rc = initialize(s, s->stop_pipe[0], err);
+        rc = mcp_server_initialize(s, s->stop_pipe[0], err);
         pthread_mutex_unlock(&s->init_lock);
     }
     if (!rc)
@@ -659,38 +430,12 @@ static int connect_once(struct mcp_server *s, struct rx_error *err)
 /* Undo connect_once; the reason gets how a program ended. */
 static void disconnect(struct mcp_server *s, char *why, size_t size)
 {
-    char how[64] = "";
+    bool stopping;
 
-    if (s->cfg.transport == MCP_HTTP) {
-        bool stopping;
-
-        pthread_mutex_lock(&s->lock);
-        stopping = s->stopping;
-        pthread_mutex_unlock(&s->lock);
-        if (stopping) /* a goodbye the server may use to free the session */
-            mcp_http_close(&s->http, KILL_GRACE_MS);
-        else
-            mcp_http_forget(&s->http);
-        return;
-    }
-    if (s->reader_running) {
-        /* The program first; then the reader, which a descendant that kept
-           the pipe open would otherwise keep waiting. */
-        mcp_stdio_kill(&s->io, KILL_GRACE_MS, how, sizeof(how));
-        eventfd_write(s->reader_stop, 1);
-        pthread_join(s->reader, NULL);
-        s->reader_running = false;
-        mcp_stdio_close(&s->io);
-        close(s->reader_stop);
-        s->reader_stop = -1;
-    }
-    if (how[0] && !strstr(why, "exited") && strlen(why) + strlen(how) + 3 < size) {
-        strcat(why, " (");
-        strcat(why, how);
-        strcat(why, ")");
-    } else if (how[0] && !strcmp(why, "the server closed its output")) {
-        snprintf(why, size, "the server %s", how);
-    }
+    pthread_mutex_lock(&s->lock);
+    stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    s->tp->close(s, stopping, why, size);
 }
 
 static void set_status(struct mcp_server *s, enum mcp_status st, const char *why)
@@ -757,7 +502,7 @@ static void *supervisor_main(void *arg)
         }
         disconnect(s, why, sizeof(why));
         pthread_mutex_lock(&s->lock);
-        fail_pending(s, why);
+        mcp_server_fail_pending(s, why);
         s->broken = s->refresh = false;
         s->restarts += was_up;
         if (s->stopping) {
@@ -801,20 +546,20 @@ struct mcp_server *mcp_server_start(struct mcp_server_config *cfg,
     }
     s->cfg = *cfg;
     memset(cfg, 0, sizeof(*cfg));
+    /* The one place that looks at the kind: the table does the rest. */
+    s->tp = s->cfg.transport == MCP_HTTP ? &mcp_server_http_transport
+                                         : &mcp_server_stdio_transport;
     s->changed = changed;
     s->ctx = ctx;
     s->refs = 1;
     s->status = MCP_STARTING;
-    s->reader_stop = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->init_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
-    mcp_stdio_init(&s->io);
-    if (s->cfg.transport == MCP_HTTP &&
-        mcp_http_init(&s->http, s->cfg.url, s->cfg.headers, s->cfg.timeout_ms, &err))
+    if (s->tp->init(s, &err))
         goto out_free;
     if (pthread_create(&s->thread, NULL, supervisor_main, s))
         goto out_free;
@@ -833,7 +578,7 @@ void mcp_server_stop(struct mcp_server *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
-    fail_pending(s, "Reflexor is stopping");
+    mcp_server_fail_pending(s, "Reflexor is stopping");
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
     if (write(s->stop_pipe[1], "x", 1) < 0)

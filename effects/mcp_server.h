@@ -19,16 +19,20 @@
  * readable) or a timeout sends notifications/cancelled. Over HTTP, an
  * answer "session gone" (404) makes the call initialize again and retry
  * once. Requests the server sends us get "ping" answered and anything else
- * refused (-32601); other notifications are ignored.
+ * refused (-32601), over stdio only when the pipe takes the answer at once
+ * (else it is dropped: a server that does not read cannot stall us); other
+ * notifications are ignored. A server may list at most cfg.tools_max tools.
  *
  * Depends on effects/mcp_rpc (the messages), mcp_stdio and mcp_http (the
- * transports), log and now; nothing from server/.
+ * transports, each behind one table of operations: mcp_server_internal.h,
+ * mcp_server_stdio.c, mcp_server_http.c), log and now; nothing from server/.
  * Threads: every function may be called from any thread; each server has
  * one lock, taken for short moves only (never across I/O).
  * Ownership: mcp_server_start takes the config's contents (the struct is
  * zeroed); the server is reference-counted: the creator holds one
  * reference, mcp_server_ref takes another, mcp_server_unref drops one and
- * frees the server with the last. mcp_server_tools returns a NEW reference.
+ * frees the server with the last. mcp_server_tools returns a NEW reference
+ * (read-only: shared with the server and other callers).
  */
 #ifndef MCP_SERVER_H
 #define MCP_SERVER_H
@@ -41,7 +45,10 @@
 #include "state_machine/rx_common.h"
 
 #define MCP_SERVER_TIMEOUT_DEFAULT_MS 60000
-#define MCP_SERVER_ERROR_MAX          RX_ERR_LEN
+/* Tools one server may list (limits.mcp_tools_max): past it the list is
+   refused and the server is down, saying so. */
+#define MCP_SERVER_TOOLS_MAX_DEFAULT 1000
+#define MCP_SERVER_ERROR_MAX         RX_ERR_LEN
 
 enum mcp_transport { MCP_STDIO, MCP_HTTP };
 enum mcp_status { MCP_STARTING, MCP_UP, MCP_DOWN };
@@ -49,19 +56,21 @@ enum mcp_status { MCP_STARTING, MCP_UP, MCP_DOWN };
 struct mcp_server_config {
     char *name;
     enum mcp_transport transport;
-    char **argv;     /* stdio: the program and its arguments, NULL-terminated */
-    char **env;      /* stdio: "NAME=value" laid over ours, NULL-terminated; or NULL */
-    char *url;       /* http */
-    json_t *headers; /* http: {"Name": "value"}, or NULL */
-    int timeout_ms;  /* one request's wait for its answer or next progress */
+    char **argv;      /* stdio: the program and its arguments, NULL-terminated */
+    char **env;       /* stdio: "NAME=value" laid over ours, NULL-terminated; or NULL */
+    char *url;        /* http */
+    json_t *headers;  /* http: {"Name": "value"}, or NULL */
+    int timeout_ms;   /* one request's wait for its answer or next progress */
+    size_t tools_max; /* the longest list taken; 0: MCP_SERVER_TOOLS_MAX_DEFAULT */
 };
 
 struct mcp_server_info {
-    enum mcp_transport transport;
+    const char *transport; /* "stdio" or "http" (static) */
     enum mcp_status status;
     char error[MCP_SERVER_ERROR_MAX]; /* the last failure, "" when none */
     char version[16];                 /* the negotiated protocol, "" before */
     size_t tools;
+    size_t skipped; /* tools of the last list left out (see mcp_rpc_tools_page) */
     unsigned long calls_ok, calls_failed, restarts;
 };
 
@@ -91,7 +100,9 @@ const char *mcp_server_name(const struct mcp_server *s);
 void mcp_server_info(struct mcp_server *s, struct mcp_server_info *out);
 
 /* The server's tools as it listed them: [{"name", "description",
-   "inputSchema", "annotations"}]. NEW reference (a copy), or NULL (ENOMEM). */
+   "inputSchema", "annotations"}]. NEW reference to the list itself, which
+   is never changed once read (a new list replaces it), so it is shared
+   read-only and costs nothing to hand over; NULL (ENOMEM). */
 json_t *mcp_server_tools(struct mcp_server *s) RX_WUR;
 
 /*

@@ -5,12 +5,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,18 +23,30 @@
 
 extern char **environ;
 
-/* How long one read waits: bounds how late a stop is noticed without stop_fd. */
+/* How long one read waits: bounds how late a stop is noticed without stop_fd,
+   and a death without a pidfd. */
 #define READ_SLICE_MS 1000
+/* After the program died, how long the reader goes on taking what is left
+   in the pipe before it says so (a descendant may write on forever). */
+#define DEATH_DRAIN_MS 1000
+/* How often mcp_stdio_try_send asks again for a lock held by a writer that
+   is not waiting for room (a write in progress takes microseconds). */
+#define TRY_SPINS 1000
 
 void mcp_stdio_init(struct mcp_stdio *io)
 {
     memset(io, 0, sizeof(*io));
     io->in_fd = io->out_fd = io->err_fd = -1;
+    /* -1 when out of descriptors: writers then wait out their timeout. */
+    io->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&io->write_lock, NULL);
 }
 
 void mcp_stdio_release(struct mcp_stdio *io)
 {
+    if (io->wake_fd >= 0)
+        close(io->wake_fd);
+    io->wake_fd = -1;
     pthread_mutex_destroy(&io->write_lock);
 }
 
@@ -119,6 +135,12 @@ int mcp_stdio_spawn(struct mcp_stdio *io, char *const argv[], char *const env[],
         goto out_attr;
     }
     io->pid = pid;
+    __atomic_store_n(&io->closing, false, __ATOMIC_RELEASE);
+    if (io->wake_fd >= 0) { /* a kill of the last program woke it */
+        eventfd_t v;
+
+        eventfd_read(io->wake_fd, &v);
+    }
     io->in_fd = in[1], in[1] = -1;
     io->out_fd = out[0], out[0] = -1;
     io->err_fd = errp[0], errp[0] = -1;
@@ -139,12 +161,20 @@ out_close:
     return rc;
 }
 
-/* Lock held. Write all of p, waiting for room until `deadline`. */
-static int write_all(int fd, const char *p, size_t n, int64_t deadline)
+/*
+ * Lock held. Write all of p, waiting for room until `deadline` or until
+ * mcp_stdio_kill wakes us: a kill never waits for a writer's timeout.
+ */
+static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t deadline)
 {
-    while (n) {
-        ssize_t w = write(fd, p, n);
+    int rc;
 
+    while (n) {
+        ssize_t w;
+
+        if (__atomic_load_n(&io->closing, __ATOMIC_ACQUIRE))
+            return -EPIPE;
+        w = write(io->in_fd, p, n);
         if (w > 0) {
             p += w;
             n -= (size_t)w;
@@ -153,13 +183,17 @@ static int write_all(int fd, const char *p, size_t n, int64_t deadline)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno == EAGAIN) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            struct pollfd pfd[2] = {{.fd = io->in_fd, .events = POLLOUT},
+                                    {.fd = io->wake_fd, .events = POLLIN}};
             int64_t left = deadline - now_mono_ms();
 
             if (left <= 0)
                 return -ETIMEDOUT;
-            if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-                return -errno;
+            __atomic_store_n(&io->waiting, true, __ATOMIC_RELEASE);
+            rc = poll(pfd, 2, (int)left) < 0 && errno != EINTR ? -errno : 0;
+            __atomic_store_n(&io->waiting, false, __ATOMIC_RELEASE);
+            if (rc)
+                return rc;
             continue;
         }
         return -EPIPE;
@@ -174,9 +208,39 @@ int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n, int timeout_
 
     pthread_mutex_lock(&io->write_lock);
     if (io->in_fd >= 0) {
-        rc = write_all(io->in_fd, msg, n, deadline);
+        rc = write_all(io, msg, n, deadline);
         if (!rc)
-            rc = write_all(io->in_fd, "\n", 1, deadline);
+            rc = write_all(io, "\n", 1, deadline);
+    }
+    pthread_mutex_unlock(&io->write_lock);
+    return rc;
+}
+
+int mcp_stdio_try_send(struct mcp_stdio *io, const char *msg, size_t n)
+{
+    char line[PIPE_BUF];
+    ssize_t w;
+    int rc;
+
+    /* Up to PIPE_BUF bytes go into a pipe whole or not at all (POSIX), so a
+       refused line leaves nothing half-written behind. */
+    if (n + 1 > sizeof(line))
+        return -EMSGSIZE;
+    memcpy(line, msg, n);
+    line[n] = '\n';
+    /* A writer that waits for room would make us wait too: give up then; a
+       writer in the middle of a write is done in a moment. */
+    for (int i = 0; pthread_mutex_trylock(&io->write_lock); i++) {
+        if (__atomic_load_n(&io->waiting, __ATOMIC_ACQUIRE) || i == TRY_SPINS)
+            return -EAGAIN;
+        sched_yield();
+    }
+    rc = -EPIPE;
+    if (io->in_fd >= 0 && !__atomic_load_n(&io->closing, __ATOMIC_ACQUIRE)) {
+        do
+            w = write(io->in_fd, line, n + 1);
+        while (w < 0 && errno == EINTR);
+        rc = w == (ssize_t)(n + 1) ? 0 : w < 0 && errno == EAGAIN ? -EAGAIN : -EPIPE;
     }
     pthread_mutex_unlock(&io->write_lock);
     return rc;
@@ -244,21 +308,40 @@ static int lines_feed(struct line_reader *lr, const struct mcp_stdio_reader *rd,
     return 0;
 }
 
+/* Whether the program (not reaped: WNOWAIT leaves that to mcp_stdio_kill) has
+   ended. `pidfd` readable says so; without one, ask the kernel. */
+static bool has_died(pid_t pid, int pidfd, const struct pollfd *pfd)
+{
+    siginfo_t si = {0};
+
+    if (pidfd >= 0)
+        return pfd->revents != 0;
+    return pid > 0 && !waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+           si.si_pid == pid;
+}
+
 int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd, int stop_fd)
 {
     struct line_reader out = {.max = MCP_STDIO_LINE_MAX};
     struct line_reader errl = {.max = MCP_STDIO_STDERR_LINE_MAX, .is_stderr = true};
+    /* The end of the program, seen even when a descendant keeps its stdout
+       open (EOF alone would never come). */
+    pid_t pid = io->pid; /* read once: mcp_stdio_kill clears it meanwhile */
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    int64_t died = 0, checked = now_mono_ms();
     char chunk[65536];
     int rc = 0;
 
     rx_buf_init(&out.buf, MCP_STDIO_LINE_MAX + 1);
     rx_buf_init(&errl.buf, MCP_STDIO_STDERR_LINE_MAX + 1);
     while (io->out_fd >= 0) {
-        struct pollfd p[3] = {{.fd = io->out_fd, .events = POLLIN},
+        struct pollfd p[4] = {{.fd = io->out_fd, .events = POLLIN},
                               {.fd = io->err_fd, .events = POLLIN},
-                              {.fd = stop_fd, .events = POLLIN}};
+                              {.fd = stop_fd, .events = POLLIN},
+                              {.fd = died ? -1 : pidfd, .events = POLLIN}};
+        int64_t now;
 
-        if (poll(p, 3, READ_SLICE_MS) < 0) {
+        if (poll(p, 4, READ_SLICE_MS) < 0) {
             if (errno == EINTR)
                 continue;
             rc = -errno;
@@ -266,6 +349,17 @@ int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd, int 
         }
         if (p[2].revents) {
             rc = -EINTR;
+            break;
+        }
+        now = now_mono_ms();
+        if (!died && (pidfd >= 0 || now - checked >= READ_SLICE_MS)) {
+            checked = now;
+            if (has_died(pid, pidfd, &p[3]))
+                died = now;
+        }
+        /* Dead: what it wrote before it died is still read; then stop. */
+        if (died && (!p[0].revents || now - died > DEATH_DRAIN_MS)) {
+            rc = -ECHILD;
             break;
         }
         for (int i = 1; i >= 0 && !rc; i--) { /* stderr first: it often explains */
@@ -289,6 +383,8 @@ int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd, int 
     }
 
 out_release:
+    if (pidfd >= 0)
+        close(pidfd);
     rx_buf_release(&out.buf);
     rx_buf_release(&errl.buf);
     return rc;
@@ -312,6 +408,10 @@ void mcp_stdio_kill(struct mcp_stdio *io, int grace_ms, char *how, size_t size)
     int status = 0;
     pid_t got = 0;
 
+    /* A writer waiting for a program that does not read lets go at once. */
+    __atomic_store_n(&io->closing, true, __ATOMIC_RELEASE);
+    if (io->wake_fd >= 0)
+        eventfd_write(io->wake_fd, 1);
     pthread_mutex_lock(&io->write_lock);
     close_fd(&io->in_fd); /* EOF first: many servers exit on it */
     pthread_mutex_unlock(&io->write_lock);

@@ -17,8 +17,11 @@
  * knows nothing of JSON-RPC or of server/.
  * Threads: one thread runs mcp_stdio_read; any thread may mcp_stdio_send
  * (writes are serialised by the struct's own lock, so lines never mix);
+ * the reader itself answers with mcp_stdio_try_send, which never waits;
  * mcp_stdio_kill may run while the reader reads (the reader then sees the
- * output end); mcp_stdio_close only once it has returned.
+ * output end) and while a writer waits for room (it is woken and fails at
+ * once: a kill never waits out a writer's timeout); mcp_stdio_close only
+ * once the reader has returned.
  * Ownership: struct mcp_stdio is caller-allocated; it owns the child and
  * the three pipe ends. argv/env are borrowed during mcp_stdio_spawn.
  */
@@ -40,6 +43,9 @@
 struct mcp_stdio {
     pid_t pid; /* the program, leader of its process group; 0 when none */
     int in_fd, out_fd, err_fd;
+    int wake_fd;  /* eventfd: mcp_stdio_kill wakes a writer waiting for room */
+    bool closing; /* atomic: set by mcp_stdio_kill, cleared by _spawn */
+    bool waiting; /* atomic: a writer waits for room (try_send gives up at once) */
     pthread_mutex_t write_lock;
 };
 
@@ -73,9 +79,21 @@ int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n,
                    int timeout_ms) RX_WUR;
 
 /*
+ * Write one short message and its newline only if that takes no wait: for
+ * a thread that must never block (the reader, answering the server's own
+ * requests). 0; -EAGAIN (the pipe is full, or another writer is waiting
+ * for room: the message is dropped; a writer merely in the middle of a
+ * write is waited for, a moment); -EMSGSIZE (longer than PIPE_BUF less
+ * one: a pipe takes only that much whole); -EPIPE.
+ */
+int mcp_stdio_try_send(struct mcp_stdio *io, const char *msg, size_t n) RX_WUR;
+
+/*
  * Read stdout and stderr until the program closes its stdout or `stop_fd`
  * becomes readable, handing each line to `rd`. 0 at end of stream, -EINTR
- * when stopped, -ENOMEM.
+ * when stopped, -ECHILD when the program ended but its stdout stays open
+ * (a process it started holds it; what was written before is read first,
+ * for at most a second), -ENOMEM. The program is not reaped here.
  */
 int mcp_stdio_read(struct mcp_stdio *io, const struct mcp_stdio_reader *rd,
                    int stop_fd) RX_WUR;

@@ -35,8 +35,9 @@ struct tool {
 struct toolkit {
     struct tool *items;
     size_t len, cap;
-    size_t result_max;   /* every result is cut there */
-    struct mcp_hub *mcp; /* NULL until toolkit_add_mcp */
+    size_t result_max;    /* every result is cut there */
+    size_t mcp_tools_max; /* tools one MCP server may list */
+    struct mcp_hub *mcp;  /* NULL until toolkit_add_mcp */
 };
 
 /* -------------------------------------------------------------- helpers */
@@ -71,6 +72,8 @@ struct toolkit *toolkit_create(void)
 
     if (tk)
         tk->result_max = TOOLKIT_RESULT_MAX_DEFAULT;
+    if (tk)
+        tk->mcp_tools_max = MCP_SERVER_TOOLS_MAX_DEFAULT;
     return tk;
 }
 
@@ -465,19 +468,25 @@ int toolkit_add_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err)
 {
     if (tk->mcp)
         return rx_error_set(err, -EEXIST, "mcpServers: already added");
-    return mcp_hub_create(servers, toolkit_name_taken, tk, &tk->mcp, err);
+    return mcp_hub_create(servers, tk->mcp_tools_max, toolkit_name_taken, tk, &tk->mcp,
+                          err);
 }
 
 int toolkit_reload_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err)
 {
     if (!tk->mcp)
         return toolkit_add_mcp(tk, servers, err);
-    return mcp_hub_reload(tk->mcp, servers, err);
+    return mcp_hub_reload(tk->mcp, servers, tk->mcp_tools_max, err);
 }
 
 void toolkit_set_result_max(struct toolkit *tk, size_t max)
 {
     tk->result_max = max;
+}
+
+void toolkit_set_mcp_tools_max(struct toolkit *tk, size_t max)
+{
+    tk->mcp_tools_max = max;
 }
 
 json_t *toolkit_describe(const struct toolkit *tk)

@@ -94,6 +94,9 @@ int toolkit_reload_mcp(struct toolkit *tk, json_t *servers, struct rx_error *err
 
 /* Cut every result past `max` bytes (> 0). */
 void toolkit_set_result_max(struct toolkit *tk, size_t max);
+/* The most tools one MCP server may list (limits.mcp_tools_max), for the
+   servers started from now on (toolkit_add_mcp, toolkit_reload_mcp). */
+void toolkit_set_mcp_tools_max(struct toolkit *tk, size_t max);
 
 /*
  * GET /tools: {"tools": [{"name", "description", "parameters", "source",

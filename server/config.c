@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects/mcp_server.h"
 #include "effects/toolkit.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_json.h"
@@ -74,6 +75,7 @@ int config_init(struct config *c)
     c->max_running_effects = 64;    /* RUNTIME_POOL_MAX_DEFAULT */
     c->session_running_effects = 8; /* RUNTIME_SESSION_MAX_DEFAULT */
     c->tool_result_max = TOOLKIT_RESULT_MAX_DEFAULT;
+    c->mcp_tools_max = MCP_SERVER_TOOLS_MAX_DEFAULT;
     c->idle_timeout_ms = 30000;
     c->sse_retry_ms = 2000;
     c->sse_ping_ms = 15000;
@@ -186,7 +188,7 @@ static const struct {
     {"limits",
      "body_max import_max message_max max_sessions max_connections http_threads "
      "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
-     "max_running_effects session_running_effects tool_result_max"},
+     "max_running_effects session_running_effects tool_result_max mcp_tools_max"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -392,6 +394,7 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("limits.max_running_effects", c->max_running_effects, 1, 4096);
     INT_FIELD("limits.session_running_effects", c->session_running_effects, 1, 4096);
     INT_FIELD("limits.tool_result_max", c->tool_result_max, 256, 64L << 20);
+    INT_FIELD("limits.mcp_tools_max", c->mcp_tools_max, 1, 1000000);
     INT_FIELD("sse.retry_ms", c->sse_retry_ms, 0, 3600000);
     INT_FIELD("sse.ping_ms", c->sse_ping_ms, 100, 3600000);
     INT_FIELD("runtime.backoff_ms", c->backoff_ms, 1, 3600000);

@@ -41,6 +41,7 @@ struct config {
     int max_running_effects;     /* effects on workers at once, whole process */
     int session_running_effects; /* effects on workers at once, one session */
     size_t tool_result_max;      /* bytes of a tool result kept; the rest is cut */
+    size_t mcp_tools_max;        /* tools one MCP server may list; past it: refused */
     int sse_retry_ms;
     int sse_ping_ms;
     int backoff_ms;

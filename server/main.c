@@ -184,6 +184,7 @@ static struct toolkit *make_tools(const struct config *cfg)
         goto out_destroy;
     }
     toolkit_set_result_max(tk, cfg->tool_result_max);
+    toolkit_set_mcp_tools_max(tk, cfg->mcp_tools_max);
     /* Last: the MCP servers connect in the background from here on. */
     if (toolkit_add_mcp(tk, json_object_get(cfg->json, "mcpServers"), &err)) {
         fprintf(stderr, "reflexor: config: %s\n", err.text);
@@ -408,9 +409,11 @@ static void reload(struct config *cfg, const struct options *opts, struct toolki
         return;
     }
     /* The MCP servers first: a bad entry keeps the whole running config. */
-    if (toolkit_reload_mcp(tools, json_object_get(fresh.json, "mcpServers"), &err))
+    toolkit_set_mcp_tools_max(tools, fresh.mcp_tools_max);
+    if (toolkit_reload_mcp(tools, json_object_get(fresh.json, "mcpServers"), &err)) {
+        toolkit_set_mcp_tools_max(tools, cfg->mcp_tools_max);
         log_error("SIGHUP: config: %s; the running config stays", err.text);
-    else if (config_apply_reload(cfg, &fresh))
+    } else if (config_apply_reload(cfg, &fresh))
         log_error("SIGHUP: out of memory; the running config stays");
     else
         log_info(

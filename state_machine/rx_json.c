@@ -242,6 +242,7 @@ struct parser {
     size_t key_len;
     struct rx_buf keybuf, strbuf; /* decoded strings that had escapes */
     const char *why;              /* what went wrong, at p */
+    unsigned flags;               /* RX_JSON_* */
 };
 
 size_t rx_json_utf8_len(const char *s, size_t left)
@@ -318,7 +319,7 @@ static bool unescape(struct parser *ps, const char **pp, struct rx_buf *b)
     }
     if ((u = hex4(p + 1, ps->end)) < 0)
         return fail(ps, p, "invalid \\u escape");
-    if (u == 0)
+    if (u == 0 && !(ps->flags & RX_JSON_ALLOW_NUL))
         return fail(ps, p, "\\u0000 is not allowed");
     if (u >= 0xDC00 && u <= 0xDFFF)
         return fail(ps, p, "a low surrogate without a high one");
@@ -335,9 +336,9 @@ static bool unescape(struct parser *ps, const char **pp, struct rx_buf *b)
 }
 
 /*
- * The string whose opening quote is at ps->p: its bytes in *s, *n (NUL-free,
- * UTF-8). They point into the text when it has no escape (the common case:
- * no copy), else into b. ps->p moves past the closing quote.
+ * The string whose opening quote is at ps->p: its bytes in *s, *n (UTF-8,
+ * NUL-free unless RX_JSON_ALLOW_NUL). They point into the text when it has no escape (the
+ * common case: no copy), else into b. ps->p moves past the closing quote.
  */
 static bool parse_string(struct parser *ps, struct rx_buf *b, const char **s, size_t *n)
 {
@@ -577,7 +578,7 @@ static int parse_error(const struct parser *ps, struct rx_error *err)
 int rx_json_parse(const char *text, size_t len, unsigned flags, json_t **out,
                   struct rx_error *err)
 {
-    struct parser ps = {.text = text ? text : ""};
+    struct parser ps = {.text = text ? text : "", .flags = flags};
     const char *first;
     bool ok;
 

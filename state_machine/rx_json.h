@@ -58,12 +58,17 @@ size_t rx_json_utf8_len(const char *s, size_t left);
 
 /* rx_json_parse flags: any value at the top, not only an object or array. */
 #define RX_JSON_ANY 0x1u
+/* Strings (values and keys) may hold "\u0000": for a caller that refuses the
+   one string that does rather than the whole text (a NUL byte in the text
+   itself is refused all the same). */
+#define RX_JSON_ALLOW_NUL 0x2u
 
 /*
  * The `len` bytes of `text` (no terminator needed; NULL reads as empty) as
  * one JSON value: an object or array, or any value with RX_JSON_ANY; white
  * space around it allowed. Accepted and built as jansson's json_loadb (flags
- * 0 or JSON_DECODE_ANY) does: RFC 8259, strings UTF-8 without "\u0000", a
+ * 0 or JSON_DECODE_ANY) does: RFC 8259, strings UTF-8 without "\u0000" (unless
+ * RX_JSON_ALLOW_NUL), a
  * number without fraction or exponent an integer (refused past int64), any
  * other a finite double, the last of equal keys wins. Two differences:
  * nesting deeper than RX_JSON_DEPTH_MAX is refused, and so is a NUL byte

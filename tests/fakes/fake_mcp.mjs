@@ -21,6 +21,8 @@
 // The process ends when its stdin does.
 import process from 'node:process';
 
+import { readMessages } from './jsonl.mjs';
+
 const mode = process.argv[2];
 const MODES = ['silent', 'garbage', 'exit-mid-call'];
 if (!MODES.includes(mode)) {
@@ -114,21 +116,7 @@ function handle(msg) {
   }
 }
 
-let partial = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  if (mode === 'silent') return;
-  const lines = (partial + chunk).split('\n');
-  partial = lines.pop();
-  for (const line of lines) {
-    if (!line.trim()) continue;
-    let msg;
-    try {
-      msg = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    for (const m of Array.isArray(msg) ? msg : [msg]) handle(m);
-  }
+readMessages((m) => {
+  if (mode !== 'silent') handle(m);
 });
 process.stdin.on('end', () => process.exit(0));

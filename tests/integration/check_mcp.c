@@ -72,23 +72,14 @@ static long long mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The node binary, found on PATH (absolute: no lookup is left to Reflexor). */
+/* The node binary (absolute: no lookup is left to Reflexor). */
 static const char *node_bin(void)
 {
-    static char found[PATH_MAX];
-    char path[4096], *save = NULL;
+    const char *node = itest_node();
 
-    if (*found)
-        return found;
-    snprintf(path, sizeof(path), "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin");
-    for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(found, sizeof(found), "%s/node", *d ? d : ".");
-        if (!access(found, X_OK))
-            return found;
-    }
-    *found = '\0';
-    ck_abort_msg("node is not on PATH (the MCP tests run the npm reference servers)");
-    return NULL;
+    ck_assert_msg(node,
+                  "node is not on PATH (the MCP tests run the npm reference servers)");
+    return node;
 }
 
 /* `rel` (from the repository's root) made absolute, in out. */

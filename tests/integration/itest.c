@@ -846,3 +846,25 @@ void itest_fake_stop(struct itest_fake *f)
         close(f->hold_fd);
     memset(f, 0, sizeof(*f));
 }
+
+long itest_now_ms(void)
+{
+    return now_ms();
+}
+
+const char *itest_node(void)
+{
+    static char found[PATH_MAX];
+    char path[4096], *save = NULL;
+
+    if (*found)
+        return found;
+    snprintf(path, sizeof(path), "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin");
+    for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(found, sizeof(found), "%s/node", *d ? d : ".");
+        if (!access(found, X_OK))
+            return found;
+    }
+    *found = '\0';
+    return NULL;
+}

@@ -147,4 +147,11 @@ int itest_fake_start(struct itest_fake *f);
 /* SIGTERM it and reap it. */
 void itest_fake_stop(struct itest_fake *f);
 
+/* Milliseconds of CLOCK_MONOTONIC, for waits and measures. */
+long itest_now_ms(void);
+
+/* The node binary, found on PATH (absolute: no lookup is left to Reflexor,
+   whose MCP servers the tests run with it); NULL when there is none. */
+const char *itest_node(void);
+
 #endif

@@ -393,6 +393,29 @@ END_TEST
 
 /* Integers at the edges of int64 stay integers, one past them is refused;
    a fraction or exponent makes a real. */
+/* RX_JSON_ALLOW_NUL lets "\u0000" into strings and keys, and nothing else. */
+START_TEST(test_parse_allow_nul)
+{
+    static const char text[] = "{\"a\\u0000\":\"x\\u0000y\"}";
+    json_t *v = NULL;
+    const char *key;
+    json_t *val;
+
+    ck_assert_int_eq(rx_json_parse(text, strlen(text), 0, &v, NULL), -EINVAL);
+    ck_assert_int_eq(rx_json_parse(text, strlen(text), RX_JSON_ALLOW_NUL, &v, NULL), 0);
+    json_object_foreach(v, key, val)
+    {
+        ck_assert_uint_eq(json_object_iter_key_len(json_object_key_to_iter(key)), 2);
+        ck_assert_uint_eq(json_string_length(val), 3);
+        ck_assert_int_eq(memcmp(json_string_value(val), "x\0y", 3), 0);
+    }
+    json_decref(v);
+    /* A NUL byte in the text itself is still refused. */
+    ck_assert_int_eq(rx_json_parse("{\"a\":\"x\0\"}", 8, RX_JSON_ALLOW_NUL, &v, NULL),
+                     -EINVAL);
+}
+END_TEST
+
 START_TEST(test_parse_numbers)
 {
     const char *t = "[9223372036854775807,-9223372036854775808,-0,1.0,1e2]";
@@ -493,6 +516,7 @@ Suite *json_suite(void)
                         sizeof(parse_rows) / sizeof(parse_rows[0]));
     tcase_add_test(tc, test_parse_top);
     tcase_add_test(tc, test_parse_length);
+    tcase_add_test(tc, test_parse_allow_nul);
     tcase_add_test(tc, test_parse_numbers);
     tcase_add_test(tc, test_parse_error_position);
     tcase_add_test(tc, test_parse_depth);

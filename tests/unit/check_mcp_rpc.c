@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "effects/mcp_rpc.h"
+#include "state_machine/rx_json.h"
 
 Suite *mcp_rpc_suite(void);
 
@@ -796,11 +797,13 @@ static const struct {
     {"{'tools':[{'name':'a','description':null,'annotations':null}]}", 0,
      "[{'name':'a','description':'','inputSchema':" DEFAULT_SCHEMA ",'annotations':{}}]",
      NULL, 0, NULL},
-    /* unicode and NULs in a description are kept as they are */
-    {"{'tools':[{'name':'caf\\u00e9','description':'d\\u00e9j\\u00e0 \\u0000 vu'}]}", 0,
-     "[{'name':'caf\\u00e9','description':'d\\u00e9j\\u00e0 \\u0000 "
+    /* unicode in a description is kept as it is; a NUL leaves the tool out */
+    {"{'tools':[{'name':'caf\\u00e9','description':'d\\u00e9j\\u00e0 vu'}]}", 0,
+     "[{'name':'caf\\u00e9','description':'d\\u00e9j\\u00e0 "
      "vu','inputSchema':" DEFAULT_SCHEMA ",'annotations':{}}]",
      NULL, 0, NULL},
+    {"{'tools':[{'name':'caf\\u00e9','description':'d\\u00e9j\\u00e0 \\u0000 vu'}]}", 0,
+     "[]", NULL, 1, NULL},
     /* skipped entries */
     {"{'tools':[{'name':'ok'},{'description':'no name'},{'name':''},{'name':5},"
      "{'name':null},{'name':'x\\u0000y'},{'name':'bad','inputSchema':'object'},"
@@ -858,6 +861,30 @@ START_TEST(test_tools_page)
     ck_assert_int_eq(json_array_insert_new(want, 0, J("{'name':'earlier'}")), 0);
     json_decref(r);
     assert_equal(tools, want, "tools");
+}
+END_TEST
+
+/* One tool with a NUL anywhere (a description, deep in a schema, a key) is
+   left out alone; its neighbours stay. */
+START_TEST(test_tools_page_skips_nul)
+{
+    const char *text =
+        "{\"tools\":[{\"name\":\"ok\"},{\"name\":\"d\",\"description\":\"a\\u0000b\"},"
+        "{\"name\":\"s\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"x\":"
+        "{\"enum\":[\"\\u0000\"]}}}},{\"name\":\"k\",\"annotations\":{\"a\\u0000\":1}},"
+        "{\"name\":\"ok2\"}]}";
+    json_t *r = NULL, *tools = json_array();
+    size_t skipped = 0;
+
+    /* jansson refuses a NUL in a key; the parser the transports use does not. */
+    ck_assert_int_eq(rx_json_parse(text, strlen(text), RX_JSON_ALLOW_NUL, &r, NULL), 0);
+    ck_assert_int_eq(mcp_rpc_tools_page(r, tools, NULL, &skipped, NULL), 0);
+    ck_assert_uint_eq(skipped, 3);
+    ck_assert_uint_eq(json_array_size(tools), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tools, 1), "name")),
+                     "ok2");
+    json_decref(tools);
+    json_decref(r);
 }
 END_TEST
 
@@ -927,26 +954,42 @@ static const struct {
      "srv__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_3"},
 };
 
+/* What taken() saw for one row: the names asked about, the last one last. */
+struct row_taken {
+    const char *const *taken;
+    int asked, taken_answers;
+    char last[MCP_RPC_NAME_MAX + 1];
+};
+
 static bool taken_in_row(void *ctx, const char *name)
 {
-    const char *const *taken = ctx;
+    struct row_taken *rt = ctx;
 
     ck_assert_uint_le(strlen(name), MCP_RPC_NAME_MAX);
-    for (size_t i = 0; i < 4 && taken[i]; i++)
-        if (!strcmp(taken[i], name))
+    rt->asked++;
+    snprintf(rt->last, sizeof(rt->last), "%s", name);
+    for (size_t i = 0; i < 4 && rt->taken[i]; i++)
+        if (!strcmp(rt->taken[i], name)) {
+            rt->taken_answers++;
             return true;
+        }
     return false;
 }
 
 START_TEST(test_tool_name)
 {
+    struct row_taken rt = {name_rows[_i].taken, 0, 0, ""};
     char out[MCP_RPC_NAME_MAX + 1];
 
     ck_assert_int_eq(mcp_rpc_tool_name(name_rows[_i].server, name_rows[_i].tool,
-                                       taken_in_row, (void *)name_rows[_i].taken, out),
+                                       taken_in_row, &rt, NULL, out),
                      0);
     ck_assert_str_eq(out, name_rows[_i].want);
-    ck_assert_uint_le(strlen(out), MCP_RPC_NAME_MAX);
+    /* Not implied by the row: the name given is the last one taken() was
+       asked about (none is handed out unchecked), and the first it said was
+       free (every question before it was answered "taken"). */
+    ck_assert_str_eq(rt.last, out);
+    ck_assert_int_eq(rt.asked, rt.taken_answers + 1);
     for (const char *p = out; *p; p++)
         ck_assert_msg(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                              "0123456789_-",
@@ -959,7 +1002,7 @@ START_TEST(test_tool_name_no_taken)
 {
     char out[MCP_RPC_NAME_MAX + 1];
 
-    ck_assert_int_eq(mcp_rpc_tool_name("a b", "c", NULL, NULL, out), 0);
+    ck_assert_int_eq(mcp_rpc_tool_name("a b", "c", NULL, NULL, NULL, out), 0);
     ck_assert_str_eq(out, "a_b__c");
 }
 END_TEST
@@ -985,7 +1028,7 @@ START_TEST(test_tool_name_exhausted)
     struct taken_count c = {0, 0, ""};
     char out[MCP_RPC_NAME_MAX + 1] = "untouched";
 
-    ck_assert_int_eq(mcp_rpc_tool_name("s", "t", taken_counting, &c, out), -EEXIST);
+    ck_assert_int_eq(mcp_rpc_tool_name("s", "t", taken_counting, &c, NULL, out), -EEXIST);
     ck_assert_int_eq(c.calls, MCP_RPC_NAME_TRIES);
     ck_assert_str_eq(c.last, "s__t_1000");
     ck_assert_str_eq(out, "untouched");
@@ -999,10 +1042,51 @@ START_TEST(test_tool_name_last_try)
     char want[MCP_RPC_NAME_MAX + 1];
 
     /* The longest suffix still keeps to 64 bytes. */
-    ck_assert_int_eq(mcp_rpc_tool_name(A64, "t", taken_counting, &c, out), 0);
+    ck_assert_int_eq(mcp_rpc_tool_name(A64, "t", taken_counting, &c, NULL, out), 0);
     snprintf(want, sizeof(want), "%.59s_1000", A64);
     ck_assert_str_eq(out, want);
     ck_assert_uint_eq(strlen(out), MCP_RPC_NAME_MAX);
+}
+END_TEST
+
+/* Names given so far, for the resume test: taken() looks them up. */
+struct given {
+    char names[64][MCP_RPC_NAME_MAX + 1];
+    int n, asked;
+};
+
+static bool taken_given(void *ctx, const char *name)
+{
+    struct given *g = ctx;
+
+    g->asked++;
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->names[i], name))
+            return true;
+    return false;
+}
+
+/* With `next`, each duplicate starts where the last one stopped: 50 tools of
+   one name cost two questions each (the name, its own suffix), not n. */
+START_TEST(test_tool_name_resumes)
+{
+    struct given g = {.n = 0};
+    unsigned next = 0;
+
+    for (int i = 0; i < 50; i++) {
+        char want[MCP_RPC_NAME_MAX + 1];
+
+        ck_assert_int_eq(
+            mcp_rpc_tool_name("s", "t", taken_given, &g, &next, g.names[g.n]), 0);
+        if (i)
+            snprintf(want, sizeof(want), "s__t_%d", i + 1);
+        else
+            snprintf(want, sizeof(want), "s__t");
+        ck_assert_str_eq(g.names[g.n], want);
+        g.n++;
+    }
+    ck_assert_uint_eq(next, 51);
+    ck_assert_int_eq(g.asked, 1 + 49 * 2);
 }
 END_TEST
 
@@ -1012,7 +1096,7 @@ START_TEST(test_tool_name_huge)
     char out[MCP_RPC_NAME_MAX + 1];
 
     memset(server, '\xe9', sizeof(server) - 1); /* Latin-1 bytes: stray, one '_' each */
-    ck_assert_int_eq(mcp_rpc_tool_name(server, "t", NULL, NULL, out), 0);
+    ck_assert_int_eq(mcp_rpc_tool_name(server, "t", NULL, NULL, NULL, out), 0);
     ck_assert_uint_eq(strlen(out), MCP_RPC_NAME_MAX);
     ck_assert_str_eq(out,
                      "________________________________________________________________");
@@ -1331,6 +1415,7 @@ Suite *mcp_rpc_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_tools_page, 0, N_ROWS(page_rows));
     tcase_add_test(tc, test_tools_page_copies);
+    tcase_add_test(tc, test_tools_page_skips_nul);
     tcase_add_test(tc, test_tools_page_oom);
     suite_add_tcase(s, tc);
 
@@ -1340,6 +1425,7 @@ Suite *mcp_rpc_suite(void)
     tcase_add_test(tc, test_tool_name_exhausted);
     tcase_add_test(tc, test_tool_name_last_try);
     tcase_add_test(tc, test_tool_name_huge);
+    tcase_add_test(tc, test_tool_name_resumes);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("call_text");
