@@ -341,6 +341,8 @@ static json_t *describe_server(const struct mcp_names *t, struct mcp_server *srv
     char warning[128] = "";
 
     mcp_server_info(srv, &info);
+    if (info.status == MCP_UP && !mcp_names_saw_up(t, srv))
+        info.status = MCP_STARTING; /* its tools are being named */
     if (info.skipped)
         snprintf(warning, sizeof(warning),
                  "%zu of its tools left out: no valid name or schema, or a NUL "

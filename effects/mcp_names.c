@@ -15,6 +15,7 @@
 struct names_server {
     struct mcp_server *srv; /* one reference: the table may outlive the hub's */
     size_t tools;           /* of its tools, those named here */
+    bool up;                /* it was up when its tools were named */
 };
 
 struct mcp_names {
@@ -99,6 +100,14 @@ size_t mcp_names_of(const struct mcp_names *t, const struct mcp_server *srv)
         if (t->servers[i].srv == srv)
             return t->servers[i].tools;
     return 0;
+}
+
+bool mcp_names_saw_up(const struct mcp_names *t, const struct mcp_server *srv)
+{
+    for (size_t i = 0; i < t->n_servers; i++)
+        if (t->servers[i].srv == srv)
+            return t->servers[i].up;
+    return false;
 }
 
 /* ---------------------------------------------------------------- naming */
@@ -187,6 +196,7 @@ static int add_server_tools(struct naming *nm, const struct mcp_names_source *sr
     ts->tools = 0;
     t->n_servers++;
     mcp_server_info(src->srv, &info);
+    ts->up = info.status == MCP_UP;
     if (reserve(t, json_array_size(list))) {
         json_decref(list);
         return -ENOMEM;

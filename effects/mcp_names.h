@@ -74,5 +74,8 @@ const struct mcp_names_tool *mcp_names_at(const struct mcp_names *t, size_t i);
 
 /* How many tools of `srv` the table names. */
 size_t mcp_names_of(const struct mcp_names *t, const struct mcp_server *srv);
+/* Whether `srv` was up when the table named its tools: until a server's tools
+   are named, GET /tools shows it "starting", so "up" always comes with them. */
+bool mcp_names_saw_up(const struct mcp_names *t, const struct mcp_server *srv);
 
 #endif
