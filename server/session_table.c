@@ -192,11 +192,29 @@ static bool table_remove(struct session_table *t, const char *id)
     return true;
 }
 
+/*
+ * Words the routes use where an id could stand: /sessions/import (native),
+ * /threads/search and /threads/count (LangGraph). A session by one of these
+ * names could be made but never reached by every API, so a client may not
+ * choose one.
+ */
+bool session_id_is_reserved(const char *id)
+{
+    static const char *const words[] = {"import", "search", "count"};
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (!strcmp(id, words[i]))
+            return true;
+    return false;
+}
+
 int session_table_create_session(struct session_table *t, const char *id,
                                  struct session **out)
 {
     char fresh[RX_UUID_LEN];
 
+    if (id && session_id_is_reserved(id))
+        return -EINVAL;
     if (!id) {
         idgen_uuid(fresh);
         id = fresh;

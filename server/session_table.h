@@ -62,8 +62,11 @@ struct session_table *session_table_create(const struct session_env *env) RX_WUR
 /* Cancels every effect, waits for them, ends every stream, frees. */
 void session_table_destroy(struct session_table *t);
 
+/* True for the words no client may choose as an id ("import", "search", "count"). */
+bool session_id_is_reserved(const char *id);
 /*
- * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENFILE (the session
+ * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -EINVAL (an id that is
+ * not plain, or reserved: session_id_is_reserved), -ENFILE (the session
  * limit, limits.max_sessions), -ENOSPC (no room in the store), -EIO (the store
  * is unusable) or -ENOMEM.
  */
