@@ -538,7 +538,7 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
     if (!strcmp(path, "/sessions/import")) {
         if (strcmp(method, "POST"))
             return reply_method_not_allowed(conn, "POST");
-        return api_sessions_import(srv, conn, body);
+        return api_sessions_import(srv, conn, body, pending);
     }
     if (!strncmp(path, "/sessions/", 10)) {
         n = strcspn(path + 10, "/");

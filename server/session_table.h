@@ -153,6 +153,17 @@ void *session_table_follow(struct session_table *t, session_attach_fn attach, vo
  */
 int session_table_import(struct session_table *t, json_t *doc,
                          struct session_import_error *e, struct session **out) RX_WUR;
+/*
+ * The same from the document's text (`len` bytes, borrowed), read input by
+ * input (session_import_replay_text): what POST .../sessions/import uses, on
+ * a thread of its own. check(arg), when not NULL, is asked every 1024 inputs
+ * and a nonzero answer (a negative errno, e.g. -ECANCELED at shutdown) stops
+ * the import with it, nothing made.
+ */
+int session_table_import_text(struct session_table *t, const char *text, size_t len,
+                              int (*check)(void *), void *arg,
+                              struct session_import_error *e,
+                              struct session **out) RX_WUR;
 
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);
