@@ -29,75 +29,12 @@ static long long mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The server's resident memory in KiB (VmRSS), or -1. */
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if (!(f = fopen(path, "r")))
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "VmRSS:", 6))
-            kb = strtol(line + 6, NULL, 10);
-    fclose(f);
-    return kb;
-}
-
-/* ---- the probe: /healthz every 100 ms, the slowest answer and the peak RSS -------- */
-
-struct probe {
-    pthread_t thread;
-    const struct itest_server *s;
-    volatile bool stop;
-    long long worst_ms;
-    long peak_kb;
-    int failed, asked;
-};
-
-static void *probe_main(void *arg)
-{
-    struct probe *p = arg;
-    char url[128];
-
-    snprintf(url, sizeof(url), "%s/healthz", p->s->base);
-    while (!p->stop) {
-        long long t0 = mono_ms(), dt;
-        struct itest_resp r;
-        long kb = rss_kb(p->s->pid);
-
-        if (itest_request("GET", url, NULL, NULL, &r) || r.status != 200)
-            p->failed++;
-        itest_resp_release(&r);
-        dt = mono_ms() - t0;
-        p->asked++;
-        if (dt > p->worst_ms)
-            p->worst_ms = dt;
-        if (kb > p->peak_kb)
-            p->peak_kb = kb;
-        usleep(100 * 1000);
-    }
-    return NULL;
-}
-
-static void probe_start(struct probe *p, const struct itest_server *s)
-{
-    memset(p, 0, sizeof(*p));
-    p->s = s;
-    ck_assert_int_eq(pthread_create(&p->thread, NULL, probe_main, p), 0);
-}
-
 /* Stop the probe; it must have seen every /healthz answered within PROBE_MS. */
-static void probe_check(struct probe *p, const char *what)
+static void probe_check(struct itest_probe *p, const char *what)
 {
-    p->stop = true;
-    pthread_join(p->thread, NULL);
-    fprintf(stderr, "%s: %d probes, slowest %lld ms, %d failed, peak RSS %ld KiB\n", what,
-            p->asked, p->worst_ms, p->failed, p->peak_kb);
+    itest_probe_stop(p, what);
     ck_assert_msg(!p->failed && p->worst_ms <= PROBE_MS,
-                  "%s: /healthz locked out: slowest answer %lld ms, %d failed", what,
+                  "%s: /healthz locked out: slowest answer %ld ms, %d failed", what,
                   p->worst_ms, p->failed);
 }
 
@@ -115,24 +52,13 @@ static void stop_within(struct itest_server *s)
     ck_assert_msg(mono_ms() - t0 <= STOP_MS, "SIGTERM took %lld ms", mono_ms() - t0);
 }
 
-/*
- * A memory bound in MiB for this build. Under ASan (make test sets
- * ASAN_OPTIONS for the sanitized run) every allocation carries redzones and
- * freed memory waits in a 256 MiB quarantine: three times the plain bound
- * plus the quarantine.
- */
-static long mem_bound(long mb)
-{
-    return getenv("ASAN_OPTIONS") ? 3 * mb + 256 : mb;
-}
-
 /* The RSS growth since `base_kb` must stay under `bound_mb` (mem_bound). */
-static void rss_within(const struct probe *p, long base_kb, long bound_mb,
+static void rss_within(const struct itest_probe *p, long base_kb, long bound_mb,
                        const char *what)
 {
     long grew = (p->peak_kb - base_kb) / 1024;
 
-    bound_mb = mem_bound(bound_mb);
+    bound_mb = itest_mem_bound(bound_mb);
 
     fprintf(stderr, "%s: RSS grew %ld MiB at its peak (bound %ld MiB)\n", what, grew,
             bound_mb);
@@ -171,7 +97,15 @@ static void *shot_main(void *arg)
 {
     struct shot *x = arg;
 
-    x->status = call(x->s, "POST", x->path, x->body, &x->answer);
+    char url[1024];
+    struct itest_resp r;
+
+    /* An import of 135 000 inputs takes long under ASan: past 30 s. */
+    snprintf(url, sizeof(url), "%s%s", x->s->base, x->path);
+    x->status =
+        itest_request_within("POST", url, x->body, NULL, 300000, &r) ? -1 : r.status;
+    x->answer = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+    itest_resp_release(&r);
     return NULL;
 }
 
@@ -190,7 +124,7 @@ static char marker[64];
 START_TEST(test_import_restamps_policies)
 {
     struct itest_server srv;
-    struct probe p;
+    struct itest_probe p;
     char cfg[512], path[160];
     json_t *a = NULL, *st, *recs, *r;
     struct stat sb;
@@ -205,7 +139,7 @@ START_TEST(test_import_restamps_policies)
              "\"approval\":\"ask\"}]}",
              marker);
     start(&srv, cfg, NULL);
-    probe_start(&p, &srv);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     ck_assert_int_eq(
         call(&srv, "POST", "/api/reflexor/sessions/import",
              "{\"format\":\"reflexor-session\",\"version\":1,\"inputs\":["
@@ -258,7 +192,7 @@ START_TEST(test_details_flood)
                                "\"user\",\"content\":\"";
     struct itest_server srv;
     struct shot x[SHOTS];
-    struct probe p;
+    struct itest_probe p;
     size_t n = sizeof(head) - 1;
     char *body = malloc(n + TAGS * 9 + 16);
     long base;
@@ -269,8 +203,8 @@ START_TEST(test_details_flood)
         memcpy(body + n, "<details>", 9);
     strcpy(body + n, "\"}]}");
     start(&srv, "{\"brain\":{\"builtin\":{\"chunk_delay_ms\":0}}}", NULL);
-    base = rss_kb(srv.pid);
-    probe_start(&p, &srv);
+    base = itest_rss_kb(srv.pid);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     memset(x, 0, sizeof(x));
     for (int i = 0; i < SHOTS; i++) {
         x[i].s = &srv;
@@ -318,7 +252,7 @@ START_TEST(test_import_flood)
     const char *args[] = {"--db", "/tmp/rx-hostile-import.db", NULL};
     struct itest_server srv;
     struct shot x[SHOTS];
-    struct probe p;
+    struct itest_probe p;
     char *doc = big_document(135000);
     int made = 0, busy = 0;
     long base;
@@ -326,8 +260,8 @@ START_TEST(test_import_flood)
     fprintf(stderr, "import-flood: a document of %zu bytes\n", strlen(doc));
     itest_remove_db(args[1]);
     start(&srv, "{\"runtime\":{\"effects\":false}}", args);
-    base = rss_kb(srv.pid);
-    probe_start(&p, &srv);
+    base = itest_rss_kb(srv.pid);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     memset(x, 0, sizeof(x));
     for (int i = 0; i < SHOTS; i++) {
         x[i].s = &srv;
@@ -399,7 +333,7 @@ static char *many_keys(int tag, int keys)
 START_TEST(test_thread_metadata_bounded)
 {
     struct itest_server srv;
-    struct probe p;
+    struct itest_probe p;
     json_t *a = NULL, *t = NULL;
     char path[256], *text;
     int taken = 0;
@@ -410,8 +344,8 @@ START_TEST(test_thread_metadata_bounded)
     snprintf(path, sizeof(path), "/api/langgraph/threads/%s",
              json_string_value(json_object_get(a, "thread_id")));
     json_decref(a);
-    base = rss_kb(srv.pid);
-    probe_start(&p, &srv);
+    base = itest_rss_kb(srv.pid);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     for (int i = 0; i < 10; i++) {
         char *b = many_keys(i, 40000);
         long st = call(&srv, "PATCH", path, b, &a);
@@ -426,7 +360,7 @@ START_TEST(test_thread_metadata_bounded)
     }
     fprintf(stderr,
             "thread-metadata: %d of 10 PATCHes of 40 000 keys taken, RSS +%ld MiB\n",
-            taken, (rss_kb(srv.pid) - base) / 1024);
+            taken, (itest_rss_kb(srv.pid) - base) / 1024);
     ck_assert_int_eq(taken, 0);
     /* A small one still fits, and what the thread shows stays within the bound. */
     ck_assert_int_eq(call(&srv, "PATCH", path, "{\"metadata\":{\"ok\":1}}", NULL), 200);
@@ -462,7 +396,7 @@ START_TEST(test_finished_runs_bounded)
 {
     enum { RUNS = 40, KEYS = 24000 };
     struct itest_server srv;
-    struct probe p;
+    struct itest_probe p;
     char path[256], url[512], tid[64], rids[RUNS][40];
     json_t *a = NULL;
     char *body, *meta = many_keys(7, KEYS);
@@ -485,8 +419,8 @@ START_TEST(test_finished_runs_bounded)
     ck_assert_int_eq(call(&srv, "POST", "/api/langgraph/threads", "{}", &a), 200);
     snprintf(tid, sizeof(tid), "%s", json_string_value(json_object_get(a, "thread_id")));
     json_decref(a);
-    base = rss_kb(srv.pid);
-    probe_start(&p, &srv);
+    base = itest_rss_kb(srv.pid);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     snprintf(path, sizeof(path), "/api/langgraph/threads/%s/runs", tid);
     for (int i = 0; i < RUNS; i++) {
         ck_assert_int_eq(call(&srv, "POST", path, body, &a), 200);
@@ -499,7 +433,7 @@ START_TEST(test_finished_runs_bounded)
     a = itest_poll_json(url, run_over, NULL, 60000);
     ck_assert_msg(run_over(a, NULL), "the runs did not end");
     json_decref(a);
-    after = rss_kb(srv.pid);
+    after = itest_rss_kb(srv.pid);
     fprintf(stderr, "finished-runs: RSS %ld -> %ld KiB after %d runs ended\n", base,
             after, RUNS);
     /* The newest is still there to join; the oldest went to keep the bound. */
@@ -509,7 +443,7 @@ START_TEST(test_finished_runs_bounded)
     ck_assert_int_eq(call(&srv, "GET", url, NULL, NULL), 404);
     probe_check(&p, "finished-runs");
     /* Before: +261 MiB, every record kept with trees of its metadata and config. */
-    ck_assert_msg((after - base) / 1024 <= mem_bound(80),
+    ck_assert_msg((after - base) / 1024 <= itest_mem_bound(80),
                   "RSS grew %ld MiB after the runs ended", (after - base) / 1024);
     stop_within(&srv);
     free(meta);
@@ -523,12 +457,12 @@ START_TEST(test_reserved_ids_refused)
 {
     static const char *const words[] = {"import", "search", "count"};
     struct itest_server srv;
-    struct probe p;
+    struct itest_probe p;
     char body[128], path[128];
     json_t *a = NULL;
 
     start(&srv, NULL, NULL);
-    probe_start(&p, &srv);
+    ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
     for (size_t i = 0; i < 3; i++) {
         snprintf(body, sizeof(body), "{\"thread_id\":\"%s\"}", words[i]);
         ck_assert_int_eq(call(&srv, "POST", "/api/langgraph/threads", body, &a), 422);
