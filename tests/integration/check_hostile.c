@@ -109,10 +109,17 @@ static void *shot_main(void *arg)
     return NULL;
 }
 
-static void volley(struct shot *x, int n)
+/* `n` POSTs of `body` to `path`, at once; their answers in x[]. */
+static void volley(const struct itest_server *s, const char *path, const char *body,
+                   struct shot *x, int n)
 {
-    for (int i = 0; i < n; i++)
+    memset(x, 0, (size_t)n * sizeof(*x));
+    for (int i = 0; i < n; i++) {
+        x[i].s = s;
+        x[i].path = path;
+        x[i].body = body;
         ck_assert_int_eq(pthread_create(&x[i].thread, NULL, shot_main, &x[i]), 0);
+    }
     for (int i = 0; i < n; i++)
         pthread_join(x[i].thread, NULL);
 }
@@ -205,13 +212,7 @@ START_TEST(test_details_flood)
     start(&srv, "{\"brain\":{\"builtin\":{\"chunk_delay_ms\":0}}}", NULL);
     base = itest_rss_kb(srv.pid);
     ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
-    memset(x, 0, sizeof(x));
-    for (int i = 0; i < SHOTS; i++) {
-        x[i].s = &srv;
-        x[i].path = "/v1/chat/completions";
-        x[i].body = body;
-    }
-    volley(x, SHOTS);
+    volley(&srv, "/v1/chat/completions", body, x, SHOTS);
     for (int i = 0; i < SHOTS; i++)
         fprintf(stderr, "details-flood: completion %d: %ld\n", i, x[i].status);
     probe_check(&p, "details-flood");
@@ -262,13 +263,7 @@ START_TEST(test_import_flood)
     start(&srv, "{\"runtime\":{\"effects\":false}}", args);
     base = itest_rss_kb(srv.pid);
     ck_assert_int_eq(itest_probe_start(&p, &srv), 0);
-    memset(x, 0, sizeof(x));
-    for (int i = 0; i < SHOTS; i++) {
-        x[i].s = &srv;
-        x[i].path = "/api/reflexor/sessions/import";
-        x[i].body = doc;
-    }
-    volley(x, SHOTS);
+    volley(&srv, "/api/reflexor/sessions/import", doc, x, SHOTS);
     probe_check(&p, "import-flood");
     /* Three 15 MiB bodies as they arrive, and per import replaying (at most
        limits.imports_running, 2): its log as the store takes it, the state of
@@ -525,10 +520,9 @@ static bool answered(json_t *st, void *arg)
 
 START_TEST(test_deep_arguments_say_why)
 {
-    enum { DEPTH = 1000 };
     struct itest_server srv;
     struct itest_fake fake;
-    char *body = malloc(2 * DEPTH + 256), *p, cfg[256], url[256];
+    char *body = itest_deep_tool_call(1000), cfg[256], url[256];
     const char *text;
     json_t *a = NULL, *st;
     char *sid;
@@ -542,12 +536,6 @@ START_TEST(test_deep_arguments_say_why)
              fake.port);
     start(&srv, cfg, NULL);
     /* From a client (an out-of-process brain): 400 naming the depth. */
-    p = body + sprintf(body, "{\"type\":\"brain-call-tools\",\"calledBrainAt\":0,"
-                             "\"toolCalls\":{\"c1\":{\"name\":\"calculator\","
-                             "\"parameters\":\"");
-    memset(p, '[', DEPTH);
-    memset(p + DEPTH, ']', DEPTH);
-    strcpy(p + 2 * DEPTH, "\"}}}");
     sid = itest_new_session(&srv);
     ck_assert_ptr_nonnull(sid);
     ck_assert_int_eq(itest_post_input(&srv, sid, body, &a), 400);

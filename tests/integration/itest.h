@@ -176,5 +176,8 @@ void itest_probe_stop(struct itest_probe *p, const char *what);
  * plus the quarantine.
  */
 long itest_mem_bound(long mb);
+/* A brain-call-tools input whose calculator parameters nest `depth` arrays
+   deep (malloc'd), or NULL. */
+char *itest_deep_tool_call(int depth);
 
 #endif

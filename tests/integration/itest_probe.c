@@ -1,6 +1,7 @@
 /*
  * itest_probe - whether a server under attack still holds: a /healthz probe
- * on a thread of its own and the server's resident memory. See itest.h.
+ * on a thread of its own and the server's resident memory; and the hostile
+ * inputs more than one test sends. See itest.h.
  */
 #include "tests/integration/itest.h"
 
@@ -77,4 +78,19 @@ void itest_probe_stop(struct itest_probe *p, const char *what)
 long itest_mem_bound(long mb)
 {
     return getenv("ASAN_OPTIONS") ? 3 * mb + 256 : mb;
+}
+
+char *itest_deep_tool_call(int depth)
+{
+    char *body = malloc(2 * (size_t)depth + 256), *p;
+
+    if (!body)
+        return NULL;
+    p = body + sprintf(body, "{\"type\":\"brain-call-tools\",\"calledBrainAt\":0,"
+                             "\"toolCalls\":{\"c1\":{\"name\":\"calculator\","
+                             "\"parameters\":\"");
+    memset(p, '[', (size_t)depth);
+    memset(p + depth, ']', (size_t)depth);
+    strcpy(p + 2 * depth, "\"}}}");
+    return body;
 }
