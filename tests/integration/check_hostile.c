@@ -69,6 +69,7 @@ static void stop_within(struct itest_server *s)
     long long t0 = mono_ms();
 
     ck_assert_int_eq(itest_server_stop(s), 0);
+    fprintf(stderr, "SIGTERM: done in %lld ms\n", mono_ms() - t0);
     ck_assert_msg(mono_ms() - t0 <= STOP_MS || under_tool(), "SIGTERM took %lld ms",
                   mono_ms() - t0);
 }
@@ -317,13 +318,14 @@ END_TEST
 /* A shutdown does not wait for an import to finish replaying. */
 START_TEST(test_import_stopped_by_sigterm)
 {
+    const char *args[] = {"--db", "/tmp/rx-hostile-sigterm.db", NULL};
     struct itest_server srv;
     struct shot x = {0};
     char *doc = big_document(135000);
 
     SKIP_UNDER_TOOL("import-sigterm");
-
-    start(&srv, "{\"runtime\":{\"effects\":false}}", NULL);
+    itest_remove_db(args[1]);
+    start(&srv, "{\"runtime\":{\"effects\":false}}", args);
     x.s = &srv;
     x.path = "/api/reflexor/sessions/import";
     x.body = doc;
@@ -332,6 +334,7 @@ START_TEST(test_import_stopped_by_sigterm)
     stop_within(&srv);
     pthread_join(x.thread, NULL);
     json_decref(x.answer);
+    itest_remove_db(args[1]);
     free(doc);
 }
 END_TEST
@@ -362,7 +365,6 @@ START_TEST(test_thread_metadata_bounded)
     long base;
 
     SKIP_UNDER_TOOL("thread-metadata");
-
     start(&srv, NULL, NULL);
     ck_assert_int_eq(call(&srv, "POST", "/api/langgraph/threads", "{}", &a), 200);
     snprintf(path, sizeof(path), "/api/langgraph/threads/%s",
