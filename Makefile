@@ -112,7 +112,8 @@ $(BUILD)/tests/isuites.inc: $(INTEG_SRC) Makefile
 $(BUILD)/tests/integration/check_main.o: $(BUILD)/tests/isuites.inc
 $(BUILD)/tests/integration/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 
-$(INTEG): $(INTEG_OBJ) $(BUILD)/tests/integration/itest.o $(BUILD)/libreflexor.a
+$(INTEG): $(INTEG_OBJ) $(BUILD)/tests/integration/itest.o \
+          $(BUILD)/tests/integration/itest_probe.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/%.o: %.c $(BUILD)/FLAGS

@@ -553,11 +553,17 @@ static int answer_round(struct oa_ask *ax, bool *again)
         rc = finish_error(ax, "the model returned an empty reply");
     }
     if (!rc && in.n_calls) {
-        rc = dispatch(ax, &in);
+        /* Said here, where the reason is known: the session would only refuse. */
+        bool deep = !rx_input_calls_depth_ok(&in);
+
+        rc = deep ? -EPROTO : dispatch(ax, &in);
         if (rc == -EPROTO) {
             *ax->msg_id = '\0';
             rx_buf_reset(&ax->text);
-            rc = finish_error(ax, "the session refused the tool calls");
+            rc = deep ? finish_error(ax, "the model's tool arguments nest deeper than "
+                                         "64 levels; not run")
+                      : finish_error(ax, "the session refused the tool calls (they do "
+                                         "not apply to its state)");
         }
     }
 

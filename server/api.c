@@ -183,6 +183,12 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
         return reply_error(conn, 500, "internal", NULL, "out of memory");
     if (err)
         return reply_error(conn, 400, "invalid-input", field, "%s", why.text);
+    if (!rx_input_calls_depth_ok(&in)) {
+        rx_input_release(&in);
+        return reply_error(conn, 400, "invalid-input", "toolCalls",
+                           "tool arguments nest deeper than %d levels",
+                           RX_JSON_DEPTH_MAX);
+    }
     if (rx_input_type_origin(in.type) != RX_ORIGIN_USER &&
         !srv->cfg->allow_agent_inputs) {
         /* The name first: releasing the input resets its type. */
@@ -532,7 +538,7 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
     if (!strcmp(path, "/sessions/import")) {
         if (strcmp(method, "POST"))
             return reply_method_not_allowed(conn, "POST");
-        return api_sessions_import(srv, conn, body);
+        return api_sessions_import(srv, conn, body, pending);
     }
     if (!strncmp(path, "/sessions/", 10)) {
         n = strcspn(path + 10, "/");

@@ -65,9 +65,14 @@ enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connectio
 /* GET /sessions/<sid>/export: the log as one document, streamed page by page. */
 enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connection *conn,
                                    struct session *s);
-/* POST /sessions/import: a new session from an exported document. */
+/*
+ * POST /sessions/import: a new session from an exported document, replayed
+ * on a thread of its own while the connection waits parked in *slot (at most
+ * limits.imports_running at once; 429 past it). `body` is borrowed until the
+ * park is finished: the request, which owns it, outlives its park.
+ */
 enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connection *conn,
-                                    const struct rx_buf *body);
+                                    const struct rx_buf *body, struct park **slot);
 /* GET /events: the sessions feed (SSE). */
 enum MHD_Result api_events(struct http_server *srv, struct MHD_Connection *conn);
 

@@ -1,7 +1,8 @@
 /*
  * api_sessions - the routes of the sessions list (SPEC 4): search and pages
- * of GET /sessions, rename (PATCH), export and import, and the sessions feed
- * (GET /events). See api_internal.h; the shapes are in README.md ("API").
+ * of GET /sessions, rename (PATCH), export, and the sessions feed (GET
+ * /events); import is api_import.c. See api_internal.h; the shapes are in README.md
+ * ("API").
  */
 #include "server/api_internal.h"
 
@@ -221,58 +222,6 @@ enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connectio
     MHD_add_response_header(r, "Content-Disposition", disposition);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     return reply_queue(conn, MHD_HTTP_OK, r);
-}
-
-/* ---- POST /sessions/import ------------------------------------------------------- */
-
-/* 400 for a refused document: the input's index and why, or the document's field. */
-static enum MHD_Result import_refused(struct MHD_Connection *conn,
-                                      const struct session_import_error *e)
-{
-    json_t *j = json_pack("{s:s, s:s, s:s}", "error", "invalid-input", "reason",
-                          e->reason, "message", e->message);
-
-    if (j && e->index >= 0)
-        json_object_set_new(j, "index", json_integer(e->index));
-    if (j && e->field)
-        json_object_set_new(j, "field", json_string(e->field));
-    return reply_json(conn, 400, j);
-}
-
-enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connection *conn,
-                                    const struct rx_buf *body)
-{
-    struct session_import_error e = {.index = -1, .reason = "invalid"};
-    struct session *s = NULL;
-    struct rx_error jerr;
-    size_t n;
-    json_t *j;
-    int err;
-
-    if (http_server_is_stopping(srv))
-        return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
-    if (!api__content_type_ok(conn))
-        return reply_error(
-            conn, 415, "unsupported-media-type", NULL,
-            "send the exported document as Content-Type: application/json");
-    if ((err = rx_json_parse(body->data, body->len, 0, &j, &jerr)) == -ENOMEM)
-        return reply_error(conn, 500, "internal", NULL, "out of memory");
-    if (err)
-        return reply_error(conn, 400, "invalid-input", NULL,
-                           "the document cannot be read: %s", jerr.text);
-    n = json_array_size(json_object_get(j, "inputs"));
-    err = session_table_import(srv->sessions, j, &e, &s);
-    json_decref(j);
-    if (err == -EINVAL)
-        return import_refused(conn, &e);
-    if (err == -ENOMEM)
-        return reply_error(conn, 500, "internal", NULL, "out of memory");
-    if (err)
-        return api__store_error(conn, err);
-    log_info("session %s imported (%zu inputs)", session_id(s), n);
-    j = json_pack("{s:s}", "id", session_id(s));
-    session_unref(s);
-    return reply_json(conn, 201, j);
 }
 
 /* ---- GET /events ----------------------------------------------------------------- */

@@ -66,6 +66,9 @@ int config_init(struct config *c)
     c->store_fsync = true;
     c->body_max = 1 << 20;
     c->import_max = 16 << 20;
+    c->imports_running = 2;
+    c->lg_metadata_max = 64 << 10;
+    c->lg_runs_bytes = 64 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
     c->max_connections = 4096;
@@ -188,7 +191,8 @@ static const struct {
     {"limits",
      "body_max import_max message_max max_sessions max_connections http_threads "
      "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
-     "max_running_effects session_running_effects tool_result_max mcp_tools_max"},
+     "max_running_effects session_running_effects tool_result_max mcp_tools_max "
+     "imports_running lg_metadata_max lg_runs_bytes"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -383,6 +387,9 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     }
     INT_FIELD("limits.body_max", c->body_max, 64, 1L << 30);
     INT_FIELD("limits.import_max", c->import_max, 64, 1L << 30);
+    INT_FIELD("limits.imports_running", c->imports_running, 1, 1024);
+    INT_FIELD("limits.lg_metadata_max", c->lg_metadata_max, 2, 1L << 30);
+    INT_FIELD("limits.lg_runs_bytes", c->lg_runs_bytes, 0, 1L << 40);
     INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);
     INT_FIELD("limits.max_sessions", c->max_sessions, 1, 10000000);
     INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
@@ -506,6 +513,9 @@ int config_apply_reload(struct config *c, const struct config *fresh)
     __atomic_store_n(&c->session_queue_max, fresh->session_queue_max, __ATOMIC_RELAXED);
     __atomic_store_n(&c->idle_timeout_ms, fresh->idle_timeout_ms, __ATOMIC_RELAXED);
     __atomic_store_n(&c->sse_queue_bytes, fresh->sse_queue_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->imports_running, fresh->imports_running, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->lg_metadata_max, fresh->lg_metadata_max, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->lg_runs_bytes, fresh->lg_runs_bytes, __ATOMIC_RELAXED);
     return 0;
 }
 

@@ -29,7 +29,10 @@ struct config {
     bool effects; /* false: inputs are folded, nothing is carried out (benchmarks) */
     char *brain;  /* "builtin" or "openai" */
     size_t body_max;
-    size_t import_max; /* the body of POST .../sessions/import (a whole chat) */
+    size_t import_max;      /* the body of POST .../sessions/import (a whole chat) */
+    int imports_running;    /* imports replayed at once (429 past it) */
+    size_t lg_metadata_max; /* bytes of one LangGraph thread's metadata (413 past it) */
+    size_t lg_runs_bytes;   /* bytes finished LangGraph run records may keep, in all */
     size_t message_max;
     int max_sessions;
     int max_connections;
@@ -82,7 +85,8 @@ int config_set_str(char **field, const char *value) RX_WUR;
 
 /*
  * SIGHUP: take `fresh`'s auth token and limits (body_max, import_max, message_max,
- * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes) into the
+ * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes,
+ * imports_running, lg_metadata_max, lg_runs_bytes) into the
  * running `c`, for new work. Other threads may be reading `c`: the token
  * pointer is swapped atomically (read it with config_auth_token) and the old
  * string is kept until config_release; each limit is one atomic store.

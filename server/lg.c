@@ -68,7 +68,9 @@ enum MHD_Result lg__reply(struct MHD_Connection *conn, unsigned status, json_t *
                           const char *location)
 {
     static const char oom[] = "{\"detail\":\"out of memory\"}";
-    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    /* ENCODE_ANY: /assistants/count answers a bare integer. */
+    char *text =
+        j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
     struct MHD_Response *r;
 
     json_decref(j);

@@ -14,6 +14,7 @@
 #include "effects/log.h"
 #include "effects/now.h"
 #include "server/lg_msg.h"
+#include "state_machine/rx_json.h"
 
 const char *const lg_run__mt_names[] = {"reject", "enqueue", "interrupt", "rollback"};
 
@@ -40,8 +41,8 @@ void lg_run_unref(struct lg_run *lr)
     sse_channel_release(&lr->ch);
     if (lr->run)
         run_unref(lr->run);
-    json_decref(lr->metadata);
-    json_decref(lr->kwargs);
+    free(lr->metadata);
+    free(lr->kwargs);
     json_decref(lr->last);
     json_decref(lr->streamed);
     json_decref(lr->emitted);
@@ -60,17 +61,28 @@ bool lg_run_is_over(const struct lg_run *lr)
     return __atomic_load_n(&lr->over, __ATOMIC_ACQUIRE);
 }
 
+/* NEW: a kept text read back ({} when it is gone or cannot be read). */
+static json_t *text_json(const char *text)
+{
+    json_t *j = NULL;
+
+    if (text && rx_json_parse(text, strlen(text), 0, &j, NULL))
+        j = NULL;
+    return j ? j : json_object();
+}
+
 json_t *lg_run__json_locked(struct lg_run *lr)
 {
     char created[LG_ISO_LEN], updated[LG_ISO_LEN];
 
     lg_msg_iso(lr->created_at, created);
     lg_msg_iso(lr->updated_at, updated);
-    return json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:O}", "run_id", lr->id, "thread_id",
-        lr->tid, "assistant_id", LG_ASSISTANT_ID, "created_at", created, "updated_at",
-        updated, "status", run_status_name(lr->status), "metadata", lr->metadata,
-        "multitask_strategy", lg_run__mt_names[lr->mt], "kwargs", lr->kwargs);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:o}", "run_id", lr->id,
+                     "thread_id", lr->tid, "assistant_id", LG_ASSISTANT_ID, "created_at",
+                     created, "updated_at", updated, "status",
+                     run_status_name(lr->status), "metadata", text_json(lr->metadata),
+                     "multitask_strategy", lg_run__mt_names[lr->mt], "kwargs",
+                     text_json(lr->kwargs));
 }
 
 json_t *lg_run_json(struct lg_run *lr)
@@ -112,13 +124,23 @@ struct lg_run *lg_run_create(const struct config *cfg, const char *tid, unsigned
                              enum lg_multitask mt, json_t *metadata, json_t *kwargs)
 {
     struct lg_run *lr = calloc(1, sizeof(*lr));
+    int flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
 
-    if (!lr || strlen(tid) > SESSION_ID_MAX || !metadata || !kwargs) {
+    if (lr && metadata && kwargs) {
+        lr->metadata = json_dumps(metadata, flags);
+        lr->kwargs = json_dumps(kwargs, flags);
+    }
+    json_decref(metadata);
+    json_decref(kwargs);
+    if (!lr || strlen(tid) > SESSION_ID_MAX || !lr->metadata || !lr->kwargs) {
+        if (lr) {
+            free(lr->metadata);
+            free(lr->kwargs);
+        }
         free(lr);
-        json_decref(metadata);
-        json_decref(kwargs);
         return NULL;
     }
+    lr->cfg = cfg;
     lr->refs = 1;
     pthread_mutex_init(&lr->lock, NULL);
     idgen_uuid(lr->id);
@@ -127,8 +149,6 @@ struct lg_run *lg_run_create(const struct config *cfg, const char *tid, unsigned
     lr->status = RUN_PENDING;
     lr->modes = modes;
     lr->mt = mt;
-    lr->metadata = metadata;
-    lr->kwargs = kwargs;
     lg_frames_init(&lr->frames, LG_FRAMES_BYTES);
     sse_channel_init(&lr->ch, (size_t)cfg->sse_queue_max);
     sse_channel_set_queue_bytes(&lr->ch,
@@ -379,7 +399,10 @@ static void on_ended(void *arg, struct run *r, enum run_status status,
     json_decref(lr->streamed);
     json_decref(lr->emitted);
     lr->last = lr->streamed = lr->emitted = NULL;
+    lr->bytes = strlen(lr->metadata) + strlen(lr->kwargs) + lr->frames.bytes +
+                (lr->final ? json_dumpb(lr->final, NULL, 0, JSON_COMPACT) : 0);
     pthread_mutex_unlock(&lr->lock);
+    lg_run__ended(lr);
     lg_run_unref(lr); /* the engine's */
 }
 

@@ -17,7 +17,10 @@
  *
  * Records live in memory only (lost on restart): at most LG_RUNS_MAX, the
  * oldest finished ones go first; only the LG_RUNS_REPLAYABLE newest finished
- * runs keep their frames.
+ * runs keep their frames; and what the finished ones keep (their metadata
+ * and kwargs as JSON text, frames, final values) is at most
+ * limits.lg_runs_bytes in all, the oldest finished unlisted past it (the one
+ * that just ended always stays).
  *
  * Locks: the registry's lock, then a record's lock (never the other way);
  * the engine calls back with the session's lock held and takes the record's

@@ -29,7 +29,12 @@ struct lg_run {
     bool kept;   /* its frames are kept (registry's lock) */
     unsigned modes;
     enum lg_multitask mt;
-    json_t *metadata, *kwargs;
+    /* What the run object shows, kept as compact JSON text: a tree of a
+       0.7 MB request's metadata and config took ~13x its size (issue 28). */
+    char *metadata, *kwargs;
+    size_t bytes; /* kept once over: texts, frames, final (registry's lock) */
+    bool counted; /* `bytes` is in the registry's sum (registry's lock) */
+    const struct config *cfg;
     struct run *run; /* the engine's run, once started */
     struct lg_frames frames;
     struct sse_channel ch;
@@ -46,6 +51,13 @@ extern const char *const lg_run__mt_names[];
 
 /* Register `lr` (the registry takes a reference) and keep the registry bounded. */
 void lg_run__add(struct lg_run *lr);
+/*
+ * `lr` is over (no lock held but the session's): count what it keeps and
+ * unlist the oldest finished records past limits.lg_runs_bytes. Their
+ * registry references wait for an HTTP thread to drop them (never under a
+ * session's lock, where freeing another thread's run is not allowed).
+ */
+void lg_run__ended(struct lg_run *lr);
 /* Unregister `lr` (drops the registry's reference) when it is listed. */
 void lg_run__remove(struct lg_run *lr);
 /* NEW: the run object (record's lock held). */

@@ -1,7 +1,8 @@
 /*
  * lg_run_table - the registry of LangGraph runs (lg_run.h): newest first,
  * bounded (LG_RUNS_MAX records, LG_RUNS_REPLAYABLE finished runs keep their
- * frames). Its lock is taken before a record's, never after.
+ * frames, and what the finished ones keep at most limits.lg_runs_bytes).
+ * Its lock is taken before a record's, never after.
  */
 #include "server/lg_run_internal.h"
 
@@ -10,13 +11,19 @@
 #include <string.h>
 
 #include "effects/log.h"
+#include "server/config.h"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lg_run *reg_head, *reg_tail;
 static size_t reg_count;
+static size_t reg_bytes;        /* the `bytes` of the finished records listed */
+static struct lg_run *reg_gone; /* unlisted where no reference may be dropped */
 
 static void unlink_locked(struct lg_run *lr)
 {
+    if (lr->counted)
+        reg_bytes -= lr->bytes;
+    lr->counted = false;
     if (lr->prev)
         lr->prev->next = lr->next;
     else
@@ -28,6 +35,19 @@ static void unlink_locked(struct lg_run *lr)
     lr->prev = lr->next = NULL;
     lr->listed = false;
     reg_count--;
+}
+
+/* Drop a finished record's frames (both locks held), and their bytes from the sum. */
+static void shed_frames_locked(struct lg_run *lr)
+{
+    size_t b = lr->frames.bytes;
+
+    lg_frames_release(&lr->frames);
+    lr->kept = false;
+    if (lr->counted) {
+        lr->bytes -= b < lr->bytes ? b : lr->bytes;
+        reg_bytes -= b < reg_bytes ? b : reg_bytes;
+    }
 }
 
 /*
@@ -45,9 +65,8 @@ static struct lg_run *trim_locked(void)
         if (!lg_run_is_over(lr) || !lr->kept || ++finished <= LG_RUNS_REPLAYABLE)
             continue;
         pthread_mutex_lock(&lr->lock);
-        lg_frames_release(&lr->frames);
+        shed_frames_locked(lr);
         pthread_mutex_unlock(&lr->lock);
-        lr->kept = false;
     }
     for (lr = reg_tail; lr && reg_count > LG_RUNS_MAX; lr = prev) {
         prev = lr->prev;
@@ -71,12 +90,50 @@ static void drop_list(struct lg_run *gone)
     }
 }
 
+/* Records unlisted by lg_run__ended: their references, taken (registry's lock). */
+static struct lg_run *take_gone_locked(void)
+{
+    struct lg_run *gone = reg_gone;
+
+    reg_gone = NULL;
+    return gone;
+}
+
+void lg_run__ended(struct lg_run *lr)
+{
+    struct lg_run *old, *prev;
+    size_t max = __atomic_load_n(&lr->cfg->lg_runs_bytes, __ATOMIC_RELAXED);
+
+    pthread_mutex_lock(&reg_lock);
+    if (lr->listed && !lr->counted) {
+        lr->counted = true;
+        reg_bytes += lr->bytes;
+    }
+    /* Oldest first; the one that just ended stays (a join may follow it). */
+    for (old = reg_tail; old && reg_bytes > max; old = prev) {
+        prev = old->prev;
+        if (old == lr || !old->counted)
+            continue;
+        unlink_locked(old);
+        pthread_mutex_lock(&old->lock);
+        lg_frames_release(&old->frames);
+        free(old->metadata);
+        free(old->kwargs);
+        old->metadata = old->kwargs = NULL; /* the object shows {} */
+        pthread_mutex_unlock(&old->lock);
+        old->next = reg_gone;
+        reg_gone = old;
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
 void lg_run__add(struct lg_run *lr)
 {
-    struct lg_run *gone;
+    struct lg_run *gone, *dropped;
 
     lg_run_ref(lr); /* the registry's */
     pthread_mutex_lock(&reg_lock);
+    dropped = take_gone_locked();
     lr->next = reg_head;
     if (reg_head)
         reg_head->prev = lr;
@@ -88,6 +145,7 @@ void lg_run__add(struct lg_run *lr)
     gone = trim_locked();
     pthread_mutex_unlock(&reg_lock);
     drop_list(gone);
+    drop_list(dropped);
 }
 
 void lg_run__remove(struct lg_run *lr)
@@ -104,15 +162,17 @@ void lg_run__remove(struct lg_run *lr)
 
 struct lg_run *lg_run_find(const char *tid, const char *rid)
 {
-    struct lg_run *lr;
+    struct lg_run *lr, *dropped;
 
     pthread_mutex_lock(&reg_lock);
+    dropped = take_gone_locked();
     for (lr = reg_head; lr; lr = lr->next)
         if (!strcmp(lr->id, rid) && !strcmp(lr->tid, tid)) {
             lg_run_ref(lr);
             break;
         }
     pthread_mutex_unlock(&reg_lock);
+    drop_list(dropped); /* an HTTP thread, no lock held */
     return lr;
 }
 
@@ -191,16 +251,19 @@ void lg_run_forget_thread(const char *tid)
 
 void lg_run_shutdown(void)
 {
-    struct lg_run *gone;
+    struct lg_run *gone, *dropped;
 
     pthread_mutex_lock(&reg_lock);
     gone = reg_head;
     reg_head = reg_tail = NULL;
     reg_count = 0;
+    reg_bytes = 0;
     for (struct lg_run *lr = gone; lr; lr = lr->next)
-        lr->listed = false;
+        lr->listed = lr->counted = false;
+    dropped = take_gone_locked();
     pthread_mutex_unlock(&reg_lock);
     drop_list(gone);
+    drop_list(dropped);
 }
 
 json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t offset)

@@ -55,32 +55,49 @@ json_t *lg__thread_meta(const char *tid)
     return m;
 }
 
-/* Merge `m` (borrowed object) into the thread's; `reset` forgets the old. 0 or -ENOMEM.
- */
-static int meta_set(const char *tid, json_t *m, bool reset)
+/* The bytes `m` takes as compact JSON: what limits.lg_metadata_max bounds. */
+static size_t meta_bytes(const json_t *m)
 {
-    json_t *have;
+    return m ? json_dumpb(m, NULL, 0, JSON_COMPACT) : 0;
+}
+
+/*
+ * Merge `m` (borrowed object) into the thread's; `reset` forgets the old.
+ * The merge is made on a copy and kept only when it fits in `max` bytes, so
+ * a thread's metadata never grows past the limit however many PATCHes add
+ * to it. 0, -E2BIG (nothing changed) or -ENOMEM.
+ */
+static int meta_set(const char *tid, json_t *m, bool reset, size_t max)
+{
+    json_t *have, *next = NULL;
     int err = 0;
 
     pthread_mutex_lock(&meta_lock);
     if (!meta_all)
         meta_all = json_object();
-    if (!meta_all) {
+    have = reset ? NULL : json_object_get(meta_all, tid);
+    if (!meta_all || !(next = have ? json_deep_copy(have) : json_object()) ||
+        json_object_update(next, m)) {
         err = -ENOMEM;
-    } else if (reset || !(have = json_object_get(meta_all, tid))) {
-        if (json_object_size(m) && json_object_set_new(meta_all, tid, json_deep_copy(m)))
-            err = -ENOMEM;
-        else if (!json_object_size(m))
-            json_object_del(meta_all, tid);
+    } else if (meta_bytes(next) > max) {
+        err = -E2BIG;
+    } else if (!json_object_size(next)) {
+        json_object_del(meta_all, tid);
     } else {
-        json_t *copy = json_deep_copy(m);
-
-        if (!copy || json_object_update(have, copy))
-            err = -ENOMEM;
-        json_decref(copy);
+        err = json_object_set(meta_all, tid, next) ? -ENOMEM : 0;
     }
+    json_decref(next);
     pthread_mutex_unlock(&meta_lock);
     return err;
+}
+
+/* 413 in LangGraph's shape: the metadata would pass limits.lg_metadata_max. */
+static enum MHD_Result meta_too_big(struct MHD_Connection *conn, size_t max)
+{
+    return lg__detail(conn, 413,
+                      "a thread's metadata may take at most %zu bytes as JSON "
+                      "(limits.lg_metadata_max)",
+                      max);
 }
 
 static void meta_forget(const char *tid)
@@ -115,7 +132,8 @@ enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char
         return lg__detail(conn, 409, "Thread already exists");
     case -EINVAL:
         return lg__detail(conn, 422,
-                          "a thread_id is 1 to %d letters, digits, '-', '_' or '.'",
+                          "a thread_id is 1 to %d letters, digits, '-', '_' or '.', "
+                          "and not 'import', 'search' or 'count' (words the routes use)",
                           SESSION_ID_MAX);
     case -ENFILE:
         return lg__detail(conn, 429,
@@ -140,6 +158,7 @@ static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *co
 {
     enum MHD_Result ret;
     json_t *q = lg__body(conn, body, &ret), *meta, *tidj;
+    size_t max = __atomic_load_n(&srv->cfg->lg_metadata_max, __ATOMIC_RELAXED);
     const char *tid, *if_exists;
     struct session *s = NULL;
     int err;
@@ -161,13 +180,16 @@ static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *co
                           "'metadata' must be an object, 'thread_id' a string "
                           "and 'if_exists' \"raise\" or \"do_nothing\"");
     }
+    if (json_is_object(meta) && meta_bytes(meta) > max) {
+        json_decref(q);
+        return meta_too_big(conn, max);
+    }
     err = session_table_create_session(srv->sessions, tid, &s);
     if (err == -EEXIST && if_exists && !strcmp(if_exists, "do_nothing")) {
         s = session_table_get(srv->sessions, tid);
         err = s ? 0 : -ENOENT;
-    } else if (!err &&
-               meta_set(session_id(s), json_is_object(meta) ? meta : NULL, true)) {
-        err = -ENOMEM;
+    } else if (!err && json_is_object(meta)) {
+        err = meta_set(session_id(s), meta, true, max);
     }
     json_decref(q);
     ret = err ? lg__table_error(conn, err, tid ? tid : "") : lg__reply_thread(conn, s);
@@ -317,19 +339,22 @@ out:
 }
 
 /* PATCH /threads/<tid> {"metadata": {...}}: merged into the thread's. */
-static enum MHD_Result patch(struct MHD_Connection *conn, struct session *s,
-                             const struct rx_buf *body)
+static enum MHD_Result patch(struct http_server *srv, struct MHD_Connection *conn,
+                             struct session *s, const struct rx_buf *body)
 {
+    size_t max = __atomic_load_n(&srv->cfg->lg_metadata_max, __ATOMIC_RELAXED);
     enum MHD_Result ret;
     json_t *q = lg__body(conn, body, &ret), *meta;
+    int err = 0;
 
     if (!q)
         return ret;
     meta = json_object_get(q, "metadata");
     if (meta && !json_is_null(meta) && !json_is_object(meta))
         ret = lg__detail(conn, 422, "'metadata' must be an object");
-    else if (json_is_object(meta) && meta_set(session_id(s), meta, false))
-        ret = lg__detail(conn, 500, "out of memory");
+    else if (json_is_object(meta) && (err = meta_set(session_id(s), meta, false, max)))
+        ret = err == -E2BIG ? meta_too_big(conn, max)
+                            : lg__detail(conn, 500, "out of memory");
     else
         ret = lg__reply_thread(conn, s);
     json_decref(q);
@@ -364,8 +389,8 @@ static enum MHD_Result copy(struct http_server *srv, struct MHD_Connection *conn
     }
     err = session_table_fork(srv->sessions, session_id(s), seq, &fork);
     if (!err && (json_object_set_new(meta, "thread_id", json_string(session_id(fork))) ||
-                 meta_set(session_id(fork), meta, true)))
-        err = -ENOMEM;
+                 meta_set(session_id(fork), meta, true, SIZE_MAX)))
+        err = -ENOMEM; /* the source's metadata is within the bound already */
     json_decref(meta);
     ret = err ? lg__table_error(conn, err, session_id(s)) : lg__reply_thread(conn, fork);
     if (fork)
@@ -384,7 +409,7 @@ static enum MHD_Result thread_route(struct http_server *srv, struct MHD_Connecti
         if (get)
             return lg__reply_thread(conn, s);
         if (!strcmp(method, "PATCH"))
-            return patch(conn, s, body);
+            return patch(srv, conn, s, body);
         if (!strcmp(method, "DELETE"))
             return delete_thread(srv, conn, session_id(s));
     } else if (!strncmp(rest, "/state", 6) || !strcmp(rest, "/history")) {

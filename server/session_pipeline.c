@@ -32,6 +32,7 @@
 #include "server/config.h"
 #include "server/event.h"
 #include "server/metrics.h"
+#include "server/session_import.h"
 #include "server/store.h"
 #include "state_machine/rx_json.h"
 
@@ -100,25 +101,6 @@ static int add_partials(struct session *s, struct rx_input *in)
             return err;
     }
     return 0;
-}
-
-/*
- * Stamp each call of a brain-call-tools with its policy (SPEC 3.6): the
- * session's override, else the tool's configured one. Whatever a sender put
- * there is overwritten, and the log keeps the stamp, so a replay creates the
- * same records after the config changed.
- */
-static void stamp_policies(struct session *s, struct rx_input *in)
-{
-    for (size_t i = 0; i < in->n_calls; i++) {
-        struct rx_input_call *c = &in->calls[i];
-        enum rx_policy p = rx_state_tool_policy(&s->state, c->name);
-
-        if (p == RX_POLICY_UNSET &&
-            rx_policy_parse(toolkit_policy(s->table->env.tools, c->name), &p))
-            p = RX_POLICY_AUTO;
-        c->policy = p;
-    }
 }
 
 /* ---- the pipeline: durable before anyone hears of it (SPEC 6) --------------- */
@@ -506,8 +488,7 @@ static int submit_start(struct session *s, struct rx_input *in,
     }
     if (in->type == RX_IN_USER_CANCEL && (err = add_partials(s, in)))
         goto out_unlock;
-    if (in->type == RX_IN_BRAIN_CALL_TOOLS)
-        stamp_policies(s, in);
+    session_stamp_policies(&s->state, s->table->env.tools, in);
     if (!rx_input_calls_depth_ok(in)) {
         res->verdict = RX_REJECTED;
         res->reason = RX_REASON_INVALID;

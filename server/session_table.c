@@ -192,11 +192,29 @@ static bool table_remove(struct session_table *t, const char *id)
     return true;
 }
 
+/*
+ * Words the routes use where an id could stand: /sessions/import (native),
+ * /threads/search and /threads/count (LangGraph). A session by one of these
+ * names could be made but never reached by every API, so a client may not
+ * choose one.
+ */
+bool session_id_is_reserved(const char *id)
+{
+    static const char *const words[] = {"import", "search", "count"};
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (!strcmp(id, words[i]))
+            return true;
+    return false;
+}
+
 int session_table_create_session(struct session_table *t, const char *id,
                                  struct session **out)
 {
     char fresh[RX_UUID_LEN];
 
+    if (id && session_id_is_reserved(id))
+        return -EINVAL;
     if (!id) {
         idgen_uuid(fresh);
         id = fresh;
@@ -469,38 +487,64 @@ void *session_table_follow(struct session_table *t, session_attach_fn attach, vo
  * after a restart (session_table_load): only what its final state still
  * wants runs.
  */
-int session_table_import(struct session_table *t, json_t *doc,
-                         struct session_import_error *e, struct session **out)
+static int import_made(struct session_table *t, struct session_import *log,
+                       struct session **out)
 {
-    struct session_import log;
     char fresh[RX_UUID_LEN];
     int64_t now = now_wall_ms();
     int err;
 
-    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
-        return -ENFILE;
-    if ((err = session_import_replay(doc, t->env.store != NULL, &log, e)))
-        goto out_release;
     idgen_uuid(fresh);
     if (t->env.store &&
-        (err = store_import(t->env.store, fresh, now, log.title, log.inputs, log.n,
-                            log.n ? &log.snapshot : NULL))) {
+        (err = store_import(t->env.store, fresh, now, log->title, log->inputs, log->n,
+                            log->n ? &log->snapshot : NULL))) {
         struct rx_error why;
 
         store_last_error(t->env.store, &why);
         log_warn("import: not stored: %s", why.text);
-        goto out_release;
+        return err;
     }
-    if ((err = table_add(t, fresh, now, log.title, &log.state, (int64_t)log.n, false,
+    if ((err = table_add(t, fresh, now, log->title, &log->state, (int64_t)log->n, false,
                          out))) {
         if (t->env.store && store_delete_session(t->env.store, fresh))
             log_warn("session %s: half-made import left in the log", fresh);
-        goto out_release;
+        return err;
     }
-    log.state_moved = true;
+    log->state_moved = true;
     session_reconcile(*out);
+    return 0;
+}
 
-out_release:
+int session_table_import(struct session_table *t, json_t *doc,
+                         struct session_import_error *e, struct session **out)
+{
+    struct session_import log;
+    int err;
+
+    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+        return -ENFILE;
+    if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL)) &&
+        !(err = session_import_replay(doc, &log, e)))
+        err = import_made(t, &log, out);
+    session_import_release(&log);
+    return err;
+}
+
+int session_table_import_text(struct session_table *t, const char *text, size_t len,
+                              int (*check)(void *), void *arg,
+                              struct session_import_error *e, struct session **out)
+{
+    struct session_import log;
+    int err;
+
+    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+        return -ENFILE;
+    if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL))) {
+        log.check = check;
+        log.check_arg = arg;
+        if (!(err = session_import_replay_text(text, len, &log, e)))
+            err = import_made(t, &log, out);
+    }
     session_import_release(&log);
     return err;
 }

@@ -62,8 +62,11 @@ struct session_table *session_table_create(const struct session_env *env) RX_WUR
 /* Cancels every effect, waits for them, ends every stream, frees. */
 void session_table_destroy(struct session_table *t);
 
+/* True for the words no client may choose as an id ("import", "search", "count"). */
+bool session_id_is_reserved(const char *id);
 /*
- * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -ENFILE (the session
+ * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -EINVAL (an id that is
+ * not plain, or reserved: session_id_is_reserved), -ENFILE (the session
  * limit, limits.max_sessions), -ENOSPC (no room in the store), -EIO (the store
  * is unusable) or -ENOMEM.
  */
@@ -150,6 +153,17 @@ void *session_table_follow(struct session_table *t, session_attach_fn attach, vo
  */
 int session_table_import(struct session_table *t, json_t *doc,
                          struct session_import_error *e, struct session **out) RX_WUR;
+/*
+ * The same from the document's text (`len` bytes, borrowed), read input by
+ * input (session_import_replay_text): what POST .../sessions/import uses, on
+ * a thread of its own. check(arg), when not NULL, is asked every 1024 inputs
+ * and a nonzero answer (a negative errno, e.g. -ECANCELED at shutdown) stops
+ * the import with it, nothing made.
+ */
+int session_table_import_text(struct session_table *t, const char *text, size_t len,
+                              int (*check)(void *), void *arg,
+                              struct session_import_error *e,
+                              struct session **out) RX_WUR;
 
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);

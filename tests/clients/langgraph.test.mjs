@@ -85,6 +85,10 @@ describe('langgraph: one server', () => {
     assert.equal(a.assistant_id, found[0].assistant_id);
     assert.deepEqual(await lg.assistants.get(a.assistant_id), a);
     assert.deepEqual(await lg.assistants.search({ graphId: 'other' }), []);
+    // count() answers a bare integer (it was a 500 before: issue 28, item 11).
+    assert.equal(await lg.assistants.count(), 1);
+    assert.equal(await lg.assistants.count({ graphId: GRAPH }), 1);
+    assert.equal(await lg.assistants.count({ graphId: 'other' }), 0);
     await rejects(lg.assistants.get('nobody'), 404);
   });
 

@@ -21,6 +21,7 @@
  *                   (prompt_tokens 12, completion_tokens 3), [DONE]
  *   tools           two parallel calls, arguments interleaved in fragments
  *   text-tools      "Let me check." then a calculator call
+ *   deep-args       a calculator call whose arguments nest 1 000 deep
  *   tool-then-text  a calculator call; once the last message is a tool
  *                   result: "2+3 = <result>"
  *   mcp-echo        an everything__echo call (an MCP tool); once the last
@@ -375,6 +376,17 @@ static enum MHD_Result play(struct MHD_Connection *c, json_t *body)
         add_call(s, model, 0, NULL, NULL, "{\"expression\":");
         add_call(s, model, 1, NULL, NULL, "zone\":\"UTC\"}");
         add_call(s, model, 0, NULL, NULL, "\"2+3\"}");
+        add_finish(s, model, "tool_calls");
+    } else if (!strcmp(model, "deep-args")) {
+        /* A calculator call whose arguments nest 1 000 arrays deep. */
+        char deep[2048] = "{\"expression\":";
+        size_t n = strlen(deep);
+
+        memset(deep + n, '[', 1000);
+        memset(deep + n + 1000, ']', 1000);
+        strcpy(deep + n + 2000, "}");
+        add_role(s, model);
+        add_call(s, model, 0, "call_deep", "calculator", deep);
         add_finish(s, model, "tool_calls");
     } else if (!strcmp(model, "text-tools")) {
         add_role(s, model);

@@ -646,17 +646,10 @@ static void start_agent(void)
 
 START_TEST(test_deep_tool_arguments_are_refused)
 {
-    enum { DEPTH = 5000 };
-    char *body = malloc(2 * DEPTH + 256), *p;
+    char *body = itest_deep_tool_call(5000);
     json_t *a = NULL;
 
     ck_assert_ptr_nonnull(body);
-    p = body + sprintf(body, "{\"type\":\"brain-call-tools\",\"calledBrainAt\":0,"
-                             "\"toolCalls\":{\"c1\":{\"name\":\"calculator\","
-                             "\"parameters\":\"");
-    memset(p, '[', DEPTH);
-    memset(p + DEPTH, ']', DEPTH);
-    strcpy(p + 2 * DEPTH, "\"}}}");
     ck_assert_int_eq(itest_post_input(&srv, "default", body, &a), 400);
     ck_assert_str_eq(json_string_value(json_object_get(a, "field")), "toolCalls");
     json_decref(a);

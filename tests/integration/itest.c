@@ -358,6 +358,13 @@ static size_t sink_write(char *p, size_t size, size_t n, void *cls)
 int itest_request(const char *method, const char *url, const char *body,
                   const char *const *headers, struct itest_resp *r)
 {
+    return itest_request_within(method, url, body, headers, 30000, r);
+}
+
+int itest_request_within(const char *method, const char *url, const char *body,
+                         const char *const *headers, long timeout_ms,
+                         struct itest_resp *r)
+{
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     struct sink sink = {NULL, 0};
@@ -382,7 +389,7 @@ int itest_request(const char *method, const char *url, const char *body,
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);

@@ -56,6 +56,10 @@ struct itest_resp {
 /* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL. */
 int itest_request(const char *method, const char *url, const char *body,
                   const char *const *headers, struct itest_resp *r);
+/* The same with a time limit of its own (itest_request allows 30 s). */
+int itest_request_within(const char *method, const char *url, const char *body,
+                         const char *const *headers, long timeout_ms,
+                         struct itest_resp *r);
 void itest_resp_release(struct itest_resp *r);
 /* The body as JSON (NEW reference) or NULL. */
 json_t *itest_resp_json(const struct itest_resp *r);
@@ -153,5 +157,34 @@ long itest_now_ms(void);
 /* The node binary, found on PATH (absolute: no lookup is left to Reflexor,
    whose MCP servers the tests run with it); NULL when there is none. */
 const char *itest_node(void);
+
+/* The resident memory (VmRSS) of process `pid` in KiB, or -1. */
+long itest_rss_kb(pid_t pid);
+
+/*
+ * A probe of a server under attack: a thread that asks /healthz every 100 ms
+ * and records the slowest answer, the failures and the server's peak VmRSS.
+ */
+struct itest_probe {
+    pthread_t thread;
+    const struct itest_server *s;
+    bool stop; /* atomic */
+    long worst_ms, peak_kb;
+    int failed, asked;
+};
+/* 0, or -1 when the thread could not start. */
+int itest_probe_start(struct itest_probe *p, const struct itest_server *s);
+/* Stop it and print what it saw, named `what`, on stderr. */
+void itest_probe_stop(struct itest_probe *p, const char *what);
+/*
+ * A memory bound of `mb` MiB for this build. Under ASan (make test sets
+ * ASAN_OPTIONS for the sanitized run) every allocation carries redzones and
+ * freed memory waits in a 256 MiB quarantine: three times the plain bound
+ * plus the quarantine.
+ */
+long itest_mem_bound(long mb);
+/* A brain-call-tools input whose calculator parameters nest `depth` arrays
+   deep (malloc'd), or NULL. */
+char *itest_deep_tool_call(int depth);
 
 #endif

@@ -307,13 +307,26 @@ static void replay(const char *body, const char *system, size_t users, size_t an
 {
     struct oai_request req = parse_ok(body);
     json_t *doc = oai_history_doc(&req, system, 1000);
-    struct session_import imp;
+    char *text = json_dumps(doc, JSON_COMPACT);
+    struct session_import imp, from_text;
     struct session_import_error ie;
     struct rx_effect_set fx;
 
     ck_assert_ptr_nonnull(doc);
-    ck_assert_msg(!session_import_replay(doc, true, &imp, &ie), "input %ld: %s", ie.index,
+    /* The document as text, read input by input, makes the same log and state. */
+    ck_assert_int_eq(session_import_init(&from_text, NULL, true), 0);
+    ck_assert_msg(!session_import_replay_text(text, strlen(text), &from_text, &ie),
+                  "input %ld: %s", ie.index, ie.message);
+    ck_assert_int_eq(session_import_init(&imp, NULL, true), 0);
+    ck_assert_msg(!session_import_replay(doc, &imp, &ie), "input %ld: %s", ie.index,
                   ie.message);
+    ck_assert_uint_eq(imp.texts.len, from_text.texts.len);
+    ck_assert(!imp.texts.len ||
+              !memcmp(imp.texts.data, from_text.texts.data, imp.texts.len));
+    ck_assert_uint_eq(imp.snap.len, from_text.snap.len);
+    ck_assert(!imp.snap.len || !memcmp(imp.snap.data, from_text.snap.data, imp.snap.len));
+    session_import_release(&from_text);
+    free(text);
     ck_assert_uint_eq(imp.state.user.len, users);
     ck_assert_uint_eq(imp.state.assistant.len, answers);
     if (last_answer)
