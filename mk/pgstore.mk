@@ -1,4 +1,4 @@
-# mk/pgstore.mk - the input log on PostgreSQL (server/pgstore*.c): its tests
+# mk/pgstore.mk - the input log on PostgreSQL (store/pg/): its tests
 # against a throwaway PostgreSQL.
 #
 #   make pgstore-test   tests/unit/check_pgstore.c (CK_RUN_SUITE=pgstore)
@@ -10,11 +10,6 @@
 # `make check` runs the same suite without RX_PG_URL: it skips, saying so.
 
 .PHONY: pgstore-test
-
-# bench_store links the store's objects by name (mk/store.mk): the store
-# forwards to pgstore now. Extra prerequisites; its recipe links $^.
-PGSTORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard server/pgstore*.c))
-$(BUILD)/bench/bench_store: $(PGSTORE_OBJ)
 
 pgstore-test: $(BUILD)/tests/check_unit
 	@scripts/deps.sh postgresql

@@ -19,7 +19,7 @@
 #include "server/lg_run.h"
 #include "server/run.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_effects.h"
 
 /* The most states one history page replays from the log. */

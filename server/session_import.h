@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
 #include "state_machine/rx_state.h"

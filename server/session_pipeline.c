@@ -32,7 +32,7 @@
 #include "server/config.h"
 #include "server/event.h"
 #include "server/metrics.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */

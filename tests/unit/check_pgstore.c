@@ -24,7 +24,7 @@
 
 #include <libpq-fe.h>
 
-#include "server/store.h"
+#include "store/store.h"
 
 /* The test's URL (RX_PG_URL with its schema) and its own libpq connection. */
 static char url[1024];
@@ -86,7 +86,7 @@ static struct store *open_ok(void)
     struct store *st = store_open(url, &err);
 
     ck_assert_msg(st != NULL, "store_open: %s", err.text);
-    ck_assert(store_is_postgres(st));
+    ck_assert(store_is_shared(st));
     return st;
 }
 

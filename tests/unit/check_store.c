@@ -29,7 +29,7 @@
 #include "server/config.h"
 #include "server/session.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 
 /* The call must return 0; otherwise fail with the store's own sentence. */
 

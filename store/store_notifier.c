@@ -2,7 +2,7 @@
  * store_notifier - the thread that answers committed writes. See
  * store_notifier.h.
  */
-#include "server/store_notifier.h"
+#include "store/store_notifier.h"
 
 #include <stddef.h>
 
