@@ -182,7 +182,9 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 # state_machine/ stays pure (SPEC section 1): no header from another layer or
-# library but jansson, and no pthread, uuid, clock, socket or file symbol.
+# library but jansson, and no pthread, uuid, clock, socket or file symbol. store/
+# includes only itself and state_machine/, its backends never each other, and the
+# rest of the tree only store/store.h.
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
 
