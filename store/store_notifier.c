@@ -61,6 +61,14 @@ void store_notifier_push(struct store_notifier *n, struct store_write *first,
     pthread_mutex_unlock(&n->lock);
 }
 
+void store_notifier_push_batch(struct store_notifier *n, struct store_write **v,
+                               size_t count)
+{
+    for (size_t i = 0; i + 1 < count; i++)
+        v[i]->next = v[i + 1];
+    store_notifier_push(n, v[0], v[count - 1]);
+}
+
 void store_notifier_end(struct store_notifier *n)
 {
     pthread_mutex_lock(&n->lock);

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "store/store.h"
 
@@ -35,6 +36,9 @@ int store_notifier_start(struct store_notifier *n);
 /* A batch, first..last linked through `next` in queue order: answer it. */
 void store_notifier_push(struct store_notifier *n, struct store_write *first,
                          struct store_write *last);
+/* The batch v[0..n) (n > 0), linked again in queue order: answer it. */
+void store_notifier_push_batch(struct store_notifier *n, struct store_write **v,
+                               size_t count);
 /* The writer ended (or never started): answer what is left, then end. */
 void store_notifier_end(struct store_notifier *n);
 /* After store_notifier_end: wait for the thread and release. */

@@ -343,13 +343,11 @@ static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
         rx_error_set(err, 0, "out of memory opening the database");
         return NULL;
     }
-    pg->tail = &pg->head;
     pg->durable = true;
     pthread_mutex_init(&pg->alock, NULL);
     pthread_mutex_init(&pg->rlock, NULL);
     store__base_init(&pg->base, &pg_store_backend);
-    pthread_mutex_init(&pg->qlock, NULL);
-    pthread_cond_init(&pg->queued_cond, NULL);
+    store_queue_init(&pg->queue);
     store_notifier_init(&pg->notifier);
     pg->conninfo = strdup(conninfo);
     pg->safe = redact(conninfo);
@@ -383,10 +381,7 @@ static void pg_store_close(struct store *base)
     struct pg_store *pg = pg_store_of(base);
 
     /* The writer commits what is queued, the notifier answers it, they end. */
-    pthread_mutex_lock(&pg->qlock);
-    pg->stopping = true;
-    pthread_cond_signal(&pg->queued_cond);
-    pthread_mutex_unlock(&pg->qlock);
+    store_queue_stop(&pg->queue);
     if (pg->writer_started)
         pthread_join(pg->writer, NULL);
     else
@@ -397,8 +392,7 @@ static void pg_store_close(struct store *base)
     PQfinish(pg->r.c);
     free(pg->safe);
     free(pg->conninfo);
-    pthread_cond_destroy(&pg->queued_cond);
-    pthread_mutex_destroy(&pg->qlock);
+    store_queue_release(&pg->queue);
     store__base_release(&pg->base);
     pthread_mutex_destroy(&pg->rlock);
     pthread_mutex_destroy(&pg->alock);
@@ -419,10 +413,10 @@ void pg_store_set_node(struct store *base, const char *node)
 int pg_store_set_durable(struct store *base, bool fsync_each_commit)
 {
     struct pg_store *pg = pg_store_of(base);
-    pthread_mutex_lock(&pg->qlock);
+    pthread_mutex_lock(&pg->queue.lock);
     pg->durable = fsync_each_commit;
     pg->durable_set = false;
-    pthread_mutex_unlock(&pg->qlock);
+    pthread_mutex_unlock(&pg->queue.lock);
     return 0;
 }
 

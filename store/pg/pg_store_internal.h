@@ -6,14 +6,15 @@
  * binary array parameters. Private to store/pg; everyone else uses
  * store/store.h.
  *
- * Depends on libpq, store/store_backend.h, store/store_notifier.h and
- * state_machine/ only; never on store/sqlite.
+ * Depends on libpq, store/store_backend.h, store/store_notifier.h,
+ * store/store_queue.h and state_machine/ only; never on store/sqlite.
  * Connections: `w` is the writer thread's alone (group commit; no lock);
  * `a` (under alock) carries create, delete, fork, import, title and
  * retention, so none of them waits for a batch to commit, nor a batch for
  * them; `r` (under rlock) every read, so a long history read holds up
  * nobody. Locks, in the order they may nest: alock or rlock, then the base's
- * hlock; qlock and the notifier's (store/store_notifier) alone. No callback
+ * hlock; the queue's (store/store_queue) and the notifier's
+ * (store/store_notifier) alone. No callback
  * is called with any of them held. Ownership: struct pg_store is the heap
  * object of the backend's open and close (store_open/store_close) and owns
  * its connections, strings and threads. PGresult values are freed by whoever
@@ -35,6 +36,7 @@
 #include "store/store.h"
 #include "store/store_backend.h"
 #include "store/store_notifier.h"
+#include "store/store_queue.h"
 
 /* The most writes one transaction takes: bounds one commit's time, not the queue. */
 #define PG_STORE_BATCH_MAX 1024
@@ -82,12 +84,9 @@ struct pg_store {
     char node[PG_STORE_NODE_MAX]; /* fencing (pg_store_set_node); "" with !fenced */
     bool fenced;
 
-    pthread_mutex_t qlock; /* guards the queue down to `durable` */
-    pthread_cond_t queued_cond;
-    struct store_write *head, **tail;
-    bool stopping;
-    bool durable;     /* synchronous_commit on (store_set_durable) */
-    bool durable_set; /* the writer's connection has `durable` applied */
+    struct store_queue queue; /* its lock also guards `durable`, `durable_set` */
+    bool durable;             /* synchronous_commit on (store_set_durable) */
+    bool durable_set;         /* the writer's connection has `durable` applied */
     pthread_t writer;
     bool writer_started;
 

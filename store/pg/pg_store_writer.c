@@ -292,22 +292,22 @@ static int apply_durable(struct pg_store *pg)
     bool durable;
     int err;
 
-    pthread_mutex_lock(&pg->qlock);
+    pthread_mutex_lock(&pg->queue.lock);
     durable = pg->durable;
     if (pg->durable_set && !pg->w.fresh) {
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
         return 0;
     }
-    pthread_mutex_unlock(&pg->qlock);
+    pthread_mutex_unlock(&pg->queue.lock);
     err = pg_store__exec(pg, &pg->w, "synchronous_commit",
                          durable ? "SET synchronous_commit = on"
                                  : "SET synchronous_commit = off",
                          0, NULL, NULL, NULL, NULL);
     if (!err) {
-        pthread_mutex_lock(&pg->qlock);
+        pthread_mutex_lock(&pg->queue.lock);
         pg->durable_set = pg->durable == durable;
         pg->w.fresh = false;
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
     }
     return err;
 }
@@ -373,29 +373,22 @@ static void commit_batch(struct pg_store *pg, struct store_write **v, size_t n)
 }
 
 /*
- * Wait, qlock held, until something is queued or the store stops. Every
+ * Wait, the queue's lock held, until something is queued or the store stops. Every
  * PG_STORE_IDLE_CHECK_MS, look at the connection (a lost one shows in
  * health before anyone writes) and, while it is down, reconnect when its
  * backoff allows: service resumes by itself.
  */
 static void wait_for_writes(struct pg_store *pg)
 {
-    while (!pg->head && !pg->stopping) {
-        struct timespec until;
-
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += PG_STORE_IDLE_CHECK_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
-        if (pthread_cond_timedwait(&pg->queued_cond, &pg->qlock, &until) == 0 ||
-            pg->head || pg->stopping)
+    while (!pg->queue.head && !pg->queue.stopping) {
+        if (!store_queue_wait(&pg->queue, PG_STORE_IDLE_CHECK_MS))
             continue;
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
         if (pg->w.c && (!PQconsumeInput(pg->w.c) || PQstatus(pg->w.c) != CONNECTION_OK))
             pg_store__conn_drop(pg, &pg->w, PQerrorMessage(pg->w.c));
         if (!pg->w.c && pg_store__now_ms() >= pg->w.retry_at_ms)
             (void)pg_store__conn_get(pg, &pg->w);
-        pthread_mutex_lock(&pg->qlock);
+        pthread_mutex_lock(&pg->queue.lock);
     }
 }
 
@@ -405,24 +398,16 @@ void *pg_store__writer_main(void *arg)
     struct store_write *batch[PG_STORE_BATCH_MAX];
 
     for (;;) {
-        size_t n = 0;
+        size_t n;
 
-        pthread_mutex_lock(&pg->qlock);
+        pthread_mutex_lock(&pg->queue.lock);
         wait_for_writes(pg);
-        while (pg->head && n < PG_STORE_BATCH_MAX) {
-            batch[n++] = pg->head;
-            pg->head = pg->head->next;
-        }
-        if (!pg->head)
-            pg->tail = &pg->head;
-        pthread_mutex_unlock(&pg->qlock);
+        n = store_queue_take(&pg->queue, batch, PG_STORE_BATCH_MAX);
+        pthread_mutex_unlock(&pg->queue.lock);
         if (!n)
             break; /* stopping, and nothing is left */
         commit_batch(pg, batch, n);
-        /* To the notifier, in order: the writes are linked again as queued. */
-        for (size_t i = 0; i + 1 < n; i++)
-            batch[i]->next = batch[i + 1];
-        store_notifier_push(&pg->notifier, batch[0], batch[n - 1]);
+        store_notifier_push_batch(&pg->notifier, batch, n);
     }
     store_notifier_end(&pg->notifier);
     return NULL;
@@ -430,12 +415,5 @@ void *pg_store__writer_main(void *arg)
 
 void pg_store_write_queue(struct store *base, struct store_write *w)
 {
-    struct pg_store *pg = pg_store_of(base);
-    w->next = NULL;
-    w->err = 0;
-    pthread_mutex_lock(&pg->qlock);
-    *pg->tail = w;
-    pg->tail = &w->next;
-    pthread_cond_signal(&pg->queued_cond);
-    pthread_mutex_unlock(&pg->qlock);
+    store_queue_push(&pg_store_of(base)->queue, w);
 }

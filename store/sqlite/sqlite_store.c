@@ -809,14 +809,11 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
         return NULL;
     }
     st->lock_fd = -1;
-    st->tail = &st->head;
     st->durable = true;
-    st->wake_at = 1;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
     store__base_init(&st->base, &sqlite_store_backend);
-    pthread_mutex_init(&st->qlock, NULL);
-    pthread_cond_init(&st->queued_cond, NULL);
+    store_queue_init(&st->queue);
     store_notifier_init(&st->notifier);
     pthread_mutex_init(&st->cklock, NULL);
     pthread_cond_init(&st->ckcond, NULL);
@@ -926,10 +923,7 @@ static void sqlite_store_close(struct store *base)
     struct sqlite_store *st = sqlite_store_of(base);
 
     /* The writer commits what is queued, the notifier answers it, they end. */
-    pthread_mutex_lock(&st->qlock);
-    st->stopping = true;
-    pthread_cond_signal(&st->queued_cond);
-    pthread_mutex_unlock(&st->qlock);
+    store_queue_stop(&st->queue);
     if (st->writer_started)
         pthread_join(st->writer, NULL);
     else
@@ -960,8 +954,7 @@ static void sqlite_store_close(struct store *base)
     free(st->wal.path);
     pthread_cond_destroy(&st->ckcond);
     pthread_mutex_destroy(&st->cklock);
-    pthread_cond_destroy(&st->queued_cond);
-    pthread_mutex_destroy(&st->qlock);
+    store_queue_release(&st->queue);
     store__base_release(&st->base);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->lock);
@@ -981,9 +974,9 @@ int sqlite_store_set_durable(struct store *base, bool fsync_each_commit)
     rc = rc ? sqlite_store__sql_fail(st, &st->w, rc, "synchronous") : 0;
     pthread_mutex_unlock(&st->lock);
     if (!rc) {
-        pthread_mutex_lock(&st->qlock);
+        pthread_mutex_lock(&st->queue.lock);
         st->durable = fsync_each_commit;
-        pthread_mutex_unlock(&st->qlock);
+        pthread_mutex_unlock(&st->queue.lock);
     }
     return rc;
 }

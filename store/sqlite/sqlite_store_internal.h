@@ -6,10 +6,11 @@
  * reads, the writer's threads and the full-text index. Private to
  * store/sqlite; everyone else uses store/store.h.
  *
- * Depends on SQLite, store/store_backend.h, store/store_notifier.h and
- * state_machine/ only; never on store/pg.
+ * Depends on SQLite, store/store_backend.h, store/store_notifier.h,
+ * store/store_queue.h and state_machine/ only; never on store/pg.
  * Locks, in the order they may nest: `lock` or `rlock`, then the base's
- * `hlock`; `qlock`, the notifier's lock (store/store_notifier) and `cklock`
+ * `hlock`; the queue's lock (store/store_queue), the notifier's lock
+ * (store/store_notifier) and `cklock`
  * alone (see struct sqlite_store). Each helper says which lock it needs held.
  * Ownership: struct sqlite_store is the heap object of the backend's open and
  * close (store_open/store_close) and owns its connections, statements, queue
@@ -30,6 +31,7 @@
 #include "store/store.h"
 #include "store/store_backend.h"
 #include "store/store_notifier.h"
+#include "store/store_queue.h"
 
 /* How long open waits for a lock held by another process before saying so,
    and a connection for one SQLite holds briefly (WAL recovery). */
@@ -219,7 +221,7 @@ struct store_conn {
 
 /*
  * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
- * `qlock`, the notifier's and `cklock` alone. No callback is called with any of them
+ * the queue's, the notifier's and `cklock` alone. No callback is called with any of them
  * held. Threads: the writer (commits), the notifier (answers) and the
  * checkpointer (copies the WAL into the file), none for ":memory:" but the
  * first two.
@@ -244,19 +246,8 @@ struct sqlite_store {
     bool unusable;        /* writes are refused until restart; sticky */
     char why[RX_ERR_LEN]; /* why full or unusable, for store_health */
 
-    pthread_mutex_t qlock; /* guards the queue down to `durable` */
-    pthread_cond_t queued_cond;
-    struct store_write *head, **tail;
-    size_t queued; /* writes in the queue */
-    /*
-     * The queue length at which store_write_queue wakes the writer: 1 while
-     * it waits for a first write, the size it gathers for while it gathers
-     * (gather). A wake for every write of a batch cost the writer a context
-     * switch each, and the thread that queued a futex call.
-     */
-    size_t wake_at;
-    bool stopping;
-    bool durable; /* commits fsync (store_set_durable) */
+    struct store_queue queue; /* its lock also guards `durable` */
+    bool durable;             /* commits fsync (store_set_durable) */
     pthread_t writer;
     bool writer_started;
 

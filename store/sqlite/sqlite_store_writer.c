@@ -392,74 +392,33 @@ static int64_t mono_ns(void)
 }
 
 /*
- * Group commit's one judgement call: after a commit that synced, the writes
- * it answered come back within moments (clients send their next input), so
- * a batch that is still smaller than the last one waits a little for them:
- * until it is as big, or for at most half the last commit's time (capped by
- * STORE_GATHER_MAX_NS). One fsync then carries them all instead of two. A
- * commit that does not sync is cheap, and nothing waits for it. Only the
- * write that completes the batch wakes it (wake_at), not each one on the
- * way. qlock held.
- */
-static void gather(struct sqlite_store *st, size_t want, int64_t last_commit_ns)
-{
-    int64_t wait_ns = last_commit_ns / 2;
-    struct timespec until;
-
-    if (!st->durable || st->queued >= want || wait_ns <= 0)
-        return;
-    if (wait_ns > STORE_GATHER_MAX_NS)
-        wait_ns = STORE_GATHER_MAX_NS;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)wait_ns;
-    until.tv_sec += until.tv_nsec / 1000000000;
-    until.tv_nsec %= 1000000000;
-    st->wake_at = want;
-    while (st->queued < want && !st->stopping &&
-           pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) == 0)
-        ;
-    st->wake_at = 1; /* wait_for_writes wants the first one */
-}
-
-/*
  * The writer: take everything queued (up to STORE_BATCH_MAX), commit it as
  * one transaction, and hand the batch to the notifier, which calls each
  * write's `done` in queue order while the next batch commits. What is queued
  * while one commit syncs is the next batch. Idle, it catches up the
  * full-text index (wait_for_writes). At store_close it empties the queue,
  * then tells the notifier it is done.
- */
-/*
- * Wait, qlock held, until something is queued or the store stops. With the
+ *
+ * Wait, the queue's lock held, until something is queued or the store stops. With the
  * full-text index behind (`index_due`), a wait of STORE_INDEX_IDLE_MS with
  * nothing queued is the writer's idle time: one step of indexing then
- * (sqlite_store__index_idle), with qlock let go, so a commit waits at most one
+ * (sqlite_store__index_idle), with the queue let go, so a commit waits at most one
  * step. *index_due is the writer thread's own.
  */
 static void wait_for_writes(struct sqlite_store *st, bool *index_due)
 {
-    while (!st->head && !st->stopping) {
-        struct timespec until;
+    while (!st->queue.head && !st->queue.stopping) {
         int r;
 
-        if (!*index_due) {
-            pthread_cond_wait(&st->queued_cond, &st->qlock);
+        if (!store_queue_wait(&st->queue, *index_due ? STORE_INDEX_IDLE_MS : -1))
             continue;
-        }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += STORE_INDEX_IDLE_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
-        if (pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) != ETIMEDOUT ||
-            st->head || st->stopping)
-            continue;
-        pthread_mutex_unlock(&st->qlock);
+        pthread_mutex_unlock(&st->queue.lock);
         pthread_mutex_lock(&st->lock);
         r = sqlite_store__index_idle(st);
         pthread_mutex_unlock(&st->lock);
         /* Done, or failed: again once something new is committed. */
         *index_due = r > 0;
-        pthread_mutex_lock(&st->qlock);
+        pthread_mutex_lock(&st->queue.lock);
     }
 }
 
@@ -472,20 +431,14 @@ void *sqlite_store__writer_main(void *arg)
     bool index_due = true; /* what a last run left unindexed */
 
     for (;;) {
-        size_t n = 0;
+        size_t n;
         int64_t t0;
 
-        pthread_mutex_lock(&st->qlock);
+        pthread_mutex_lock(&st->queue.lock);
         wait_for_writes(st, &index_due);
-        gather(st, last_n, last_ns);
-        while (st->head && n < STORE_BATCH_MAX) {
-            batch[n++] = st->head;
-            st->head = st->head->next;
-        }
-        if (!st->head)
-            st->tail = &st->head;
-        st->queued -= n;
-        pthread_mutex_unlock(&st->qlock);
+        store_queue_gather(&st->queue, last_n, last_ns, STORE_GATHER_MAX_NS, st->durable);
+        n = store_queue_take(&st->queue, batch, STORE_BATCH_MAX);
+        pthread_mutex_unlock(&st->queue.lock);
         if (!n)
             break; /* stopping, and nothing is left */
         t0 = mono_ns();
@@ -493,10 +446,7 @@ void *sqlite_store__writer_main(void *arg)
         last_ns = mono_ns() - t0;
         last_n = n;
         index_due = true;
-        /* To the notifier, in order: the writes are linked again as queued. */
-        for (size_t i = 0; i + 1 < n; i++)
-            batch[i]->next = batch[i + 1];
-        store_notifier_push(&st->notifier, batch[0], batch[n - 1]);
+        store_notifier_push_batch(&st->notifier, batch, n);
         /* Between two batches, while the notifier answers this one. */
         pthread_mutex_lock(&st->lock);
         if (st->recent_rows >= st->merge_at)
@@ -565,16 +515,7 @@ void *sqlite_store__checkpointer_main(void *arg)
 
 void sqlite_store_write_queue(struct store *base, struct store_write *w)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    w->next = NULL;
-    w->err = 0;
-    pthread_mutex_lock(&st->qlock);
-    *st->tail = w;
-    st->tail = &w->next;
-    st->queued++;
-    if (st->queued >= st->wake_at)
-        pthread_cond_signal(&st->queued_cond);
-    pthread_mutex_unlock(&st->qlock);
+    store_queue_push(&sqlite_store_of(base)->queue, w);
 }
 
 void sqlite_store_commit_counts(struct store *base, int64_t *commits, int64_t *writes)
