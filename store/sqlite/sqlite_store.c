@@ -347,6 +347,31 @@ void sqlite_store__tx_rollback(struct sqlite_store *st)
 }
 
 /*
+ * Every write beside group commit (create, delete, fork, retention, titles,
+ * import): one transaction on the writer's connection, under its lock,
+ * between two commits. `after` runs under the lock once the commit is in,
+ * for what must change with it (the sessions' last seqs).
+ */
+int sqlite_store__write_tx(struct sqlite_store *st, sqlite_store_tx_fn body,
+                           sqlite_store_tx_fn after, void *arg)
+{
+    int err;
+
+    pthread_mutex_lock(&st->lock);
+    if ((err = sqlite_store__tx_begin(st)))
+        goto out_unlock;
+    if ((err = body(st, arg))) {
+        sqlite_store__tx_rollback(st);
+        goto out_unlock;
+    }
+    if (!(err = sqlite_store__tx_commit(st)) && after)
+        (void)after(st, arg);
+out_unlock:
+    pthread_mutex_unlock(&st->lock);
+    return err;
+}
+
+/*
  * The connection reads go through, locked: the read-only one, or for
  * ":memory:" the writer's (under its lock, so between two commits).
  */

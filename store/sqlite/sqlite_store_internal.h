@@ -346,6 +346,15 @@ int sqlite_store__tx_begin(struct sqlite_store *st);
 int sqlite_store__tx_commit(struct sqlite_store *st);
 /* ROLLBACK if a transaction is open. */
 void sqlite_store__tx_rollback(struct sqlite_store *st);
+/* A part of a write transaction: 0 or an errno (which rolls it back). lock held. */
+typedef int (*sqlite_store_tx_fn)(struct sqlite_store *st, void *arg);
+/*
+ * Take `lock`, begin, run `body`, commit (or roll back when it failed), and
+ * after a commit run `after` (may be NULL; its result is ignored), still
+ * under the lock. 0 or the first error: nothing of a failed one is stored.
+ */
+int sqlite_store__write_tx(struct sqlite_store *st, sqlite_store_tx_fn body,
+                           sqlite_store_tx_fn after, void *arg);
 
 /* ---- sqlite_store.c: reads ---- */
 
@@ -409,6 +418,11 @@ int sqlite_store__index_defer(struct sqlite_store *st);
 int sqlite_store__index_clamp(struct sqlite_store *st);
 
 /* ---- sqlite_store_writer.c: the sessions' last seqs (lock held) ---- */
+
+/* A session's row (sid, created_at) inside the caller's transaction: 0 or an errno
+   with the error "<what>: ...". lock held. */
+int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
+                                 int64_t created_at, const char *what);
 
 void sqlite_store__last_drop(struct last_map *m, const char *sid);
 /* Free every entry; m is empty afterwards. */

@@ -215,48 +215,44 @@ int sqlite_store_state_at(struct store *base, const char *sid, int64_t seq,
     return err;
 }
 
+/* A fork to make: the arguments of its transaction. */
+struct fork_args {
+    const char *sid, *new_sid;
+    int64_t at, created_at;
+};
+
+static int fork_rows(struct sqlite_store *st, void *arg)
+{
+    static const int copies[] = {Q_FORK_INPUTS, Q_FORK_SNAPSHOT, Q_FORK_DOCS,
+                                 Q_FORK_TITLE};
+    struct fork_args *a = arg;
+    struct store_conn *c = &st->w;
+    int rc, err;
+
+    /* The source's recent inputs are indexed first: the fork copies the index. */
+    if ((err = sqlite_store__session_get(st, c, a->sid, NULL)) ||
+        (err = check_seq(st, c, a->sid, a->at)) || (err = sqlite_store__index_all(st)) ||
+        (err = sqlite_store__insert_session(st, a->new_sid, a->created_at,
+                                            "creating the fork")))
+        return err;
+    for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++) {
+        sqlite3_stmt *q = sqlite_store__stmt(c, copies[i]);
+
+        sqlite_store__bind_text(q, 1, a->new_sid, strlen(a->new_sid));
+        sqlite_store__bind_text(q, 2, a->sid, strlen(a->sid));
+        sqlite3_bind_int64(q, 3, a->at);
+        if ((rc = sqlite_store__run(q)))
+            return sqlite_store__sql_fail(st, c, rc, "copying the log");
+    }
+    return 0;
+}
+
 int sqlite_store_fork(struct store *base, const char *sid, int64_t at,
                       const char *new_sid, int64_t created_at)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    static const int copies[] = {Q_FORK_INPUTS, Q_FORK_SNAPSHOT, Q_FORK_DOCS,
-                                 Q_FORK_TITLE};
-    struct store_conn *c = &st->w;
-    sqlite3_stmt *q;
-    int rc, err;
+    struct fork_args a = {sid, new_sid, at, created_at};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    /* The source's recent inputs are indexed first: the fork copies the index. */
-    if ((err = sqlite_store__session_get(st, c, sid, NULL)) ||
-        (err = check_seq(st, c, sid, at)) || (err = sqlite_store__index_all(st)))
-        goto out_rollback;
-    q = sqlite_store__stmt(c, Q_SESSION_INSERT);
-    sqlite_store__bind_text(q, 1, new_sid, strlen(new_sid));
-    sqlite3_bind_int64(q, 2, created_at);
-    if ((rc = sqlite_store__run(q))) {
-        err = sqlite_store__sql_fail(st, c, rc, "creating the fork");
-        goto out_rollback;
-    }
-    for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++) {
-        q = sqlite_store__stmt(c, copies[i]);
-        sqlite_store__bind_text(q, 1, new_sid, strlen(new_sid));
-        sqlite_store__bind_text(q, 2, sid, strlen(sid));
-        sqlite3_bind_int64(q, 3, at);
-        if ((rc = sqlite_store__run(q))) {
-            err = sqlite_store__sql_fail(st, c, rc, "copying the log");
-            goto out_rollback;
-        }
-    }
-    err = sqlite_store__tx_commit(st);
-    goto out_unlock;
-
-out_rollback:
-    sqlite_store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    return sqlite_store__write_tx(sqlite_store_of(base), fork_rows, NULL, &a);
 }
 
 /* ---- retention and size ------------------------------------------------------------ */
@@ -285,51 +281,59 @@ static int list_expired(struct sqlite_store *st, int64_t older_than_ms, json_t *
     return err;
 }
 
-int sqlite_store_gc_list(struct store *base, int64_t older_than_ms, json_t **removed_ids,
-                         int64_t *removed_inputs)
+/* Retention's transaction: what it is given and what it found. */
+struct gc_args {
+    int64_t older_than_ms;
+    json_t *ids; /* the expired ids */
+    int64_t inputs;
+};
+
+static int gc_rows(struct sqlite_store *st, void *arg)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     static const int deletes[] = {Q_GC_INPUTS, Q_GC_RECENT,  Q_GC_SNAPSHOTS,
                                   Q_GC_DOCS,   Q_GC_PENDING, Q_GC_SESSIONS};
-    json_t *ids = json_array();
-    int64_t inputs = 0;
+    struct gc_args *a = arg;
     int rc, err;
 
-    if (!ids)
-        return -ENOMEM;
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    if ((err = list_expired(st, older_than_ms, ids, &inputs)))
-        goto out_rollback;
+    if ((err = list_expired(st, a->older_than_ms, a->ids, &a->inputs)))
+        return err;
     for (size_t i = 0; i < sizeof(deletes) / sizeof(deletes[0]); i++) {
         sqlite3_stmt *q = sqlite_store__stmt(&st->w, deletes[i]);
 
-        sqlite3_bind_int64(q, 1, older_than_ms);
-        if ((rc = sqlite_store__run(q))) {
-            err = sqlite_store__sql_fail(st, &st->w, rc, "deleting expired sessions");
-            goto out_rollback;
-        }
+        sqlite3_bind_int64(q, 1, a->older_than_ms);
+        if ((rc = sqlite_store__run(q)))
+            return sqlite_store__sql_fail(st, &st->w, rc, "deleting expired sessions");
     }
-    if ((err = sqlite_store__index_clamp(st)))
-        goto out_rollback;
-    if ((err = sqlite_store__tx_commit(st)))
-        goto out_unlock;
-    for (size_t i = 0; i < json_array_size(ids); i++)
-        sqlite_store__last_drop(&st->last, json_string_value(json_array_get(ids, i)));
-    if (removed_inputs)
-        *removed_inputs = inputs;
-    if (removed_ids) {
-        *removed_ids = ids;
-        ids = NULL;
-    }
-    goto out_unlock;
+    return sqlite_store__index_clamp(st);
+}
 
-out_rollback:
-    sqlite_store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    json_decref(ids);
+/* No row of them is left: forget their last seqs. */
+static int gc_forget(struct sqlite_store *st, void *arg)
+{
+    struct gc_args *a = arg;
+
+    for (size_t i = 0; i < json_array_size(a->ids); i++)
+        sqlite_store__last_drop(&st->last, json_string_value(json_array_get(a->ids, i)));
+    return 0;
+}
+
+int sqlite_store_gc_list(struct store *base, int64_t older_than_ms, json_t **removed_ids,
+                         int64_t *removed_inputs)
+{
+    struct gc_args a = {older_than_ms, json_array(), 0};
+    int err;
+
+    if (!a.ids)
+        return -ENOMEM;
+    /* A failed try may have listed some: they were not removed. */
+    err = sqlite_store__write_tx(sqlite_store_of(base), gc_rows, gc_forget, &a);
+    if (!err && removed_inputs)
+        *removed_inputs = a.inputs;
+    if (!err && removed_ids) {
+        *removed_ids = a.ids;
+        a.ids = NULL;
+    }
+    json_decref(a.ids);
     return err;
 }
 

@@ -278,38 +278,37 @@ static int title_doc(struct sqlite_store *st, const char *sid, const char *title
     return rc ? sqlite_store__sql_fail(st, &st->w, rc, "indexing a title") : 0;
 }
 
+/* A title to give, or a log to import: the arguments of its transaction. */
+struct title_args {
+    const char *sid, *title;
+    int64_t created_at;
+    const struct store_text *inputs, *snapshot;
+    size_t n;
+};
+
+static int title_rows(struct sqlite_store *st, void *arg)
+{
+    struct title_args *a = arg;
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_TITLE_SET);
+    int rc;
+
+    sqlite_store__bind_text(q, 1, a->sid, strlen(a->sid));
+    if (a->title)
+        sqlite_store__bind_text(q, 2, a->title, strlen(a->title));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "renaming a session");
+    if (!sqlite3_changes(st->w.db)) {
+        store__set_error(&st->base, "no session '%s'", a->sid);
+        return -ENOENT;
+    }
+    return title_doc(st, a->sid, a->title);
+}
+
 int sqlite_store_set_title(struct store *base, const char *sid, const char *title)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *q;
-    int rc, err;
+    struct title_args a = {.sid = sid, .title = title};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    q = sqlite_store__stmt(&st->w, Q_SESSION_TITLE_SET);
-    sqlite_store__bind_text(q, 1, sid, strlen(sid));
-    if (title)
-        sqlite_store__bind_text(q, 2, title, strlen(title));
-    if ((rc = sqlite_store__run(q))) {
-        err = sqlite_store__sql_fail(st, &st->w, rc, "renaming a session");
-        goto out_rollback;
-    }
-    if (!sqlite3_changes(st->w.db)) {
-        store__set_error(&st->base, "no session '%s'", sid);
-        err = -ENOENT;
-        goto out_rollback;
-    }
-    if ((err = title_doc(st, sid, title)))
-        goto out_rollback;
-    err = sqlite_store__tx_commit(st);
-    goto out_unlock;
-
-out_rollback:
-    sqlite_store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    return sqlite_store__write_tx(sqlite_store_of(base), title_rows, NULL, &a);
 }
 
 int sqlite_store_session_title(struct store *base, const char *sid, char **out)
@@ -462,36 +461,29 @@ static int import_rows(struct sqlite_store *st, const char *sid,
  * delays the next commit by about the time it takes (milliseconds per
  * thousand inputs).
  */
+static int import_session(struct sqlite_store *st, void *arg)
+{
+    struct title_args *a = arg;
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_IMPORT);
+    int rc, err;
+
+    sqlite_store__bind_text(q, 1, a->sid, strlen(a->sid));
+    sqlite3_bind_int64(q, 2, a->created_at);
+    sqlite3_bind_int64(q, 3, a->created_at);
+    if (a->title)
+        sqlite_store__bind_text(q, 4, a->title, strlen(a->title));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "importing a session");
+    if ((err = title_doc(st, a->sid, a->title)))
+        return err;
+    return import_rows(st, a->sid, a->inputs, a->n, a->snapshot);
+}
+
 int sqlite_store_import(struct store *base, const char *sid, int64_t created_at,
                         const char *title, const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *q;
-    int rc, err;
+    struct title_args a = {sid, title, created_at, inputs, snapshot, n};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    q = sqlite_store__stmt(&st->w, Q_SESSION_IMPORT);
-    sqlite_store__bind_text(q, 1, sid, strlen(sid));
-    sqlite3_bind_int64(q, 2, created_at);
-    sqlite3_bind_int64(q, 3, created_at);
-    if (title)
-        sqlite_store__bind_text(q, 4, title, strlen(title));
-    if ((rc = sqlite_store__run(q))) {
-        err = sqlite_store__sql_fail(st, &st->w, rc, "importing a session");
-        goto out_rollback;
-    }
-    if ((err = title_doc(st, sid, title)) ||
-        (err = import_rows(st, sid, inputs, n, snapshot)))
-        goto out_rollback;
-    err = sqlite_store__tx_commit(st);
-    goto out_unlock;
-
-out_rollback:
-    sqlite_store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    return sqlite_store__write_tx(sqlite_store_of(base), import_session, NULL, &a);
 }

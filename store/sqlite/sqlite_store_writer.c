@@ -123,36 +123,48 @@ void sqlite_store__last_release(struct last_map *m)
 
 /* ---- sessions ------------------------------------------------------------------ */
 
-int sqlite_store_create_session(struct store *base, const char *sid, int64_t created_at)
-{
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *q;
-    int rc, err;
+/* A session to make, forget or copy: the arguments of a write transaction. */
+struct session_args {
+    const char *sid;
+    int64_t created_at;
+};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    q = sqlite_store__stmt(&st->w, Q_SESSION_INSERT);
+int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
+                                 int64_t created_at, const char *what)
+{
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_INSERT);
+    int rc;
+
     sqlite_store__bind_text(q, 1, sid, strlen(sid));
     sqlite3_bind_int64(q, 2, created_at);
-    if ((rc = sqlite_store__run(q))) {
-        err = sqlite_store__sql_fail(st, &st->w, rc, "creating a session");
-        sqlite_store__tx_rollback(st);
-        goto out_unlock;
-    }
-    err = sqlite_store__tx_commit(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    rc = sqlite_store__run(q);
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, what) : 0;
+}
+
+static int create_rows(struct sqlite_store *st, void *arg)
+{
+    struct session_args *a = arg;
+
+    return sqlite_store__insert_session(st, a->sid, a->created_at, "creating a session");
+}
+
+int sqlite_store_create_session(struct store *base, const char *sid, int64_t created_at)
+{
+    struct session_args a = {sid, created_at};
+
+    return sqlite_store__write_tx(sqlite_store_of(base), create_rows, NULL, &a);
 }
 
 /* Delete the rows of one session. Inside a transaction. */
-static int delete_rows(struct sqlite_store *st, const char *sid)
+static int delete_rows(struct sqlite_store *st, void *arg)
 {
     static const int ids[] = {Q_INPUTS_DELETE, Q_RECENT_DELETE,  Q_SNAPSHOTS_DELETE,
                               Q_DOCS_DELETE,   Q_PENDING_DELETE, Q_SESSION_DELETE};
-    int rc;
+    const char *sid = ((struct session_args *)arg)->sid;
+    int rc, err;
 
+    if ((err = sqlite_store__session_get(st, &st->w, sid, NULL)))
+        return err;
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
         sqlite3_stmt *q = sqlite_store__stmt(&st->w, ids[i]);
 
@@ -163,24 +175,18 @@ static int delete_rows(struct sqlite_store *st, const char *sid)
     return sqlite_store__index_clamp(st);
 }
 
+/* No row of it is left: forget its last seq. */
+static int forget_last(struct sqlite_store *st, void *arg)
+{
+    sqlite_store__last_drop(&st->last, ((struct session_args *)arg)->sid);
+    return 0;
+}
+
 int sqlite_store_delete_session(struct store *base, const char *sid)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    int err;
+    struct session_args a = {sid, 0};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = sqlite_store__tx_begin(st)))
-        goto out_unlock;
-    if ((err = sqlite_store__session_get(st, &st->w, sid, NULL)) ||
-        (err = delete_rows(st, sid))) {
-        sqlite_store__tx_rollback(st);
-        goto out_unlock;
-    }
-    if (!(err = sqlite_store__tx_commit(st)))
-        sqlite_store__last_drop(&st->last, sid); /* no row of it is left */
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    return sqlite_store__write_tx(sqlite_store_of(base), delete_rows, forget_last, &a);
 }
 
 /* ---- group commit ------------------------------------------------------------------ */
