@@ -396,6 +396,20 @@ int store__history_row(struct store *st, const char *sid, struct rx_buf *out,
     return 0;
 }
 
+int store__history_end(struct store *st, const char *sid, struct rx_buf *out,
+                       size_t start, int err, int64_t after_seq, int64_t *last)
+{
+    if (!err && rx_buf_putc(out, ']'))
+        err = -ENOMEM;
+    if (err == -ENOMEM)
+        store__set_error(st, "session '%s': out of memory reading history", sid);
+    if (err)
+        rx_buf_truncate(out, start);
+    else
+        *last = after_seq;
+    return err;
+}
+
 int store_history_page(struct store *st, const char *sid, int64_t after_seq, int limit,
                        struct rx_buf *out, int64_t *last)
 {

@@ -127,6 +127,14 @@ int store__history_row(struct store *st, const char *sid, struct rx_buf *out,
                        size_t start, size_t rows, int64_t seq, const char *text,
                        size_t len) RX_WUR;
 /*
+ * The end of a history page begun at byte `start` of `out` (its '[' there):
+ * with err 0, ']' appended and *last = after_seq (the seq of its last row);
+ * otherwise (or when ']' does not fit: -ENOMEM, named) the page taken back.
+ * Gives the error.
+ */
+int store__history_end(struct store *st, const char *sid, struct rx_buf *out,
+                       size_t start, int err, int64_t after_seq, int64_t *last) RX_WUR;
+/*
  * One session at the end of `l`: id and title (NULL: none) copied. 0 or
  * -ENOMEM (l unchanged).
  */

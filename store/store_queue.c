@@ -16,10 +16,31 @@ void store_queue_init(struct store_queue *q)
     q->queued = 0;
     q->wake_at = 1;
     q->stopping = false;
+    q->writer_started = false;
+    store_notifier_init(&q->notifier);
 }
 
-void store_queue_release(struct store_queue *q)
+int store_queue_start(struct store_queue *q, void *(*writer_main)(void *), void *arg)
 {
+    int rc = store_notifier_start(&q->notifier);
+
+    if (!rc && !(rc = pthread_create(&q->writer, NULL, writer_main, arg)))
+        q->writer_started = true;
+    return rc;
+}
+
+void store_queue_close(struct store_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->stopping = true;
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    /* The writer ends the notifier once it is done; without one, end it here. */
+    if (q->writer_started)
+        pthread_join(q->writer, NULL);
+    else
+        store_notifier_end(&q->notifier);
+    store_notifier_release(&q->notifier);
     pthread_cond_destroy(&q->cond);
     pthread_mutex_destroy(&q->lock);
 }
@@ -34,14 +55,6 @@ void store_queue_push(struct store_queue *q, struct store_write *w)
     q->queued++;
     if (q->queued >= q->wake_at)
         pthread_cond_signal(&q->cond);
-    pthread_mutex_unlock(&q->lock);
-}
-
-void store_queue_stop(struct store_queue *q)
-{
-    pthread_mutex_lock(&q->lock);
-    q->stopping = true;
-    pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
 }
 

@@ -8,7 +8,12 @@
  * judgement call of group commit, gathering (store_queue_gather), and the
  * timed waits of an idle writer.
  *
- * Depends on store/store.h (struct store_write) and pthreads only.
+ * The queue also carries the two threads of group commit: the backend's
+ * writer (store_queue_start) and the notifier (store/store_notifier), and
+ * stops both in order at close.
+ *
+ * Depends on store/store.h (struct store_write), store/store_notifier.h and
+ * pthreads only.
  * Locks: `lock` is a leaf but for the backend's own settings it guards
  * beside the queue (a backend's `durable`); the writer holds it only to wait
  * and to take a batch, never across a commit. No `done` is called with it.
@@ -25,6 +30,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/store_notifier.h"
 
 struct store_queue {
     pthread_mutex_t lock; /* guards everything below */
@@ -38,17 +44,32 @@ struct store_queue {
      * and the thread that queued a futex call.
      */
     size_t wake_at;
-    bool stopping; /* store_queue_stop: commit what is queued, then end */
+    bool stopping; /* store_queue_close: commit what is queued, then end */
+
+    /* Not under the lock: set before the threads run, read at close. */
+    pthread_t writer;
+    bool writer_started;
+    struct store_notifier notifier; /* answers committed writes, in order */
 };
 
 /* Before anything else of it. Never fails. */
 void store_queue_init(struct store_queue *q);
-/* After the writer ended. */
-void store_queue_release(struct store_queue *q);
+/*
+ * Start the notifier, then the writer: `writer_main(arg)` takes batches
+ * (store_queue_take), commits them, hands each to the notifier
+ * (store_notifier_push_batch on q->notifier) and, once it takes none after
+ * the queue stopped, ends the notifier (store_notifier_end) and returns.
+ * 0 or a positive pthread error.
+ */
+int store_queue_start(struct store_queue *q, void *(*writer_main)(void *), void *arg);
+/*
+ * The store closes: the writer commits what is queued, the notifier answers
+ * it, both end; then the queue is released. After store_queue_init, whether
+ * or not store_queue_start ran or succeeded.
+ */
+void store_queue_close(struct store_queue *q);
 /* Queue `w` (its `next` and `err` are reset): store_write_queue. Never fails. */
 void store_queue_push(struct store_queue *q, struct store_write *w);
-/* The store closes: the writer takes what is left, then ends. */
-void store_queue_stop(struct store_queue *q);
 
 /*
  * lock held. Wait until something is queued or the queue stops, at most

@@ -348,7 +348,6 @@ static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
     pthread_mutex_init(&pg->rlock, NULL);
     store__base_init(&pg->base, &pg_store_backend);
     store_queue_init(&pg->queue);
-    store_notifier_init(&pg->notifier);
     pg->conninfo = strdup(conninfo);
     pg->safe = redact(conninfo);
     if (!pg->conninfo || !pg->safe) {
@@ -360,10 +359,7 @@ static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
         open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
         open_conn(pg, &pg->w, "writer", why, sizeof(why)))
         goto out_fail;
-    rc = store_notifier_start(&pg->notifier);
-    if (!rc && (rc = pthread_create(&pg->writer, NULL, pg_store__writer_main, pg)) == 0)
-        pg->writer_started = true;
-    if (rc) {
+    if ((rc = store_queue_start(&pg->queue, pg_store__writer_main, pg))) {
         snprintf(why, sizeof(why), "cannot start a thread: %s", strerror(rc));
         goto out_fail;
     }
@@ -381,18 +377,12 @@ static void pg_store_close(struct store *base)
     struct pg_store *pg = pg_store_of(base);
 
     /* The writer commits what is queued, the notifier answers it, they end. */
-    store_queue_stop(&pg->queue);
-    if (pg->writer_started)
-        pthread_join(pg->writer, NULL);
-    else
-        store_notifier_end(&pg->notifier);
-    store_notifier_release(&pg->notifier);
+    store_queue_close(&pg->queue);
     PQfinish(pg->w.c);
     PQfinish(pg->a.c);
     PQfinish(pg->r.c);
     free(pg->safe);
     free(pg->conninfo);
-    store_queue_release(&pg->queue);
     store__base_release(&pg->base);
     pthread_mutex_destroy(&pg->rlock);
     pthread_mutex_destroy(&pg->alock);

@@ -62,6 +62,28 @@ static int finish(struct pg_store *pg, int err)
     return err;
 }
 
+/* The end of one that made session `sid` (create, fork, import): announced first. */
+static int finish_created(struct pg_store *pg, const char *sid, int err)
+{
+    if (!err)
+        err = announce_created(pg, sid);
+    return finish(pg, err);
+}
+
+/*
+ * A new session's row: `sql` with `vals` (vals[0] its id), the id named in
+ * the error when it is taken. In the transaction.
+ */
+static int insert_session(struct pg_store *pg, const char *what, const char *sql, int n,
+                          const char *const *vals)
+{
+    int err = run(pg, what, sql, n, vals, NULL);
+
+    if (err == -EEXIST)
+        store__set_error(&pg->base, "session '%s' exists", vals[0]);
+    return err;
+}
+
 int pg_store_create_session(struct store *base, const char *sid, int64_t created_at)
 {
     struct pg_store *pg = pg_store_of(base);
@@ -72,14 +94,11 @@ int pg_store_create_session(struct store *base, const char *sid, int64_t created
     pthread_mutex_lock(&pg->alock);
     if ((err = pg_store__begin(pg, &pg->a)))
         goto out_unlock;
-    err = run(pg, "creating a session",
-              "INSERT INTO sessions(id, created_at, updated_at) VALUES($1, $2, $2)", 2,
-              vals, NULL);
-    if (err == -EEXIST)
-        store__set_error(&pg->base, "session '%s' exists", sid);
-    if (!err)
-        err = announce_created(pg, sid);
-    err = finish(pg, err);
+    err = insert_session(pg, "creating a session",
+                         "INSERT INTO sessions(id, created_at, updated_at)"
+                         " VALUES($1, $2, $2)",
+                         2, vals);
+    err = finish_created(pg, sid, err);
 out_unlock:
     pthread_mutex_unlock(&pg->alock);
     return err;
@@ -157,7 +176,7 @@ int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *n
     };
     char at_s[24], created_s[24];
     const char *vals[3] = {sid, new_sid, pg_store__fmt_i64(at_s, at)};
-    const char *insert_vals[3] = {sid, new_sid, pg_store__fmt_i64(created_s, created_at)};
+    const char *insert_vals[3] = {new_sid, sid, pg_store__fmt_i64(created_s, created_at)};
     PGresult *r = NULL;
     int64_t last;
     int err;
@@ -179,21 +198,15 @@ int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *n
     last = pg_store__i64(r, 0, 0);
     if ((err = pg_store__seq_in_log(pg, sid, at, last)))
         goto out_finish;
-    if ((err =
-             run(pg, "creating the fork",
-                 "INSERT INTO sessions(id, created_at, updated_at, title) SELECT $2, $3,"
-                 " $3, title FROM sessions WHERE id = $1",
-                 3, insert_vals, NULL))) {
-        if (err == -EEXIST)
-            store__set_error(&pg->base, "session '%s' exists", new_sid);
+    if ((err = insert_session(pg, "creating the fork",
+                              "INSERT INTO sessions(id, created_at, updated_at, title)"
+                              " SELECT $1, $3, $3, title FROM sessions WHERE id = $2",
+                              3, insert_vals)))
         goto out_finish;
-    }
     for (size_t i = 0; !err && i < sizeof(copies) / sizeof(copies[0]); i++)
         err = run(pg, "copying the log", copies[i], 3, vals, NULL);
-    if (!err)
-        err = announce_created(pg, new_sid);
 out_finish:
-    err = finish(pg, err);
+    err = finish_created(pg, new_sid, err);
 out_unlock:
     pthread_mutex_unlock(&pg->alock);
     PQclear(r);
@@ -386,19 +399,15 @@ int pg_store_import(struct store *base, const char *sid, int64_t created_at,
     pthread_mutex_lock(&pg->alock);
     if ((err = pg_store__begin(pg, &pg->a)))
         goto out_unlock;
-    err = run(pg, "importing a session",
-              "INSERT INTO sessions(id, created_at, updated_at, title) VALUES($1, $2, $2,"
-              " $3)",
-              3, vals, NULL);
-    if (err == -EEXIST)
-        store__set_error(&pg->base, "session '%s' exists", sid);
+    err = insert_session(pg, "importing a session",
+                         "INSERT INTO sessions(id, created_at, updated_at, title)"
+                         " VALUES($1, $2, $2, $3)",
+                         3, vals);
     if (!err)
         err = title_doc(pg, sid, title);
     if (!err)
         err = import_rows(pg, sid, inputs, n, snapshot);
-    if (!err)
-        err = announce_created(pg, sid);
-    err = finish(pg, err);
+    err = finish_created(pg, sid, err);
 out_unlock:
     pthread_mutex_unlock(&pg->alock);
     return err;

@@ -84,13 +84,10 @@ struct pg_store {
     char node[PG_STORE_NODE_MAX]; /* fencing (pg_store_set_node); "" with !fenced */
     bool fenced;
 
-    struct store_queue queue; /* its lock also guards `durable`, `durable_set` */
-    bool durable;             /* synchronous_commit on (store_set_durable) */
-    bool durable_set;         /* the writer's connection has `durable` applied */
-    pthread_t writer;
-    bool writer_started;
-
-    struct store_notifier notifier; /* answers committed writes, in order */
+    struct store_queue
+        queue;        /* the writer, the notifier; its lock guards durable, durable_set */
+    bool durable;     /* synchronous_commit on (store_set_durable) */
+    bool durable_set; /* the writer's connection has `durable` applied */
 
     int64_t commits, writes; /* the writer's batches and their writes (atomic) */
 };

@@ -250,14 +250,7 @@ int pg_store_history_page(struct store *base, const char *sid, int64_t after_seq
         if ((size_t)got < want)
             break;
     }
-    if (!err && rx_buf_putc(out, ']'))
-        err = -ENOMEM;
-    if (err == -ENOMEM)
-        store__set_error(&pg->base, "session '%s': out of memory reading history", sid);
-    if (err)
-        rx_buf_truncate(out, start);
-    else
-        *last = after_seq;
+    err = store__history_end(&pg->base, sid, out, start, err, after_seq, last);
     read_end(pg);
     pthread_mutex_unlock(&pg->rlock);
     return err;

@@ -407,9 +407,9 @@ void *pg_store__writer_main(void *arg)
         if (!n)
             break; /* stopping, and nothing is left */
         commit_batch(pg, batch, n);
-        store_notifier_push_batch(&pg->notifier, batch, n);
+        store_notifier_push_batch(&pg->queue.notifier, batch, n);
     }
-    store_notifier_end(&pg->notifier);
+    store_notifier_end(&pg->queue.notifier);
     return NULL;
 }
 

@@ -810,9 +810,10 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), struct sqlite_store *
     return rc;
 }
 
-static int notifier_start(struct sqlite_store *st, char *why, size_t n)
+/* Group commit's threads: the notifier, then the writer. 0, or the error with `why`. */
+static int writer_start(struct sqlite_store *st, char *why, size_t n)
 {
-    int rc = store_notifier_start(&st->notifier);
+    int rc = store_queue_start(&st->queue, sqlite_store__writer_main, st);
 
     if (rc)
         snprintf(why, n, "cannot start a thread: %s", strerror(rc));
@@ -839,7 +840,6 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
     pthread_mutex_init(&st->rlock, NULL);
     store__base_init(&st->base, &sqlite_store_backend);
     store_queue_init(&st->queue);
-    store_notifier_init(&st->notifier);
     pthread_mutex_init(&st->cklock, NULL);
     pthread_cond_init(&st->ckcond, NULL);
     if (!path || !*path) {
@@ -899,9 +899,7 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
     }
     if ((st->ck && (rc = start_thread(&st->checkpointer, sqlite_store__checkpointer_main,
                                       st, &st->ck_started, why, sizeof(why)))) ||
-        (rc = notifier_start(st, why, sizeof(why))) ||
-        (rc = start_thread(&st->writer, sqlite_store__writer_main, st,
-                           &st->writer_started, why, sizeof(why))))
+        (rc = writer_start(st, why, sizeof(why))))
         goto out_fail;
     return &st->base;
 
@@ -948,12 +946,7 @@ static void sqlite_store_close(struct store *base)
     struct sqlite_store *st = sqlite_store_of(base);
 
     /* The writer commits what is queued, the notifier answers it, they end. */
-    store_queue_stop(&st->queue);
-    if (st->writer_started)
-        pthread_join(st->writer, NULL);
-    else
-        store_notifier_end(&st->notifier);
-    store_notifier_release(&st->notifier);
+    store_queue_close(&st->queue);
     pthread_mutex_lock(&st->cklock);
     st->ck_stop = true;
     pthread_cond_signal(&st->ckcond);
@@ -961,7 +954,7 @@ static void sqlite_store_close(struct store *base)
     if (st->ck_started)
         pthread_join(st->checkpointer, NULL);
     /* Leave the file tidy: every input in `inputs` (best effort). */
-    if (st->writer_started && st->recent_rows)
+    if (st->queue.writer_started && st->recent_rows)
         (void)sqlite_store__recent_merge(st);
     sqlite3_close(st->ck);
     conn_close(&st->r); /* none for ":memory:" */
@@ -979,7 +972,6 @@ static void sqlite_store_close(struct store *base)
     free(st->wal.path);
     pthread_cond_destroy(&st->ckcond);
     pthread_mutex_destroy(&st->cklock);
-    store_queue_release(&st->queue);
     store__base_release(&st->base);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->lock);

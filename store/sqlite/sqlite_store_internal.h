@@ -246,12 +246,8 @@ struct sqlite_store {
     bool unusable;        /* writes are refused until restart; sticky */
     char why[RX_ERR_LEN]; /* why full or unusable, for store_health */
 
-    struct store_queue queue; /* its lock also guards `durable` */
+    struct store_queue queue; /* the writer, the notifier; its lock guards durable */
     bool durable;             /* commits fsync (store_set_durable) */
-    pthread_t writer;
-    bool writer_started;
-
-    struct store_notifier notifier; /* answers committed writes, in order */
 
     sqlite3 *ck;            /* the checkpointer's connection; NULL: none */
     pthread_mutex_t cklock; /* guards ck_due, ck_stop */

@@ -169,14 +169,7 @@ int sqlite_store_history_page(struct store *base, const char *sid, int64_t after
         err = sqlite_store__sql_fail(st, c, rc, "reading history");
     if (q)
         sqlite_store__done(q);
-    if (!err && rx_buf_putc(out, ']'))
-        err = -ENOMEM;
-    if (err == -ENOMEM)
-        store__set_error(&st->base, "session '%s': out of memory reading history", sid);
-    if (err)
-        rx_buf_truncate(out, start);
-    else
-        *last = after_seq;
+    err = store__history_end(&st->base, sid, out, start, err, after_seq, last);
     sqlite_store__read_end(c);
     sqlite_store__reader_unlock(st);
     return err;

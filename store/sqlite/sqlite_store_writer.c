@@ -452,7 +452,7 @@ void *sqlite_store__writer_main(void *arg)
         last_ns = mono_ns() - t0;
         last_n = n;
         index_due = true;
-        store_notifier_push_batch(&st->notifier, batch, n);
+        store_notifier_push_batch(&st->queue.notifier, batch, n);
         /* Between two batches, while the notifier answers this one. */
         pthread_mutex_lock(&st->lock);
         if (st->recent_rows >= st->merge_at)
@@ -460,7 +460,7 @@ void *sqlite_store__writer_main(void *arg)
                 st); /* the rows stay where they are, as safe */
         pthread_mutex_unlock(&st->lock);
     }
-    store_notifier_end(&st->notifier);
+    store_notifier_end(&st->queue.notifier);
     return NULL;
 }
 
