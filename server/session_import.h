@@ -6,7 +6,7 @@
  * and nothing is made. Also the rule for a title a person gives (rename and
  * import).
  *
- * Depends on state_machine/ and server/store (struct store_text) only: no
+ * Depends on state_machine/ and store/store (struct store_text) only: no
  * session, lock or I/O; session_table_import makes the session from it.
  * Ownership: struct session_import is caller-allocated, filled by
  * session_import_replay and released by session_import_release (even after

@@ -271,7 +271,7 @@ static inline struct sqlite_store *sqlite_store_of(struct store *st)
 
 /* ---- the operations of sqlite_store_backend, by file (see store.h) ---- */
 
-/* sqlite_store.c */
+/* sqlite_store_conn.c */
 int sqlite_store_set_durable(struct store *st, bool fsync_each_commit);
 int sqlite_store_set_max_bytes(struct store *st, int64_t max_bytes);
 enum store_health sqlite_store_health(struct store *st, struct rx_error *why);
@@ -304,7 +304,12 @@ int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
                         const char *title, const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot);
 
-/* ---- sqlite_store.c: errors ---- */
+/* ---- sqlite_store_conn.c: the statements' text, by id (for prepare and messages) ----
+ */
+
+extern const char *const sqlite_store__sql[Q__COUNT];
+
+/* ---- sqlite_store_conn.c: errors ---- */
 
 /*
  * Record "<what>: <SQLite's sentence>" for rc on connection c and give the
@@ -314,7 +319,7 @@ int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
 int sqlite_store__sql_fail(struct sqlite_store *st, struct store_conn *c, int rc,
                            const char *what);
 
-/* ---- sqlite_store.c: statements ---- */
+/* ---- sqlite_store_conn.c: statements ---- */
 
 /* Statement `id` of c, reset and unbound; owned by c. */
 sqlite3_stmt *sqlite_store__stmt(struct store_conn *c, int id);
@@ -334,7 +339,13 @@ int sqlite_store__query_i64(struct sqlite_store *st, struct store_conn *c, int i
 int sqlite_store__session_get(struct sqlite_store *st, struct store_conn *c,
                               const char *sid, int64_t *created_at);
 
-/* ---- sqlite_store.c: transactions on the writer's connection (lock held) ---- */
+/* ---- sqlite_store_conn.c: transactions on the writer's connection (lock held) ---- */
+
+/*
+ * May the store write? 0, or -EIO with the reason as the error (the files
+ * are checked: one removed or replaced marks the store unusable). hlock held.
+ */
+int sqlite_store__check_writable_locked(struct sqlite_store *st);
 
 /* BEGIN IMMEDIATE, refused with -EIO when the store is unusable. 0 or an errno. */
 int sqlite_store__tx_begin(struct sqlite_store *st);
@@ -352,7 +363,7 @@ typedef int (*sqlite_store_tx_fn)(struct sqlite_store *st, void *arg);
 int sqlite_store__write_tx(struct sqlite_store *st, sqlite_store_tx_fn body,
                            sqlite_store_tx_fn after, void *arg);
 
-/* ---- sqlite_store.c: reads ---- */
+/* ---- sqlite_store_conn.c: reads ---- */
 
 /* The connection reads go through, locked (rlock, or lock for ":memory:"). */
 struct store_conn *sqlite_store__reader_lock(struct sqlite_store *st);

@@ -26,6 +26,9 @@
  * within 10 s, health unavailable) and started again (writes succeed, the
  * store never reopened; needs RX_PG_DIR, the scripts/pgtmp.sh directory).
  *
+ * One file over 700 lines on purpose: one suite, its tests run once per
+ * backend, and a backend's own cases beside the shared ones they extend.
+ *
  * Every SQLite test works in its own temporary directory under /tmp, every
  * PostgreSQL test in a schema of its own (search_path in the URL), made by
  * the checked fixture of its case. The inputs come from gen_input(): a
