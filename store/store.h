@@ -13,30 +13,28 @@
  * session replays at most N inputs; only the newest snapshot is kept.
  * Storage grows with the inputs, never with history x steps.
  *
- * SQLite:
- * The file is in WAL mode, and locked (flock) by the process that opened it:
- * a second server (or `reflexor --gc`) on a file in use fails clearly
- * instead of interleaving two logs. The schema is versioned (application_id
- * and user_version); a newer or foreign schema, a corrupt file or a directory
- * that cannot be written fails at store_open with one line naming the file.
- * Path ":memory:" gives a private in-memory database (tests, benchmarks).
+ * SQLite (store/sqlite): the file is in WAL mode, and locked (flock) by the process that
+ * opened it: a second server (or `reflexor --gc`) on a file in use fails clearly instead
+ * of interleaving two logs. The schema is versioned (application_id and user_version); a
+ * newer or foreign schema, a corrupt file or a directory that cannot be written fails at
+ * store_open with one line naming the file. Path ":memory:" gives a private in-memory
+ * database (tests, benchmarks).
  *
- * Group commit (SPEC 6): appends are queued (store_write_queue) and one writer
- * thread commits everything queued as one transaction with one fsync, so the
- * inputs of many sessions that arrive together share the sync; a notifier
- * thread then calls each write's `done` callback, in queue order, while the
- * next batch commits. A commit writes its inputs to `inputs_recent`, in
- * arrival order (a few pages for many sessions), and the writer moves them
- * into `inputs`, ordered by session, in bulk; a checkpointer thread on a
- * connection of its own copies the WAL into the file. Reads (load, history,
- * state-at, stats) take both tables through a second, read-only connection:
- * in WAL mode it reads the last commit while the writer writes, so a long
+ * Group commit (SPEC 6, both backends: store/store_queue): appends are queued
+ * (store_write_queue) and one writer thread commits everything queued as one transaction
+ * with one fsync, so the inputs of many sessions that arrive together share the sync; a
+ * notifier thread then calls each write's `done` callback, in queue order, while the next
+ * batch commits. A commit writes its inputs to `inputs_recent`, in arrival order (a few
+ * pages for many sessions), and the writer moves them into `inputs`, ordered by session,
+ * in bulk; a checkpointer thread on a connection of its own copies the WAL into the file.
+ * Reads (load, history, state-at, stats) take both tables through a second, read-only
+ * connection: in WAL mode it reads the last commit while the writer writes, so a long
  * read never holds up a commit, nor a commit a read (":memory:" has one
  * connection). Schema 3: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave). Commits never index: the writer indexes what
  * was committed when it has nothing to commit, and a search or a fork first
- * indexes what is left (store_search.c). A file of schema 1 or 2 is
+ * indexes what is left (store/sqlite/sqlite_store_search.c). A file of schema 1 or 2 is
  * upgraded at open, the index filled from its log.
  *
  * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
@@ -69,8 +67,9 @@
  *
  * Files: store/store.c (the dispatcher over the backends, and what they
  * share: the fold of a stored input, store_load, store_append, the history
- * in JSON), store/store_notifier.c (the thread that answers committed
- * writes, for both), store/sqlite/ and store/pg/ (the backends).
+ * in JSON), store/store_queue.c (group commit's queue and writer thread) and
+ * store/store_notifier.c (the thread that answers committed writes), for
+ * both; store/sqlite/ and store/pg/ (the backends).
  */
 #ifndef STORE_H
 #define STORE_H
@@ -85,7 +84,7 @@
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
 
-/* The schema this code writes; files with a newer one are refused. */
+/* The SQLite schema this code writes (user_version); newer files are refused. */
 #define STORE_SCHEMA_VERSION 3
 /* The most bytes of inputs one history page carries (store_history_text). */
 #define STORE_HISTORY_PAGE_MAX (16u << 20)
