@@ -44,13 +44,18 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS)
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm
 
-# The layers (docs/ARCHITECTURE.md): state_machine <- effects <- server, and
-# state_machine <- graph. libreflexor.a is the embeddable part: all but server/.
+# The layers (docs/ARCHITECTURE.md): state_machine <- effects <- server,
+# state_machine <- store <- server, and state_machine <- graph. libreflexor.a is
+# the embeddable part: state_machine, graph, effects. The store (store/: the
+# dispatcher and its two backends, store/sqlite and store/pg) is linked into the
+# server, the unit tests and bench_store beside it.
 SM_SRC   := $(wildcard state_machine/*.c)
 GRAPH_SRC := $(wildcard graph/*.c)
 FX_SRC   := $(wildcard effects/*.c)
+STORE_SRC := $(wildcard store/*.c store/*/*.c)
 SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(GRAPH_SRC) $(FX_SRC))
+STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
 SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
 
 # tests/: unit/ (Check, in-process), integration/ (the real binary over HTTP),
@@ -82,7 +87,7 @@ $(BUILD)/libreflexor.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libreflexor.a
+$(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(STORE_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libreflexor.a
@@ -97,7 +102,7 @@ $(BUILD)/tests/suites.inc: $(UNIT_SRC) Makefile
 $(BUILD)/tests/unit/check_main.o: $(BUILD)/tests/suites.inc
 $(BUILD)/tests/unit/check_main.o: ALL_CFLAGS += -I$(BUILD)/tests
 
-$(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(BUILD)/libreflexor.a
+$(BUILD)/tests/check_unit: $(UNIT_OBJ) $(SRV_OBJ) $(STORE_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 # Integration tests: the real binary on 127.0.0.1, driven over HTTP/SSE. The
@@ -185,6 +190,7 @@ fuzz:
 	  build/fuzz/corpus
 
 FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
+                 store/*.[ch] store/*/*.[ch] \
                  tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
 	@scripts/need.sh clang-format
@@ -195,7 +201,9 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 # state_machine/ stays pure (SPEC section 1): no header from another layer or
-# library but jansson, and no pthread, uuid, clock, socket or file symbol.
+# library but jansson, and no pthread, uuid, clock, socket or file symbol. store/
+# includes only itself and state_machine/, its backends never each other, and the
+# rest of the tree only store/store.h.
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
 

@@ -26,7 +26,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_machine.h"
 
 struct run {

@@ -1,5 +1,5 @@
-# mk/store.mk - the durable input log (server/store.c): its benchmark and the
-# crash loop.
+# mk/store.mk - the durable input log (store/: the dispatcher, store/sqlite and
+# store/pg): its benchmark and the crash loop.
 #
 #   make bench-store   inputs/s with the store (fsync, no fsync) vs without,
 #                      and bytes per input (build/bench/bench_store)
@@ -11,16 +11,14 @@
 #   make crash-test    kill -9 the real server at random moments, restart,
 #                      check nothing acknowledged is lost (build/tests/crash_loop)
 #
-# The unit tests of the store are tests/unit/check_store.c (in `make check`).
+# The unit tests of the store are tests/unit/check_store.c (in `make check`;
+# `make pgstore-test` runs them on PostgreSQL too, mk/pgstore.mk).
 # CRASH_SEED / CRASH_ITERATIONS pick the loop's seed and length.
 
 .PHONY: bench-store bench-durable crash-test
 
-# Explicit: the benchmark needs the store, which is not in libreflexor.a.
-$(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(BUILD)/server/store.o \
-                            $(BUILD)/server/store_writer.o $(BUILD)/server/store_read.o \
-                            $(BUILD)/server/store_search.o $(BUILD)/server/store_notifier.o \
-                            $(BUILD)/libreflexor.a
+# The benchmark needs the store, which is not in libreflexor.a: all of store/.
+$(BUILD)/bench/bench_store: $(BUILD)/bench/bench_store.o $(STORE_OBJ) $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench-store: $(BUILD)/bench/bench_store

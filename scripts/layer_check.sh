@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The purity check of state_machine/ (SPEC section 1), run by `make test`.
+# The layer checks (SPEC section 1), run by `make test`: the purity of
+# state_machine/, and the store (store/) as a layer of its own.
 #
 #   scripts/layer_check.sh OBJECT...
 #
@@ -28,5 +29,26 @@ for obj in "$@"; do
   done < <(nm -u "$obj" | awk '{print $2}' | sed 's/@.*//' | grep -E "$impure" || true)
 done
 
-[ "$bad" -eq 0 ] && echo "layer-check: state_machine/ is pure ($# objects)"
+# store/ sits below server/: it includes state_machine/ and itself, never
+# server/, effects/ or graph/; a backend (store/sqlite, store/pg) never includes
+# the other; and outside store/ only store/store.h is included: nobody asks
+# which backend it has, nor reaches past the table.
+while IFS= read -r line; do
+  echo "layer-check: $line: store/ may include only store/ and state_machine/" >&2
+  bad=1
+done < <(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' store/*.[ch] store/*/*.[ch] |
+         grep -Ev '#[[:space:]]*include[[:space:]]*"(store|state_machine)/')
+while IFS= read -r line; do
+  echo "layer-check: $line: one backend of the store includes the other" >&2
+  bad=1
+done < <(grep -Hn '#[[:space:]]*include[[:space:]]*"store/pg/' store/sqlite/*.[ch];
+         grep -Hn '#[[:space:]]*include[[:space:]]*"store/sqlite/' store/pg/*.[ch])
+while IFS= read -r line; do
+  echo "layer-check: $line: outside store/ only store/store.h is included" >&2
+  bad=1
+done < <(grep -rHn --include='*.[ch]' '#[[:space:]]*include[[:space:]]*"store/' \
+           server effects graph state_machine tests bench examples |
+         grep -v '"store/store\.h"')
+
+[ "$bad" -eq 0 ] && echo "layer-check: state_machine/ is pure ($# objects); store/ is one layer"
 exit "$bad"

@@ -18,7 +18,7 @@
 #include "server/session.h"
 #include "server/session_follow.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 
 /* Orphans one scan claims: a node that comes up does not stall on thousands. */
 #define CLAIM_BATCH "256"

@@ -19,11 +19,11 @@
  *
  * Fencing. Claiming updates the owners row; every transaction of the log
  * that writes a session's inputs first takes a share lock on that row and
- * writes only if it names this incarnation (server/pgstore). So a claim
+ * writes only if it names this incarnation (store/pg). So a claim
  * waits for a stale owner's commit in flight, and the new owner reads the
  * log after its claim committed: a stale owner that wakes up cannot write.
  *
- * Streams. The log's commits notify `rx_log` (server/pgstore): the listen
+ * Streams. The log's commits notify `rx_log` (store/pg): the listen
  * thread applies each committed input to its follower sessions, in commit
  * order, and they publish it like the owner does (same seq, same event ids).
  * Tokens of answers being streamed are relayed on `rx_tok` by the owner

@@ -15,7 +15,7 @@
 #include "server/session.h"
 #include "server/session_follow.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_buf.h"
 
 /* Bytes of deltas waiting to be relayed past which new ones are dropped. */

@@ -26,7 +26,7 @@
 #include "server/reply.h"
 #include "server/sse.h"
 #include "server/static_files.h"
-#include "server/store.h"
+#include "store/store.h"
 
 /* Bytes of an announced body reserved at once: with its NUL, a 4 KB buffer. */
 #define BODY_RESERVE_MAX 4095

@@ -3,8 +3,8 @@
  * (status, values, interrupts), its ThreadState (values, next, tasks with
  * the pending interrupt, checkpoint) and its history. A checkpoint is an
  * input of the session's log: checkpoint_id is its seq in decimal, and the
- * state as of it is replayed from the log (server/store).
- * Depends on server/session, server/store, server/run, server/lg_msg,
+ * state as of it is replayed from the log (store/store).
+ * Depends on server/session, store/store, server/run, server/lg_msg,
  * server/lg_run.
  */
 #include "server/lg_internal.h"
@@ -19,7 +19,7 @@
 #include "server/lg_run.h"
 #include "server/run.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_effects.h"
 
 /* The most states one history page replays from the log. */

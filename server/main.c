@@ -26,7 +26,7 @@
 #include "server/session.h"
 #include "server/session_table.h"
 #include "server/sse.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "server/cluster.h"
 #include "server/reply.h"
 
@@ -463,7 +463,7 @@ int main(int argc, char **argv)
     if (open_store(&cfg, &store))
         goto out_release;
     /* On PostgreSQL this node is one of a cluster (SPEC 6.1), maybe of one. */
-    if (store && store_is_postgres(store)) {
+    if (store && store_is_shared(store)) {
         struct rx_error why;
 
         if (cluster_start(&cfg, store, &cluster, &why)) {

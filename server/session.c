@@ -16,7 +16,7 @@
 #include "server/metrics.h"
 #include "server/run.h"
 #include "server/session_internal.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */

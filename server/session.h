@@ -12,7 +12,7 @@
  * store's notifier thread, in log order (group commit, SPEC 6). The path of
  * one input is drawn in docs/ARCHITECTURE.md.
  *
- * Depends on state_machine/, effects/runtime, server/store, server/event and
+ * Depends on state_machine/, effects/runtime, store/store, server/event and
  * server/sse; not on libmicrohttpd (HTTP responses are made by the caller,
  * through a session_attach_fn).
  * Ownership: sessions are refcounted (session_ref/_unref). Inputs passed to

@@ -10,7 +10,7 @@
 #include "effects/log.h"
 #include "server/config.h"
 #include "server/session_internal.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_json.h"

@@ -11,7 +11,7 @@
  * Inputs from clients are refused on a follower (-EREMOTE): the caller
  * forwards them to the owner (server/api).
  *
- * Depends on server/session, server/store (reads of the log). Each call
+ * Depends on server/session, store/store (reads of the log). Each call
  * takes the session's lock (never the table's); reads of the log are made
  * under it, which is fine: a follower takes no input of its own.
  * Ownership: text passed in is borrowed for the call.

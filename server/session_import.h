@@ -6,7 +6,7 @@
  * and nothing is made. Also the rule for a title a person gives (rename and
  * import).
  *
- * Depends on state_machine/, server/store (struct store_text) and the
+ * Depends on state_machine/, store/store (struct store_text) and the
  * toolkit's policies only: no session, lock or I/O; session_table_import
  * makes the session from it.
  * Ownership: struct session_import is caller-allocated, filled by
@@ -22,7 +22,7 @@
 
 #include <jansson.h>
 
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
 #include "state_machine/rx_input.h"

@@ -33,7 +33,7 @@
 #include "server/event.h"
 #include "server/metrics.h"
 #include "server/session_import.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */

@@ -20,7 +20,7 @@
 #include "effects/log.h"
 #include "server/event.h"
 #include "server/session_internal.h"
-#include "server/store.h"
+#include "store/store.h"
 
 /* A query cut into words, and each word as the scan looks for it. */
 struct query {

@@ -16,7 +16,7 @@
 #include "server/session_import.h"
 #include "server/run.h"
 #include "server/session_internal.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_index.h"
 
 #define TABLE_BUCKETS_MIN 64

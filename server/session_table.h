@@ -4,7 +4,7 @@
  * search and count, and the sessions feed that tells every tab of it
  * (server/session_feed). Search is in session_search.c.
  *
- * Depends on server/session and server/store. The table's lock guards the
+ * Depends on server/session and store/store. The table's lock guards the
  * list only; it is held while a session's lock is taken (table -> session),
  * never the other way round. Renames take the table's title_lock, then the
  * store, then the session's lock.

@@ -724,7 +724,7 @@ static void check_cli(int iter, const char *old_sid)
              "-2*86400000 WHERE id='%s' RETURNING 1",
              old_sid);
     check(sql_count(sql) == 1, iter, "a session made old");
-    /* The log is `inputs` and `inputs_recent` (server/store.c). */
+    /* The log is `inputs` and `inputs_recent` (store/sqlite). */
     snprintf(sql, sizeof(sql),
              "SELECT (SELECT count(*) FROM inputs WHERE session_id='%s')"
              " + (SELECT count(*) FROM inputs_recent WHERE session_id='%s')",

@@ -17,7 +17,7 @@
 #include "server/session.h"
 #include "server/session_follow.h"
 #include "server/session_table.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_input.h"
 

@@ -2,7 +2,7 @@
  * helper_log - what the tests of both stores share (header only, static, like
  * helper_sm.h): a check of a store call that prints the store's sentence,
  * and a scripted conversation to log, input by input, as a server would.
- * Include after helper_sm.h and server/store.h. BASE_MS is the script's
+ * Include after helper_sm.h and store/store.h. BASE_MS is the script's
  * first timestamp.
  * Ownership: gen_input gives a NEW reference; gen_parse fills the caller's
  * input (release it).
@@ -10,7 +10,7 @@
 #ifndef HELPER_LOG_H
 #define HELPER_LOG_H
 
-#include "server/store.h"
+#include "store/store.h"
 #include "tests/unit/helper_sm.h"
 
 #define BASE_MS 1700000000000LL

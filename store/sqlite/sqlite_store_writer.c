@@ -1,14 +1,14 @@
 /*
- * store_writer - the store's write side: the sessions' last seqs, the queue,
- * the writer thread and its group commit (inputs and snapshots into
- * inputs_recent, moved into `inputs` in bulk), the notifier thread that
- * answers each write in queue order, the checkpointer thread with its own
- * connection, and creating and deleting sessions. Private to server/store*.c
- * through store_internal.h; see store.h for the design.
+ * sqlite_store_writer - the SQLite store's write side: the sessions' last
+ * seqs, the queue, the writer thread and its group commit (inputs and
+ * snapshots into inputs_recent, moved into `inputs` in bulk), the
+ * checkpointer thread with its own connection, and creating and deleting
+ * sessions; the notifier thread (store/store_notifier) answers each write in
+ * queue order. Private to store/sqlite through sqlite_store_internal.h; see
+ * store.h for the design.
  */
-#include "server/store.h"
-#include "server/store_internal.h"
-#include "server/pgstore.h"
+#include "store/store.h"
+#include "store/sqlite/sqlite_store_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -90,7 +90,7 @@ static struct last_seq *last_add(struct last_map *m, const char *sid, int64_t se
     return e;
 }
 
-void store__last_drop(struct last_map *m, const char *sid)
+void sqlite_store__last_drop(struct last_map *m, const char *sid)
 {
     if (!m->n_buckets)
         return;
@@ -107,7 +107,7 @@ void store__last_drop(struct last_map *m, const char *sid)
     }
 }
 
-void store__last_release(struct last_map *m)
+void sqlite_store__last_release(struct last_map *m)
 {
     for (size_t i = 0; i < m->n_buckets; i++) {
         while (m->buckets[i]) {
@@ -123,66 +123,70 @@ void store__last_release(struct last_map *m)
 
 /* ---- sessions ------------------------------------------------------------------ */
 
-int store_create_session(struct store *st, const char *sid, int64_t created_at)
-{
-    if (st->pg)
-        return pgstore_create_session(st->pg, sid, created_at);
-    sqlite3_stmt *q;
-    int rc, err;
+/* A session to make, forget or copy: the arguments of a write transaction. */
+struct session_args {
+    const char *sid;
+    int64_t created_at;
+};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = store__tx_begin(st)))
-        goto out_unlock;
-    q = store__stmt(&st->w, Q_SESSION_INSERT);
-    store__bind_text(q, 1, sid, strlen(sid));
+int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
+                                 int64_t created_at, const char *what)
+{
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_INSERT);
+    int rc;
+
+    sqlite_store__bind_text(q, 1, sid, strlen(sid));
     sqlite3_bind_int64(q, 2, created_at);
-    if ((rc = store__run(q))) {
-        err = store__sql_fail(st, &st->w, rc, "creating a session");
-        store__tx_rollback(st);
-        goto out_unlock;
-    }
-    err = store__tx_commit(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    rc = sqlite_store__run(q);
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, what) : 0;
+}
+
+static int create_rows(struct sqlite_store *st, void *arg)
+{
+    struct session_args *a = arg;
+
+    return sqlite_store__insert_session(st, a->sid, a->created_at, "creating a session");
+}
+
+int sqlite_store_create_session(struct store *base, const char *sid, int64_t created_at)
+{
+    struct session_args a = {sid, created_at};
+
+    return sqlite_store__write_tx(sqlite_store_of(base), create_rows, NULL, &a);
 }
 
 /* Delete the rows of one session. Inside a transaction. */
-static int delete_rows(struct store *st, const char *sid)
+static int delete_rows(struct sqlite_store *st, void *arg)
 {
     static const int ids[] = {Q_INPUTS_DELETE, Q_RECENT_DELETE,  Q_SNAPSHOTS_DELETE,
                               Q_DOCS_DELETE,   Q_PENDING_DELETE, Q_SESSION_DELETE};
-    int rc;
+    const char *sid = ((struct session_args *)arg)->sid;
+    int rc, err;
 
+    if ((err = sqlite_store__session_get(st, &st->w, sid, NULL)))
+        return err;
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-        sqlite3_stmt *q = store__stmt(&st->w, ids[i]);
+        sqlite3_stmt *q = sqlite_store__stmt(&st->w, ids[i]);
 
-        store__bind_text(q, 1, sid, strlen(sid));
-        if ((rc = store__run(q)))
-            return store__sql_fail(st, &st->w, rc, "deleting a session");
+        sqlite_store__bind_text(q, 1, sid, strlen(sid));
+        if ((rc = sqlite_store__run(q)))
+            return sqlite_store__sql_fail(st, &st->w, rc, "deleting a session");
     }
-    return store__index_clamp(st);
+    return sqlite_store__index_clamp(st);
 }
 
-int store_delete_session(struct store *st, const char *sid)
+/* No row of it is left: forget its last seq. */
+static int forget_last(struct sqlite_store *st, void *arg)
 {
-    if (st->pg)
-        return pgstore_delete_session(st->pg, sid);
-    int err;
+    sqlite_store__last_drop(&st->last, ((struct session_args *)arg)->sid);
+    return 0;
+}
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = store__tx_begin(st)))
-        goto out_unlock;
-    if ((err = store__session_get(st, &st->w, sid, NULL)) ||
-        (err = delete_rows(st, sid))) {
-        store__tx_rollback(st);
-        goto out_unlock;
-    }
-    if (!(err = store__tx_commit(st)))
-        store__last_drop(&st->last, sid); /* no row of it is left */
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+int sqlite_store_delete_session(struct store *base, const char *sid)
+{
+    struct session_args a = {sid, 0};
+
+    return sqlite_store__write_tx(sqlite_store_of(base), delete_rows, forget_last, &a);
 }
 
 /* ---- group commit ------------------------------------------------------------------ */
@@ -196,8 +200,8 @@ out_unlock:
  * the others of the batch go on. Any other error fails the whole transaction
  * and is returned. lock held.
  */
-static int append_rows(struct store *st, struct store_write *w, struct last_undo *u,
-                       size_t *undo_n)
+static int append_rows(struct sqlite_store *st, struct store_write *w,
+                       struct last_undo *u, size_t *undo_n)
 {
     struct store_conn *c = &st->w;
     struct last_seq *e = last_find(&st->last, w->sid);
@@ -209,51 +213,52 @@ static int append_rows(struct store *st, struct store_write *w, struct last_undo
     if (!e) {
         int64_t exists = 0;
 
-        q = store__stmt(c, Q_APPEND_CHECK);
-        store__bind_text(q, 1, w->sid, strlen(w->sid));
+        q = sqlite_store__stmt(c, Q_APPEND_CHECK);
+        sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
         rc = sqlite3_step(q);
         if (rc == SQLITE_ROW) {
             exists = sqlite3_column_int64(q, 0);
             last = sqlite3_column_int64(q, 1);
         }
-        store__done(q);
+        sqlite_store__done(q);
         if (rc != SQLITE_ROW)
-            return store__sql_fail(st, c, rc, "checking an input");
+            return sqlite_store__sql_fail(st, c, rc, "checking an input");
         if (!exists) {
-            store__set_error(st, "no session '%s'", w->sid);
+            store__set_error(&st->base, "no session '%s'", w->sid);
             w->err = -ENOENT;
             return 0;
         }
     }
     /* A gap would make the log unloadable at the next start: refuse it now. */
     if (w->seq != last + 1) {
-        store__set_error(st, "session '%s': input %lld does not follow %lld", w->sid,
-                         (long long)w->seq, (long long)last);
+        store__set_error(&st->base, "session '%s': input %lld does not follow %lld",
+                         w->sid, (long long)w->seq, (long long)last);
         w->err = w->seq <= last ? -EEXIST : -EINVAL;
         return 0;
     }
-    if ((rc = store__put_row(c, Q_RECENT_INSERT, w->sid, w->seq, w->input, w->input_len)))
-        return store__sql_fail(st, c, rc, "storing an input");
-    q = store__stmt(c, Q_SESSION_TOUCH);
-    store__bind_text(q, 1, w->sid, strlen(w->sid));
+    if ((rc = sqlite_store__put_row(c, Q_RECENT_INSERT, w->sid, w->seq, w->input,
+                                    w->input_len)))
+        return sqlite_store__sql_fail(st, c, rc, "storing an input");
+    q = sqlite_store__stmt(c, Q_SESSION_TOUCH);
+    sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
     sqlite3_bind_int64(q, 2, w->updated_at);
-    if ((rc = store__run(q)))
-        return store__sql_fail(st, c, rc, "updating the session");
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, c, rc, "updating the session");
     if (w->snapshot) {
-        if ((rc = store__put_row(c, Q_SNAPSHOT_INSERT, w->sid, w->seq, w->snapshot,
-                                 w->snapshot_len)))
-            return store__sql_fail(st, c, rc, "storing a snapshot");
+        if ((rc = sqlite_store__put_row(c, Q_SNAPSHOT_INSERT, w->sid, w->seq, w->snapshot,
+                                        w->snapshot_len)))
+            return sqlite_store__sql_fail(st, c, rc, "storing a snapshot");
         /* Only the newest snapshot is kept: storage grows with inputs alone. */
-        q = store__stmt(c, Q_SNAPSHOT_PRUNE);
-        store__bind_text(q, 1, w->sid, strlen(w->sid));
+        q = sqlite_store__stmt(c, Q_SNAPSHOT_PRUNE);
+        sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
         sqlite3_bind_int64(q, 2, w->seq);
-        if ((rc = store__run(q)))
-            return store__sql_fail(st, c, rc, "pruning snapshots");
+        if ((rc = sqlite_store__run(q)))
+            return sqlite_store__sql_fail(st, c, rc, "pruning snapshots");
     }
     u->created = !e;
     u->old = last;
     if (!e && !(e = last_add(&st->last, w->sid, w->seq))) {
-        store__set_error(st, "out of memory storing an input");
+        store__set_error(&st->base, "out of memory storing an input");
         return -ENOMEM;
     }
     e->seq = w->seq;
@@ -263,13 +268,13 @@ static int append_rows(struct store *st, struct store_write *w, struct last_undo
 }
 
 /* A transaction failed: the map as it was before it. lock held. */
-static void last_undo(struct store *st, size_t n)
+static void last_undo(struct sqlite_store *st, size_t n)
 {
     while (n--) {
         struct last_undo *u = &st->undo[n];
 
         if (u->created)
-            store__last_drop(&st->last, u->e->sid);
+            sqlite_store__last_drop(&st->last, u->e->sid);
         else
             u->e->seq = u->old;
     }
@@ -280,17 +285,17 @@ static void last_undo(struct store *st, size_t n)
  * transaction, which each write not refused on its own gets as its err:
  * nothing of any of them is stored. lock held.
  */
-static int commit_some(struct store *st, struct store_write **v, size_t n)
+static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n)
 {
-    int err = store__tx_begin(st);
+    int err = sqlite_store__tx_begin(st);
     size_t i, undo_n = 0;
 
     for (i = 0; !err && i < n; i++)
         err = append_rows(st, v[i], &st->undo[undo_n], &undo_n);
     if (!err)
-        err = store__tx_commit(st);
+        err = sqlite_store__tx_commit(st);
     else
-        store__tx_rollback(st);
+        sqlite_store__tx_rollback(st);
     if (err) {
         last_undo(st, undo_n);
         for (i = 0; i < n; i++)
@@ -307,26 +312,26 @@ static int commit_some(struct store *st, struct store_write **v, size_t n)
  * of `inputs` is written once for many inputs. 0 or the error (the rows stay
  * where they are, as safe). lock held.
  */
-int store__recent_merge(struct store *st)
+int sqlite_store__recent_merge(struct sqlite_store *st)
 {
     int rc, err;
 
-    if ((err = store__tx_begin(st)))
+    if ((err = sqlite_store__tx_begin(st)))
         return err;
     /* What is not indexed yet is noted, not indexed: merges stay as cheap as
-       they were (store_search.c). */
-    if ((err = store__index_defer(st))) {
-        store__tx_rollback(st);
+       they were (sqlite_store_search.c). */
+    if ((err = sqlite_store__index_defer(st))) {
+        sqlite_store__tx_rollback(st);
         goto out_retry;
     }
-    if ((rc = store__run(store__stmt(&st->w, Q_RECENT_MERGE))) ||
-        (rc = store__run(store__stmt(&st->w, Q_RECENT_CLEAR))) ||
-        (rc = store__run(store__stmt(&st->w, Q_INDEX_MARK_CLAMP)))) {
-        err = store__sql_fail(st, &st->w, rc, "moving recent inputs");
-        store__tx_rollback(st);
+    if ((rc = sqlite_store__run(sqlite_store__stmt(&st->w, Q_RECENT_MERGE))) ||
+        (rc = sqlite_store__run(sqlite_store__stmt(&st->w, Q_RECENT_CLEAR))) ||
+        (rc = sqlite_store__run(sqlite_store__stmt(&st->w, Q_INDEX_MARK_CLAMP)))) {
+        err = sqlite_store__sql_fail(st, &st->w, rc, "moving recent inputs");
+        sqlite_store__tx_rollback(st);
         goto out_retry;
     }
-    if (!(err = store__tx_commit(st)))
+    if (!(err = sqlite_store__tx_commit(st)))
         st->recent_rows = 0;
 out_retry:
     /* After a failure, not at every batch: once as many rows again came. */
@@ -340,32 +345,34 @@ out_retry:
  * now, note each of its sessions' last seq instead. 0 or an error. lock held
  * or not yet shared.
  */
-int store__recent_open(struct store *st)
+int sqlite_store__recent_open(struct sqlite_store *st)
 {
     sqlite3_stmt *q;
     int rc, err;
 
-    if ((err = store__query_i64(st, &st->w, Q_RECENT_COUNT, NULL, &st->recent_rows)) ||
-        !st->recent_rows || !store__recent_merge(st))
+    if ((err = sqlite_store__query_i64(st, &st->w, Q_RECENT_COUNT, NULL,
+                                       &st->recent_rows)) ||
+        !st->recent_rows || !sqlite_store__recent_merge(st))
         return err;
-    q = store__stmt(&st->w, Q_RECENT_LAST);
+    q = sqlite_store__stmt(&st->w, Q_RECENT_LAST);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         if (!last_add(&st->last, (const char *)sqlite3_column_text(q, 0),
                       sqlite3_column_int64(q, 1))) {
-            store__done(q);
+            sqlite_store__done(q);
             return -ENOMEM;
         }
     }
-    store__done(q);
-    return rc == SQLITE_DONE ? 0
-                             : store__sql_fail(st, &st->w, rc, "reading recent inputs");
+    sqlite_store__done(q);
+    return rc == SQLITE_DONE
+               ? 0
+               : sqlite_store__sql_fail(st, &st->w, rc, "reading recent inputs");
 }
 
 /*
  * One batch. When it found no room, each write is tried again alone: one
  * input too big for the room left must not fail the small ones beside it.
  */
-static void commit_batch(struct store *st, struct store_write **v, size_t n)
+static void commit_batch(struct sqlite_store *st, struct store_write **v, size_t n)
 {
     __atomic_add_fetch(&st->commits, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&st->writes, (int64_t)n, __ATOMIC_RELAXED);
@@ -391,100 +398,53 @@ static int64_t mono_ns(void)
 }
 
 /*
- * Group commit's one judgement call: after a commit that synced, the writes
- * it answered come back within moments (clients send their next input), so
- * a batch that is still smaller than the last one waits a little for them:
- * until it is as big, or for at most half the last commit's time (capped by
- * STORE_GATHER_MAX_NS). One fsync then carries them all instead of two. A
- * commit that does not sync is cheap, and nothing waits for it. Only the
- * write that completes the batch wakes it (wake_at), not each one on the
- * way. qlock held.
- */
-static void gather(struct store *st, size_t want, int64_t last_commit_ns)
-{
-    int64_t wait_ns = last_commit_ns / 2;
-    struct timespec until;
-
-    if (!st->durable || st->queued >= want || wait_ns <= 0)
-        return;
-    if (wait_ns > STORE_GATHER_MAX_NS)
-        wait_ns = STORE_GATHER_MAX_NS;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)wait_ns;
-    until.tv_sec += until.tv_nsec / 1000000000;
-    until.tv_nsec %= 1000000000;
-    st->wake_at = want;
-    while (st->queued < want && !st->stopping &&
-           pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) == 0)
-        ;
-    st->wake_at = 1; /* wait_for_writes wants the first one */
-}
-
-/*
  * The writer: take everything queued (up to STORE_BATCH_MAX), commit it as
  * one transaction, and hand the batch to the notifier, which calls each
  * write's `done` in queue order while the next batch commits. What is queued
  * while one commit syncs is the next batch. Idle, it catches up the
  * full-text index (wait_for_writes). At store_close it empties the queue,
  * then tells the notifier it is done.
- */
-/*
- * Wait, qlock held, until something is queued or the store stops. With the
+ *
+ * Wait, the queue's lock held, until something is queued or the store stops. With the
  * full-text index behind (`index_due`), a wait of STORE_INDEX_IDLE_MS with
  * nothing queued is the writer's idle time: one step of indexing then
- * (store__index_idle), with qlock let go, so a commit waits at most one
+ * (sqlite_store__index_idle), with the queue let go, so a commit waits at most one
  * step. *index_due is the writer thread's own.
  */
-static void wait_for_writes(struct store *st, bool *index_due)
+static void wait_for_writes(struct sqlite_store *st, bool *index_due)
 {
-    while (!st->head && !st->stopping) {
-        struct timespec until;
+    while (!st->queue.head && !st->queue.stopping) {
         int r;
 
-        if (!*index_due) {
-            pthread_cond_wait(&st->queued_cond, &st->qlock);
+        if (!store_queue_wait(&st->queue, *index_due ? STORE_INDEX_IDLE_MS : -1))
             continue;
-        }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += STORE_INDEX_IDLE_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
-        if (pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) != ETIMEDOUT ||
-            st->head || st->stopping)
-            continue;
-        pthread_mutex_unlock(&st->qlock);
+        pthread_mutex_unlock(&st->queue.lock);
         pthread_mutex_lock(&st->lock);
-        r = store__index_idle(st);
+        r = sqlite_store__index_idle(st);
         pthread_mutex_unlock(&st->lock);
         /* Done, or failed: again once something new is committed. */
         *index_due = r > 0;
-        pthread_mutex_lock(&st->qlock);
+        pthread_mutex_lock(&st->queue.lock);
     }
 }
 
-void *store__writer_main(void *arg)
+void *sqlite_store__writer_main(void *arg)
 {
-    struct store *st = arg;
+    struct sqlite_store *st = arg;
     struct store_write *batch[STORE_BATCH_MAX];
     size_t last_n = 0;
     int64_t last_ns = 0;
     bool index_due = true; /* what a last run left unindexed */
 
     for (;;) {
-        size_t n = 0;
+        size_t n;
         int64_t t0;
 
-        pthread_mutex_lock(&st->qlock);
+        pthread_mutex_lock(&st->queue.lock);
         wait_for_writes(st, &index_due);
-        gather(st, last_n, last_ns);
-        while (st->head && n < STORE_BATCH_MAX) {
-            batch[n++] = st->head;
-            st->head = st->head->next;
-        }
-        if (!st->head)
-            st->tail = &st->head;
-        st->queued -= n;
-        pthread_mutex_unlock(&st->qlock);
+        store_queue_gather(&st->queue, last_n, last_ns, STORE_GATHER_MAX_NS, st->durable);
+        n = store_queue_take(&st->queue, batch, STORE_BATCH_MAX);
+        pthread_mutex_unlock(&st->queue.lock);
         if (!n)
             break; /* stopping, and nothing is left */
         t0 = mono_ns();
@@ -492,17 +452,15 @@ void *store__writer_main(void *arg)
         last_ns = mono_ns() - t0;
         last_n = n;
         index_due = true;
-        /* To the notifier, in order: the writes are linked again as queued. */
-        for (size_t i = 0; i + 1 < n; i++)
-            batch[i]->next = batch[i + 1];
-        store_notifier_push(&st->notifier, batch[0], batch[n - 1]);
+        store_notifier_push_batch(&st->queue.notifier, batch, n);
         /* Between two batches, while the notifier answers this one. */
         pthread_mutex_lock(&st->lock);
         if (st->recent_rows >= st->merge_at)
-            (void)store__recent_merge(st); /* the rows stay where they are, as safe */
+            (void)sqlite_store__recent_merge(
+                st); /* the rows stay where they are, as safe */
         pthread_mutex_unlock(&st->lock);
     }
-    store_notifier_end(&st->notifier);
+    store_notifier_end(&st->queue.notifier);
     return NULL;
 }
 
@@ -513,9 +471,9 @@ void *store__writer_main(void *arg)
  * off there): copying the WAL into the file and syncing it would hold up
  * every input queued meanwhile.
  */
-int store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+int sqlite_store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
-    struct store *st = arg;
+    struct sqlite_store *st = arg;
 
     (void)db;
     (void)name;
@@ -534,9 +492,9 @@ int store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
  * what it can), so the writer can start the WAL over. A failure leaves the
  * frames in the WAL, where they are as safe; the next wake tries again.
  */
-void *store__checkpointer_main(void *arg)
+void *sqlite_store__checkpointer_main(void *arg)
 {
-    struct store *st = arg;
+    struct sqlite_store *st = arg;
 
     for (;;) {
         pthread_mutex_lock(&st->cklock);
@@ -561,93 +519,16 @@ void *store__checkpointer_main(void *arg)
     }
 }
 
-void store_write_queue(struct store *st, struct store_write *w)
+void sqlite_store_write_queue(struct store *base, struct store_write *w)
 {
-    if (st->pg) {
-        pgstore_write_queue(st->pg, w);
-        return;
-    }
-    w->next = NULL;
-    w->err = 0;
-    pthread_mutex_lock(&st->qlock);
-    *st->tail = w;
-    st->tail = &w->next;
-    st->queued++;
-    if (st->queued >= st->wake_at)
-        pthread_cond_signal(&st->queued_cond);
-    pthread_mutex_unlock(&st->qlock);
+    store_queue_push(&sqlite_store_of(base)->queue, w);
 }
 
-void store_commit_counts(struct store *st, int64_t *commits, int64_t *writes)
+void sqlite_store_commit_counts(struct store *base, int64_t *commits, int64_t *writes)
 {
-    if (st->pg) {
-        pgstore_commit_counts(st->pg, commits, writes);
-        return;
-    }
+    struct sqlite_store *st = sqlite_store_of(base);
     if (commits)
         *commits = __atomic_load_n(&st->commits, __ATOMIC_RELAXED);
     if (writes)
         *writes = __atomic_load_n(&st->writes, __ATOMIC_RELAXED);
-}
-
-/* store_append's write and the caller waiting for it. */
-struct append_wait {
-    struct store_write w; /* first: `done` gets its address */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool finished;
-};
-
-static void append_done(struct store_write *w, int err)
-{
-    struct append_wait *a = (struct append_wait *)w;
-
-    (void)err; /* also in w->err */
-    pthread_mutex_lock(&a->lock);
-    a->finished = true;
-    pthread_cond_signal(&a->cond);
-    pthread_mutex_unlock(&a->lock);
-}
-
-int store_append(struct store *st, const char *sid, int64_t seq,
-                 const struct rx_input *in, const struct rx_state *after,
-                 int snapshot_every)
-{
-    struct append_wait a = {
-        .w = {.sid = sid, .seq = seq, .updated_at = in->timestamp, .done = append_done}};
-    struct rx_buf input, snap;
-    int err;
-
-    rx_buf_init(&input, RX_BUF_SMALL_MAX);
-    rx_buf_init(&snap, RX_BUF_STATE_MAX);
-    if ((err = rx_input_encode(in, &input))) {
-        store__set_error(st, "session '%s': cannot encode input %lld", sid,
-                         (long long)seq);
-        goto out_release;
-    }
-    if (snapshot_every > 0 && seq % snapshot_every == 0) {
-        if ((err = rx_state_encode(after, &snap))) {
-            store__set_error(st, "session '%s': cannot encode the state at %lld", sid,
-                             (long long)seq);
-            goto out_release;
-        }
-        a.w.snapshot = snap.data;
-        a.w.snapshot_len = snap.len;
-    }
-    a.w.input = input.data;
-    a.w.input_len = input.len;
-    pthread_mutex_init(&a.lock, NULL);
-    pthread_cond_init(&a.cond, NULL);
-    store_write_queue(st, &a.w);
-    pthread_mutex_lock(&a.lock);
-    while (!a.finished)
-        pthread_cond_wait(&a.cond, &a.lock);
-    pthread_mutex_unlock(&a.lock);
-    pthread_cond_destroy(&a.cond);
-    pthread_mutex_destroy(&a.lock);
-    err = a.w.err;
-out_release:
-    rx_buf_release(&input);
-    rx_buf_release(&snap);
-    return err == -E2BIG ? -ENOMEM : err;
 }

@@ -1,20 +1,24 @@
 /*
- * store_internal - what server/store.c, server/store_writer.c,
- * server/store_read.c and server/store_search.c share: struct store, its
- * statements, and the helpers for errors, statements, transactions, reads,
- * the writer's threads and the full-text index. Private to server/store*.c;
- * everyone else uses store.h.
+ * sqlite_store_internal - what the files of store/sqlite share (sqlite_store.c,
+ * sqlite_store_writer.c, sqlite_store_read.c, sqlite_store_search.c): struct
+ * sqlite_store, its statements, its operations for the table of
+ * store_backend.h, and the helpers for errors, statements, transactions,
+ * reads, the writer's threads and the full-text index. Private to
+ * store/sqlite; everyone else uses store/store.h.
  *
- * Depends on SQLite and state_machine/ only (through store.h), like the store.
- * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
- * `qlock`, the notifier's lock (server/store_notifier) and `cklock` alone (see struct
- * store). Each helper says which lock it needs held. Ownership: struct store is the heap
- * object of store_open/store_close and owns its connections, statements, queue links and
- * last-seq map; text bound with store__bind_text is borrowed until the statement is
- * reset.
+ * Depends on SQLite, store/store_backend.h, store/store_notifier.h,
+ * store/store_queue.h and state_machine/ only; never on store/pg.
+ * Locks, in the order they may nest: `lock` or `rlock`, then the base's
+ * `hlock`; the queue's lock (store/store_queue), the notifier's lock
+ * (store/store_notifier) and `cklock`
+ * alone (see struct sqlite_store). Each helper says which lock it needs held.
+ * Ownership: struct sqlite_store is the heap object of the backend's open and
+ * close (store_open/store_close) and owns its connections, statements, queue
+ * links and last-seq map; text bound with sqlite_store__bind_text is borrowed
+ * until the statement is reset.
  */
-#ifndef STORE_INTERNAL_H
-#define STORE_INTERNAL_H
+#ifndef SQLITE_STORE_INTERNAL_H
+#define SQLITE_STORE_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,8 +28,10 @@
 
 #include <sqlite3.h>
 
-#include "server/store.h"
-#include "server/store_notifier.h"
+#include "store/store.h"
+#include "store/store_backend.h"
+#include "store/store_notifier.h"
+#include "store/store_queue.h"
 
 /* How long open waits for a lock held by another process before saying so,
    and a connection for one SQLite holds briefly (WAL recovery). */
@@ -42,7 +48,7 @@
 #define STORE_TOUCH_SLACK_MS "1000"
 
 /*
- * The inputs the full-text index reads (store_search.c), told by the type
+ * The inputs the full-text index reads (sqlite_store_search.c), told by the type
  * rx_input_encode writes first: a compare, no JSON parse.
  */
 #define STORE_IS_MESSAGE                                                                 \
@@ -62,8 +68,9 @@
     X(SESSION_TOUCH, "UPDATE sessions SET updated_at=?2 WHERE id=?1"                     \
                      " AND updated_at<?2-" STORE_TOUCH_SLACK_MS)                         \
     X(SESSION_DELETE, "DELETE FROM sessions WHERE id=?1")                                \
-    X(SESSION_LIST,                                                                      \
-      "SELECT id, created_at, title FROM sessions ORDER BY created_at, id")              \
+    X(SESSION_PAGE,                                                                      \
+      "SELECT id, created_at, title, updated_at FROM sessions"                           \
+      " WHERE (created_at, id) > (?1, ?2) ORDER BY created_at, id LIMIT ?3")             \
     X(SESSION_TITLE_SET, "UPDATE sessions SET title=?2 WHERE id=?1")                     \
     X(SESSION_TITLE_GET, "SELECT title FROM sessions WHERE id=?1")                       \
     X(SESSION_IMPORT, "INSERT INTO sessions(id, created_at, updated_at, title)"          \
@@ -214,15 +221,13 @@ struct store_conn {
 
 /*
  * Locks, in the order they may nest: `lock` or `rlock`, then `hlock`;
- * `qlock`, the notifier's and `cklock` alone. No callback is called with any of them
+ * the queue's, the notifier's and `cklock` alone. No callback is called with any of them
  * held. Threads: the writer (commits), the notifier (answers) and the
  * checkpointer (copies the WAL into the file), none for ":memory:" but the
  * first two.
  */
-struct store {
-    /* PostgreSQL (store_is_postgres): every public call forwards to it, and
-       nothing below is used but the locks and `err` of store_append. */
-    struct pgstore *pg;
+struct sqlite_store {
+    struct store base;         /* first: the table, hlock and the error sentence */
     struct store_conn w;       /* every write (the writer thread, create, delete...) */
     struct store_conn r;       /* read-only, beside it: reads never wait for a commit */
     struct store_conn *reader; /* &r, or &w for ":memory:" (a second one is another db) */
@@ -235,30 +240,14 @@ struct store {
     int64_t merge_at;          /* recent_rows at which the writer merges them */
     struct last_undo undo[STORE_BATCH_MAX];
 
-    pthread_mutex_t hlock; /* a leaf: guards everything down to `why` */
-    char err[RX_ERR_LEN];
+    /* Under base.hlock (a leaf), with base.err. */
     struct store_file file, wal;
     bool full;            /* the last write found no room; the next may */
     bool unusable;        /* writes are refused until restart; sticky */
     char why[RX_ERR_LEN]; /* why full or unusable, for store_health */
 
-    pthread_mutex_t qlock; /* guards the queue down to `durable` */
-    pthread_cond_t queued_cond;
-    struct store_write *head, **tail;
-    size_t queued; /* writes in the queue */
-    /*
-     * The queue length at which store_write_queue wakes the writer: 1 while
-     * it waits for a first write, the size it gathers for while it gathers
-     * (gather). A wake for every write of a batch cost the writer a context
-     * switch each, and the thread that queued a futex call.
-     */
-    size_t wake_at;
-    bool stopping;
-    bool durable; /* commits fsync (store_set_durable) */
-    pthread_t writer;
-    bool writer_started;
-
-    struct store_notifier notifier; /* answers committed writes, in order */
+    struct store_queue queue; /* the writer, the notifier; its lock guards durable */
+    bool durable;             /* commits fsync (store_set_durable) */
 
     sqlite3 *ck;            /* the checkpointer's connection; NULL: none */
     pthread_mutex_t cklock; /* guards ck_due, ck_stop */
@@ -271,69 +260,127 @@ struct store {
     int lock_fd; /* holds flock(LOCK_EX) on the file: one server per file; -1: none */
     dev_t lock_dev;
     ino_t lock_ino;
-    struct store *next_open; /* in open_stores */
+    struct sqlite_store *next_open; /* in open_stores */
 };
 
-/* ---- store.c: errors ---- */
+/* The SQLite store a struct store of this backend is. */
+static inline struct sqlite_store *sqlite_store_of(struct store *st)
+{
+    return (struct sqlite_store *)((char *)st - offsetof(struct sqlite_store, base));
+}
 
-/* The error store_last_error gives: "<fmt>", under hlock. */
-void store__set_error(struct store *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* ---- the operations of sqlite_store_backend, by file (see store.h) ---- */
+
+/* sqlite_store_conn.c */
+int sqlite_store_set_durable(struct store *st, bool fsync_each_commit);
+int sqlite_store_set_max_bytes(struct store *st, int64_t max_bytes);
+enum store_health sqlite_store_health(struct store *st, struct rx_error *why);
+int sqlite_store_session_created(struct store *st, const char *sid, int64_t *created_at);
+/* sqlite_store_writer.c */
+int sqlite_store_create_session(struct store *st, const char *sid, int64_t created_at);
+int sqlite_store_delete_session(struct store *st, const char *sid);
+void sqlite_store_write_queue(struct store *st, struct store_write *w);
+void sqlite_store_commit_counts(struct store *st, int64_t *commits, int64_t *writes);
+/* sqlite_store_read.c */
+int sqlite_store_list_sessions(struct store *st, const struct store_cursor *after,
+                               size_t limit, struct store_list *out);
+int sqlite_store_session_load(struct store *st, const char *sid, struct rx_state *out,
+                              int64_t *seq);
+int sqlite_store_history_page(struct store *st, const char *sid, int64_t after_seq,
+                              int limit, struct rx_buf *out, int64_t *last);
+int sqlite_store_state_at(struct store *st, const char *sid, int64_t seq,
+                          struct rx_state *out);
+int sqlite_store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
+                      int64_t created_at);
+int sqlite_store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
+                         int64_t *removed_inputs);
+int sqlite_store_stats(struct store *st, int64_t *inputs, int64_t *bytes);
+/* sqlite_store_search.c */
+int sqlite_store_set_title(struct store *st, const char *sid, const char *title);
+int sqlite_store_session_title(struct store *st, const char *sid, char **out);
+int sqlite_store_search(struct store *st, const char *const *words, size_t n,
+                        json_t **out);
+int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
+                        const char *title, const struct store_text *inputs, size_t n,
+                        const struct store_text *snapshot);
+
+/* ---- sqlite_store_conn.c: the statements' text, by id (for prepare and messages) ----
+ */
+
+extern const char *const sqlite_store__sql[Q__COUNT];
+
+/* ---- sqlite_store_conn.c: errors ---- */
 
 /*
  * Record "<what>: <SQLite's sentence>" for rc on connection c and give the
  * errno (-ENOSPC, -EIO with the store marked unusable, -EEXIST, -ENOMEM,
  * -EIO). The connection's lock held.
  */
-int store__sql_fail(struct store *st, struct store_conn *c, int rc, const char *what);
+int sqlite_store__sql_fail(struct sqlite_store *st, struct store_conn *c, int rc,
+                           const char *what);
 
-/* ---- store.c: statements ---- */
+/* ---- sqlite_store_conn.c: statements ---- */
 
 /* Statement `id` of c, reset and unbound; owned by c. */
-sqlite3_stmt *store__stmt(struct store_conn *c, int id);
+sqlite3_stmt *sqlite_store__stmt(struct store_conn *c, int id);
 /* Bind s[0..n) as parameter i, SQLITE_STATIC: s is borrowed until the reset. */
-void store__bind_text(sqlite3_stmt *q, int i, const char *s, size_t n);
+void sqlite_store__bind_text(sqlite3_stmt *q, int i, const char *s, size_t n);
 /* Reset q and clear its bindings. */
-void store__done(sqlite3_stmt *q);
+void sqlite_store__done(sqlite3_stmt *q);
 /* Run a statement that returns no row: 0 or the SQLite code. */
-int store__run(sqlite3_stmt *q);
+int sqlite_store__run(sqlite3_stmt *q);
 /* Insert (sid, seq, text) with statement `id`: 0 or the SQLite code. */
-int store__put_row(struct store_conn *c, int id, const char *sid, int64_t seq,
-                   const char *text, size_t len);
+int sqlite_store__put_row(struct store_conn *c, int id, const char *sid, int64_t seq,
+                          const char *text, size_t len);
 /* One integer from a one-row query (one text parameter, or none): 0 or an errno. */
-int store__query_i64(struct store *st, struct store_conn *c, int id, const char *sid,
-                     int64_t *out);
+int sqlite_store__query_i64(struct sqlite_store *st, struct store_conn *c, int id,
+                            const char *sid, int64_t *out);
 /* 0 with the session's creation time (created_at may be NULL), -ENOENT or -EIO. */
-int store__session_get(struct store *st, struct store_conn *c, const char *sid,
-                       int64_t *created_at);
+int sqlite_store__session_get(struct sqlite_store *st, struct store_conn *c,
+                              const char *sid, int64_t *created_at);
 
-/* ---- store.c: transactions on the writer's connection (lock held) ---- */
+/* ---- sqlite_store_conn.c: transactions on the writer's connection (lock held) ---- */
+
+/*
+ * May the store write? 0, or -EIO with the reason as the error (the files
+ * are checked: one removed or replaced marks the store unusable). hlock held.
+ */
+int sqlite_store__check_writable_locked(struct sqlite_store *st);
 
 /* BEGIN IMMEDIATE, refused with -EIO when the store is unusable. 0 or an errno. */
-int store__tx_begin(struct store *st);
+int sqlite_store__tx_begin(struct sqlite_store *st);
 /* COMMIT, then check the files again. 0 or an errno (the commit not acknowledged). */
-int store__tx_commit(struct store *st);
+int sqlite_store__tx_commit(struct sqlite_store *st);
 /* ROLLBACK if a transaction is open. */
-void store__tx_rollback(struct store *st);
+void sqlite_store__tx_rollback(struct sqlite_store *st);
+/* A part of a write transaction: 0 or an errno (which rolls it back). lock held. */
+typedef int (*sqlite_store_tx_fn)(struct sqlite_store *st, void *arg);
+/*
+ * Take `lock`, begin, run `body`, commit (or roll back when it failed), and
+ * after a commit run `after` (may be NULL; its result is ignored), still
+ * under the lock. 0 or the first error: nothing of a failed one is stored.
+ */
+int sqlite_store__write_tx(struct sqlite_store *st, sqlite_store_tx_fn body,
+                           sqlite_store_tx_fn after, void *arg);
 
-/* ---- store.c: reads ---- */
+/* ---- sqlite_store_conn.c: reads ---- */
 
 /* The connection reads go through, locked (rlock, or lock for ":memory:"). */
-struct store_conn *store__reader_lock(struct store *st);
-void store__reader_unlock(struct store *st);
+struct store_conn *sqlite_store__reader_lock(struct sqlite_store *st);
+void sqlite_store__reader_unlock(struct sqlite_store *st);
 /* A read transaction on c (one snapshot of the log): 0 or -EIO. */
-int store__read_begin(struct store *st, struct store_conn *c);
-void store__read_end(struct store_conn *c);
+int sqlite_store__read_begin(struct sqlite_store *st, struct store_conn *c);
+void sqlite_store__read_end(struct store_conn *c);
 
-/* ---- store_search.c: the full-text index (schema 3) ---- */
+/* ---- sqlite_store_search.c: the full-text index (schema 3) ---- */
 
 /*
  * The index's schema (search_docs, the FTS5 table search_fts over it, and the
  * triggers that keep them together), and the text that fills it from a log
  * of an older schema. For check_schema, inside its transaction.
  */
-extern const char store__search_schema_sql[];
-extern const char store__search_backfill_sql[];
+extern const char sqlite_store__search_schema_sql[];
+extern const char sqlite_store__search_backfill_sql[];
 /*
  * Index what a person reads of one input written straight into `inputs`
  * (import): the content of a user-send-message or a
@@ -341,59 +388,64 @@ extern const char store__search_backfill_sql[];
  * inputs cost a prefix compare. Inside the caller's transaction. 0 or an
  * errno. lock held.
  */
-int store__index_input(struct store *st, const char *sid, int64_t seq, const char *text,
-                       size_t len);
-/* Rows one step of indexing takes (store__index_step): bounds how long it holds the
-   writer. */
+int sqlite_store__index_input(struct sqlite_store *st, const char *sid, int64_t seq,
+                              const char *text, size_t len);
+/* Rows one step of indexing takes (sqlite_store__index_step): bounds how long it holds
+   the writer. */
 #define STORE_INDEX_CHUNK 2048
 /* The writer indexes after this long with nothing to commit. */
 #define STORE_INDEX_IDLE_MS 200
 
 /*
- * One step of catching up the index (see store_search.c): the first range
+ * One step of catching up the index (see sqlite_store_search.c): the first range
  * of `inputs` a merge left unindexed, or else the rows of inputs_recent past
  * the mark, at most `max_rows` of them; *more: there may be more to do.
  * Inside the caller's transaction. 0 or an errno. lock held.
  */
-int store__index_step(struct store *st, int64_t max_rows, bool *more);
+int sqlite_store__index_step(struct sqlite_store *st, int64_t max_rows, bool *more);
 /* Every step, inside the caller's transaction (a fork copies the index). lock held. */
-int store__index_all(struct store *st);
+int sqlite_store__index_all(struct sqlite_store *st);
 /*
  * The writer, idle for STORE_INDEX_IDLE_MS: one step in a transaction of its
  * own. 1 when more may remain, 0 when the index is caught up, or an errno.
  * lock held.
  */
-int store__index_idle(struct store *st);
+int sqlite_store__index_idle(struct sqlite_store *st);
 /*
  * Before inputs_recent moves into `inputs`: note the seq ranges of its rows
  * past the mark (search_pending), to index from `inputs` later. Inside the
  * caller's transaction. 0 or an errno. lock held.
  */
-int store__index_defer(struct store *st);
+int sqlite_store__index_defer(struct sqlite_store *st);
 /*
  * After rows of inputs_recent were deleted: the mark no higher than the
  * last row left, so rows that take the freed rowids are indexed. Inside the
  * caller's transaction. 0 or an errno. lock held.
  */
-int store__index_clamp(struct store *st);
+int sqlite_store__index_clamp(struct sqlite_store *st);
 
-/* ---- store_writer.c: the sessions' last seqs (lock held) ---- */
+/* ---- sqlite_store_writer.c: the sessions' last seqs (lock held) ---- */
 
-void store__last_drop(struct last_map *m, const char *sid);
+/* A session's row (sid, created_at) inside the caller's transaction: 0 or an errno
+   with the error "<what>: ...". lock held. */
+int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
+                                 int64_t created_at, const char *what);
+
+void sqlite_store__last_drop(struct last_map *m, const char *sid);
 /* Free every entry; m is empty afterwards. */
-void store__last_release(struct last_map *m);
+void sqlite_store__last_release(struct last_map *m);
 
-/* ---- store_writer.c: the writer's side of open and close ---- */
+/* ---- sqlite_store_writer.c: the writer's side of open and close ---- */
 
 /* SQLite's WAL hook on the writer's connection (arg: the store): wakes the checkpointer.
  */
-int store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames);
+int sqlite_store__wal_hook(void *arg, sqlite3 *db, const char *name, int frames);
 /* Move inputs_recent into `inputs`. 0 or an errno. lock held. */
-int store__recent_merge(struct store *st);
+int sqlite_store__recent_merge(struct sqlite_store *st);
 /* At open: merge or note what inputs_recent holds. 0 or an errno. */
-int store__recent_open(struct store *st);
-/* The threads' bodies; arg is the struct store. */
-void *store__writer_main(void *arg);
-void *store__checkpointer_main(void *arg);
+int sqlite_store__recent_open(struct sqlite_store *st);
+/* The threads' bodies; arg is the struct sqlite_store. */
+void *sqlite_store__writer_main(void *arg);
+void *sqlite_store__checkpointer_main(void *arg);
 
 #endif

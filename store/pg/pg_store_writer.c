@@ -1,13 +1,13 @@
 /*
- * pgstore_writer - group commit on PostgreSQL: the queue, the writer thread
+ * pg_store_writer - group commit on PostgreSQL: the queue, the writer thread
  * (one transaction per batch on its own connection: fencing, seq checks,
  * one multi-row insert, the notifications, the search rows, the sessions'
  * updated_at and the snapshots) and the notifier thread that answers each
- * write in queue order. Private to server/pgstore*.c through
- * pgstore_internal.h; see pgstore.h and store.h for the design.
+ * write in queue order. Private to store/pg/pg_store*.c through
+ * pg_store_internal.h; see pg_store.h and store.h for the design.
  */
-#include "server/pgstore.h"
-#include "server/pgstore_internal.h"
+#include "store/pg/pg_store.h"
+#include "store/pg/pg_store_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +24,7 @@
 #define STR(x)  STR_(x)
 
 /* How often the idle writer looks whether its connection is still there. */
-#define PGSTORE_IDLE_CHECK_MS 1000
+#define PG_STORE_IDLE_CHECK_MS 1000
 
 /* The inputs a person reads (as store_search.c indexes them), told by their prefix. */
 #define IS_MESSAGE                                                                       \
@@ -34,7 +34,7 @@
 /* json rejects \u0000 when it unescapes: such an input is stored, not indexed. */
 #define NO_NUL "strpos(t, '\\u0000') = 0"
 
-const char pgstore__index_sql[] =
+const char pg_store__index_sql[] =
     "INSERT INTO search_docs(session_id, seq, body) SELECT s, q, b FROM ("
     "SELECT s, q, o, 0 AS k, t::json ->> 'content' AS b FROM unnest($1::text[],"
     " $2::bigint[], $3::text[]) WITH ORDINALITY AS u(s, q, t, o) WHERE " IS_MESSAGE
@@ -57,10 +57,10 @@ static const char insert_sql[] =
     " SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])";
 static const char notify_sql[] =
     "SELECT pg_notify('rx_log', s || ' ' || q || CASE WHEN octet_length(t) <= " STR(
-        PGSTORE_NOTIFY_TEXT_MAX) " THEN ' ' || t ELSE '' END) FROM unnest($1::text[],"
-                                 " $2::bigint[], $3::text[]) WITH ORDINALITY AS u(s, q, "
-                                 "t,"
-                                 " o) ORDER BY o";
+        PG_STORE_NOTIFY_TEXT_MAX) " THEN ' ' || t ELSE '' END) FROM unnest($1::text[],"
+                                  " $2::bigint[], $3::text[]) WITH ORDINALITY AS u(s, q, "
+                                  "t,"
+                                  " o) ORDER BY o";
 /* As in SQLite: updated_at only when it moves by more than a second. */
 static const char touch_sql[] =
     "UPDATE sessions SET updated_at = u.t FROM (SELECT s, max(t) AS t FROM"
@@ -87,40 +87,40 @@ struct batch_rows {
 
 static void rows_init(struct batch_rows *b)
 {
-    pgstore__array_init(&b->s, PGSTORE_OID_TEXT);
-    pgstore__array_init(&b->q, PGSTORE_OID_INT8);
-    pgstore__array_init(&b->t, PGSTORE_OID_TEXT);
-    pgstore__array_init(&b->u, PGSTORE_OID_INT8);
-    pgstore__array_init(&b->ss, PGSTORE_OID_TEXT);
-    pgstore__array_init(&b->sq, PGSTORE_OID_INT8);
-    pgstore__array_init(&b->st, PGSTORE_OID_TEXT);
+    pg_store__array_init(&b->s, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->q, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->t, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->u, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->ss, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->sq, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->st, PG_STORE_OID_TEXT);
     b->n = b->snaps = 0;
 }
 
 static void rows_release(struct batch_rows *b)
 {
-    pgstore__array_release(&b->s);
-    pgstore__array_release(&b->q);
-    pgstore__array_release(&b->t);
-    pgstore__array_release(&b->u);
-    pgstore__array_release(&b->ss);
-    pgstore__array_release(&b->sq);
-    pgstore__array_release(&b->st);
+    pg_store__array_release(&b->s);
+    pg_store__array_release(&b->q);
+    pg_store__array_release(&b->t);
+    pg_store__array_release(&b->u);
+    pg_store__array_release(&b->ss);
+    pg_store__array_release(&b->sq);
+    pg_store__array_release(&b->st);
 }
 
 static int rows_add(struct batch_rows *b, const struct store_write *w)
 {
-    if (pgstore__array_text(&b->s, w->sid, strlen(w->sid)) ||
-        pgstore__array_i64(&b->q, w->seq) ||
-        pgstore__array_text(&b->t, w->input, w->input_len) ||
-        pgstore__array_i64(&b->u, w->updated_at))
+    if (pg_store__array_text(&b->s, w->sid, strlen(w->sid)) ||
+        pg_store__array_i64(&b->q, w->seq) ||
+        pg_store__array_text(&b->t, w->input, w->input_len) ||
+        pg_store__array_i64(&b->u, w->updated_at))
         return -ENOMEM;
     b->n++;
     if (!w->snapshot)
         return 0;
-    if (pgstore__array_text(&b->ss, w->sid, strlen(w->sid)) ||
-        pgstore__array_i64(&b->sq, w->seq) ||
-        pgstore__array_text(&b->st, w->snapshot, w->snapshot_len))
+    if (pg_store__array_text(&b->ss, w->sid, strlen(w->sid)) ||
+        pg_store__array_i64(&b->sq, w->seq) ||
+        pg_store__array_text(&b->st, w->snapshot, w->snapshot_len))
         return -ENOMEM;
     b->snaps++;
     return 0;
@@ -128,16 +128,16 @@ static int rows_add(struct batch_rows *b, const struct store_write *w)
 
 static int rows_end(struct batch_rows *b)
 {
-    return pgstore__array_end(&b->s) || pgstore__array_end(&b->q) ||
-                   pgstore__array_end(&b->t) || pgstore__array_end(&b->u) ||
-                   pgstore__array_end(&b->ss) || pgstore__array_end(&b->sq) ||
-                   pgstore__array_end(&b->st)
+    return pg_store__array_end(&b->s) || pg_store__array_end(&b->q) ||
+                   pg_store__array_end(&b->t) || pg_store__array_end(&b->u) ||
+                   pg_store__array_end(&b->ss) || pg_store__array_end(&b->sq) ||
+                   pg_store__array_end(&b->st)
                ? -ENOMEM
                : 0;
 }
 
 /* Run `sql` with up to three array parameters (binary). */
-static int exec_arrays(struct pgstore *pg, const char *what, const char *sql,
+static int exec_arrays(struct pg_store *pg, const char *what, const char *sql,
                        struct pg_array *a1, struct pg_array *a2, struct pg_array *a3)
 {
     struct pg_array *v[3] = {a1, a2, a3};
@@ -148,7 +148,7 @@ static int exec_arrays(struct pgstore *pg, const char *what, const char *sql,
         vals[n] = v[n]->b.data;
         lens[n] = (int)v[n]->b.len;
     }
-    return pgstore__exec(pg, &pg->w, what, sql, n, vals, lens, bin, NULL);
+    return pg_store__exec(pg, &pg->w, what, sql, n, vals, lens, bin, NULL);
 }
 
 /* Row of `r` (column 0) naming sid, or -1. */
@@ -164,9 +164,9 @@ static int find_row(const PGresult *r, const char *sid)
 static int sids_param(struct store_write **v, size_t n, struct pg_array *a)
 {
     for (size_t i = 0; i < n; i++)
-        if (pgstore__array_text(a, v[i]->sid, strlen(v[i]->sid)))
+        if (pg_store__array_text(a, v[i]->sid, strlen(v[i]->sid)))
             return -ENOMEM;
-    return pgstore__array_end(a);
+    return pg_store__array_end(a);
 }
 
 /*
@@ -176,33 +176,33 @@ static int sids_param(struct store_write **v, size_t n, struct pg_array *a)
  * accepted in this batch). The accepted go into `b`. 0 or the error that
  * fails the transaction.
  */
-static int judge(struct pgstore *pg, struct store_write **v, size_t n,
+static int judge(struct pg_store *pg, struct store_write **v, size_t n,
                  struct batch_rows *b)
 {
-    char node[PGSTORE_NODE_MAX];
-    bool fenced = pgstore__node(pg, node);
+    char node[PG_STORE_NODE_MAX];
+    bool fenced = pg_store__node(pg, node);
     PGresult *owned = NULL, *sess = NULL;
     struct pg_array ids;
     int64_t *last = NULL;
     int err;
 
-    pgstore__array_init(&ids, PGSTORE_OID_TEXT);
+    pg_store__array_init(&ids, PG_STORE_OID_TEXT);
     if ((err = sids_param(v, n, &ids)))
         goto out_release;
     if (fenced) {
         const char *vals[2] = {ids.b.data, node};
         int lens[2] = {(int)ids.b.len, 0}, bin[2] = {1, 0};
 
-        if ((err = pgstore__exec(pg, &pg->w, "fencing", fence_sql, 2, vals, lens, bin,
-                                 &owned)))
+        if ((err = pg_store__exec(pg, &pg->w, "fencing", fence_sql, 2, vals, lens, bin,
+                                  &owned)))
             goto out_release;
     }
     {
         const char *vals[1] = {ids.b.data};
         int lens[1] = {(int)ids.b.len}, bin[1] = {1};
 
-        if ((err = pgstore__exec(pg, &pg->w, "checking inputs", check_sql, 1, vals, lens,
-                                 bin, &sess)))
+        if ((err = pg_store__exec(pg, &pg->w, "checking inputs", check_sql, 1, vals, lens,
+                                  bin, &sess)))
             goto out_release;
     }
     last = calloc((size_t)PQntuples(sess) + 1, sizeof(*last));
@@ -211,22 +211,22 @@ static int judge(struct pgstore *pg, struct store_write **v, size_t n,
         goto out_release;
     }
     for (int i = 0; i < PQntuples(sess); i++)
-        last[i] = pgstore__i64(sess, i, 1);
+        last[i] = pg_store__i64(sess, i, 1);
     for (size_t i = 0; i < n; i++) {
         struct store_write *w = v[i];
         int row = find_row(sess, w->sid);
 
         if (fenced && find_row(owned, w->sid) < 0) {
-            pgstore__set_error(pg, "session '%s' is not owned by node '%s'", w->sid,
-                               node);
+            store__set_error(&pg->base, "session '%s' is not owned by node '%s'", w->sid,
+                             node);
             w->err = -ESTALE;
         } else if (row < 0) {
-            pgstore__set_error(pg, "no session '%s'", w->sid);
+            store__set_error(&pg->base, "no session '%s'", w->sid);
             w->err = -ENOENT;
         } else if (w->seq != last[row] + 1) {
             /* A gap would make the log unloadable: refuse it now. */
-            pgstore__set_error(pg, "session '%s': input %lld does not follow %lld",
-                               w->sid, (long long)w->seq, (long long)last[row]);
+            store__set_error(&pg->base, "session '%s': input %lld does not follow %lld",
+                             w->sid, (long long)w->seq, (long long)last[row]);
             w->err = w->seq <= last[row] ? -EEXIST : -EINVAL;
         } else if ((err = rows_add(b, w))) {
             goto out_release;
@@ -239,12 +239,12 @@ out_release:
     free(last);
     PQclear(sess);
     PQclear(owned);
-    pgstore__array_release(&ids);
+    pg_store__array_release(&ids);
     return err;
 }
 
 /* The rows of the accepted writes, inside the transaction. */
-static int write_rows(struct pgstore *pg, struct batch_rows *b)
+static int write_rows(struct pg_store *pg, struct batch_rows *b)
 {
     int err;
 
@@ -252,7 +252,7 @@ static int write_rows(struct pgstore *pg, struct batch_rows *b)
         return 0;
     if ((err = exec_arrays(pg, "storing inputs", insert_sql, &b->s, &b->q, &b->t)) ||
         (err = exec_arrays(pg, "notifying", notify_sql, &b->s, &b->q, &b->t)) ||
-        (err = exec_arrays(pg, "indexing", pgstore__index_sql, &b->s, &b->q, &b->t)) ||
+        (err = exec_arrays(pg, "indexing", pg_store__index_sql, &b->s, &b->q, &b->t)) ||
         (err = exec_arrays(pg, "updating sessions", touch_sql, &b->s, &b->u, NULL)))
         return err;
     if (b->snaps &&
@@ -266,7 +266,7 @@ static int write_rows(struct pgstore *pg, struct batch_rows *b)
  * The COMMIT's answer was lost with the connection: it may have committed.
  * Reconnect and look for the rows. 0 (they are there) or -EIO.
  */
-static int verify_commit(struct pgstore *pg, struct batch_rows *b)
+static int verify_commit(struct pg_store *pg, struct batch_rows *b)
 {
     const char *vals[3] = {b->s.b.data, b->q.b.data, b->t.b.data};
     int lens[3] = {(int)b->s.b.len, (int)b->q.b.len, (int)b->t.b.len}, bin[3] = {1, 1, 1};
@@ -275,39 +275,39 @@ static int verify_commit(struct pgstore *pg, struct batch_rows *b)
 
     if (!b->n)
         return -EIO;
-    if ((err = pgstore__exec(pg, &pg->w, "checking a lost commit", verify_sql, 3, vals,
-                             lens, bin, &r)))
+    if ((err = pg_store__exec(pg, &pg->w, "checking a lost commit", verify_sql, 3, vals,
+                              lens, bin, &r)))
         return err;
-    err = pgstore__i64(r, 0, 0) == (int64_t)b->n ? 0 : -EIO;
+    err = pg_store__i64(r, 0, 0) == (int64_t)b->n ? 0 : -EIO;
     PQclear(r);
     if (err)
-        pgstore__set_error(pg, "commit: the connection was lost and the batch is not"
-                               " stored");
+        store__set_error(&pg->base, "commit: the connection was lost and the batch is not"
+                                    " stored");
     return err;
 }
 
 /* synchronous_commit as store_set_durable asked, after each (re)connect. */
-static int apply_durable(struct pgstore *pg)
+static int apply_durable(struct pg_store *pg)
 {
     bool durable;
     int err;
 
-    pthread_mutex_lock(&pg->qlock);
+    pthread_mutex_lock(&pg->queue.lock);
     durable = pg->durable;
     if (pg->durable_set && !pg->w.fresh) {
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
         return 0;
     }
-    pthread_mutex_unlock(&pg->qlock);
-    err = pgstore__exec(pg, &pg->w, "synchronous_commit",
-                        durable ? "SET synchronous_commit = on"
-                                : "SET synchronous_commit = off",
-                        0, NULL, NULL, NULL, NULL);
+    pthread_mutex_unlock(&pg->queue.lock);
+    err = pg_store__exec(pg, &pg->w, "synchronous_commit",
+                         durable ? "SET synchronous_commit = on"
+                                 : "SET synchronous_commit = off",
+                         0, NULL, NULL, NULL, NULL);
     if (!err) {
-        pthread_mutex_lock(&pg->qlock);
+        pthread_mutex_lock(&pg->queue.lock);
         pg->durable_set = pg->durable == durable;
         pg->w.fresh = false;
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
     }
     return err;
 }
@@ -317,7 +317,7 @@ static int apply_durable(struct pgstore *pg)
  * the others get 0, or the error that failed the transaction (returned,
  * with *in_tx[i] saying which writes it failed).
  */
-static int commit_some(struct pgstore *pg, struct store_write **v, size_t n, bool *in_tx)
+static int commit_some(struct pg_store *pg, struct store_write **v, size_t n, bool *in_tx)
 {
     struct batch_rows b;
     size_t i;
@@ -326,18 +326,18 @@ static int commit_some(struct pgstore *pg, struct store_write **v, size_t n, boo
     rows_init(&b);
     for (i = 0; i < n; i++)
         v[i]->err = 0;
-    if ((err = pgstore__conn_get(pg, &pg->w)) || (err = apply_durable(pg)) ||
-        (err = pgstore__begin(pg, &pg->w)))
+    if ((err = pg_store__conn_get(pg, &pg->w)) || (err = apply_durable(pg)) ||
+        (err = pg_store__begin(pg, &pg->w)))
         goto out_fail;
     if ((err = judge(pg, v, n, &b)) || (err = write_rows(pg, &b))) {
-        pgstore__rollback(pg, &pg->w);
+        pg_store__rollback(pg, &pg->w);
         goto out_fail;
     }
-    if ((err = pgstore__commit(pg, &pg->w)) && pgstore__conn_lost(&pg->w))
+    if ((err = pg_store__commit(pg, &pg->w)) && pg_store__conn_lost(&pg->w))
         err = verify_commit(pg, &b);
     if (!err) {
         if (b.n)
-            pgstore__wrote(pg);
+            pg_store__wrote(pg);
         goto out_release;
     }
 out_fail:
@@ -356,13 +356,13 @@ out_release:
  * each of its writes is tried again alone: a unique violation or an input
  * too big for the room left must not fail the others beside it.
  */
-static void commit_batch(struct pgstore *pg, struct store_write **v, size_t n)
+static void commit_batch(struct pg_store *pg, struct store_write **v, size_t n)
 {
-    bool in_tx[PGSTORE_BATCH_MAX];
+    bool in_tx[PG_STORE_BATCH_MAX];
 
     __atomic_add_fetch(&pg->commits, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&pg->writes, (int64_t)n, __ATOMIC_RELAXED);
-    if (!commit_some(pg, v, n, in_tx) || n == 1 || pgstore__conn_lost(&pg->w))
+    if (!commit_some(pg, v, n, in_tx) || n == 1 || pg_store__conn_lost(&pg->w))
         return;
     for (size_t i = 0; i < n; i++) {
         bool again;
@@ -373,68 +373,47 @@ static void commit_batch(struct pgstore *pg, struct store_write **v, size_t n)
 }
 
 /*
- * Wait, qlock held, until something is queued or the store stops. Every
- * PGSTORE_IDLE_CHECK_MS, look at the connection (a lost one shows in
+ * Wait, the queue's lock held, until something is queued or the store stops. Every
+ * PG_STORE_IDLE_CHECK_MS, look at the connection (a lost one shows in
  * health before anyone writes) and, while it is down, reconnect when its
  * backoff allows: service resumes by itself.
  */
-static void wait_for_writes(struct pgstore *pg)
+static void wait_for_writes(struct pg_store *pg)
 {
-    while (!pg->head && !pg->stopping) {
-        struct timespec until;
-
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += PGSTORE_IDLE_CHECK_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
-        if (pthread_cond_timedwait(&pg->queued_cond, &pg->qlock, &until) == 0 ||
-            pg->head || pg->stopping)
+    while (!pg->queue.head && !pg->queue.stopping) {
+        if (!store_queue_wait(&pg->queue, PG_STORE_IDLE_CHECK_MS))
             continue;
-        pthread_mutex_unlock(&pg->qlock);
+        pthread_mutex_unlock(&pg->queue.lock);
         if (pg->w.c && (!PQconsumeInput(pg->w.c) || PQstatus(pg->w.c) != CONNECTION_OK))
-            pgstore__conn_drop(pg, &pg->w, PQerrorMessage(pg->w.c));
-        if (!pg->w.c && pgstore__now_ms() >= pg->w.retry_at_ms)
-            (void)pgstore__conn_get(pg, &pg->w);
-        pthread_mutex_lock(&pg->qlock);
+            pg_store__conn_drop(pg, &pg->w, PQerrorMessage(pg->w.c));
+        if (!pg->w.c && pg_store__now_ms() >= pg->w.retry_at_ms)
+            (void)pg_store__conn_get(pg, &pg->w);
+        pthread_mutex_lock(&pg->queue.lock);
     }
 }
 
-void *pgstore__writer_main(void *arg)
+void *pg_store__writer_main(void *arg)
 {
-    struct pgstore *pg = arg;
-    struct store_write *batch[PGSTORE_BATCH_MAX];
+    struct pg_store *pg = arg;
+    struct store_write *batch[PG_STORE_BATCH_MAX];
 
     for (;;) {
-        size_t n = 0;
+        size_t n;
 
-        pthread_mutex_lock(&pg->qlock);
+        pthread_mutex_lock(&pg->queue.lock);
         wait_for_writes(pg);
-        while (pg->head && n < PGSTORE_BATCH_MAX) {
-            batch[n++] = pg->head;
-            pg->head = pg->head->next;
-        }
-        if (!pg->head)
-            pg->tail = &pg->head;
-        pthread_mutex_unlock(&pg->qlock);
+        n = store_queue_take(&pg->queue, batch, PG_STORE_BATCH_MAX);
+        pthread_mutex_unlock(&pg->queue.lock);
         if (!n)
             break; /* stopping, and nothing is left */
         commit_batch(pg, batch, n);
-        /* To the notifier, in order: the writes are linked again as queued. */
-        for (size_t i = 0; i + 1 < n; i++)
-            batch[i]->next = batch[i + 1];
-        store_notifier_push(&pg->notifier, batch[0], batch[n - 1]);
+        store_notifier_push_batch(&pg->queue.notifier, batch, n);
     }
-    store_notifier_end(&pg->notifier);
+    store_notifier_end(&pg->queue.notifier);
     return NULL;
 }
 
-void pgstore_write_queue(struct pgstore *pg, struct store_write *w)
+void pg_store_write_queue(struct store *base, struct store_write *w)
 {
-    w->next = NULL;
-    w->err = 0;
-    pthread_mutex_lock(&pg->qlock);
-    *pg->tail = w;
-    pg->tail = &w->next;
-    pthread_cond_signal(&pg->queued_cond);
-    pthread_mutex_unlock(&pg->qlock);
+    store_queue_push(&pg_store_of(base)->queue, w);
 }

@@ -1,10 +1,10 @@
 /*
- * pgstore_conn - the store's connections to PostgreSQL: connecting with
+ * pg_store_conn - the store's connections to PostgreSQL: connecting with
  * bounded waits, reconnecting with backoff, and the one way a statement is
  * run (bounded in time, its error turned into an errno), transactions and
- * results. See pgstore.h; shared through pgstore_internal.h.
+ * results. See pg_store.h; shared through pg_store_internal.h.
  */
-#include "server/pgstore_internal.h"
+#include "store/pg/pg_store_internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 
 /* ---- connections ------------------------------------------------------------ */
 
-int64_t pgstore__now_ms(void)
+int64_t pg_store__now_ms(void)
 {
     struct timespec ts;
 
@@ -49,23 +49,23 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
-void pgstore__conn_drop(struct pgstore *pg, struct pg_conn *pc, const char *why)
+void pg_store__conn_drop(struct pg_store *pg, struct pg_conn *pc, const char *why)
 {
     /* `why` may be libpq's own message of this connection: said before it goes. */
-    pgstore__mark_down(pg, pc->name, why);
+    pg_store__mark_down(pg, pc->name, why);
     PQfinish(pc->c);
     pc->c = NULL;
     /* The first attempt again at once (a restarted server is back), then backoff. */
     pc->retry_at_ms = 0;
-    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
+    pc->backoff_ms = PG_STORE_BACKOFF_MIN_MS;
 }
 
-bool pgstore__conn_lost(const struct pg_conn *pc)
+bool pg_store__conn_lost(const struct pg_conn *pc)
 {
     return !pc->c || PQstatus(pc->c) != CONNECTION_OK;
 }
 
-int pgstore__conn_get(struct pgstore *pg, struct pg_conn *pc)
+int pg_store__conn_get(struct pg_store *pg, struct pg_conn *pc)
 {
     char msg[RX_ERR_LEN];
     PGconn *c;
@@ -73,23 +73,23 @@ int pgstore__conn_get(struct pgstore *pg, struct pg_conn *pc)
     if (pc->c && PQstatus(pc->c) == CONNECTION_OK)
         return 0;
     if (pc->c)
-        pgstore__conn_drop(pg, pc, PQerrorMessage(pc->c));
-    if (pgstore__now_ms() < pc->retry_at_ms) {
+        pg_store__conn_drop(pg, pc, PQerrorMessage(pc->c));
+    if (pg_store__now_ms() < pc->retry_at_ms) {
         /* Down, and not yet time to try: fail fast with the reason. */
-        pthread_mutex_lock(&pg->hlock);
-        snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
-        pthread_mutex_unlock(&pg->hlock);
+        pthread_mutex_lock(&pg->base.hlock);
+        snprintf(pg->base.err, sizeof(pg->base.err), "%s", pg->why);
+        pthread_mutex_unlock(&pg->base.hlock);
         return -EIO;
     }
     c = connect_db(pg->conninfo);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         snprintf(msg, sizeof(msg), "%s", c ? PQerrorMessage(c) : "out of memory");
         PQfinish(c);
-        pc->retry_at_ms = pgstore__now_ms() + pc->backoff_ms;
-        pc->backoff_ms = pc->backoff_ms * 2 > PGSTORE_BACKOFF_MAX_MS
-                             ? PGSTORE_BACKOFF_MAX_MS
+        pc->retry_at_ms = pg_store__now_ms() + pc->backoff_ms;
+        pc->backoff_ms = pc->backoff_ms * 2 > PG_STORE_BACKOFF_MAX_MS
+                             ? PG_STORE_BACKOFF_MAX_MS
                              : pc->backoff_ms * 2;
-        pgstore__mark_down(pg, pc->name, msg);
+        pg_store__mark_down(pg, pc->name, msg);
         return -EIO;
     }
     /* Notices (a table that exists, an empty query) are not errors: not on stderr. */
@@ -97,8 +97,8 @@ int pgstore__conn_get(struct pgstore *pg, struct pg_conn *pc)
     pc->c = c;
     pc->fresh = true;
     pc->retry_at_ms = 0;
-    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
-    pgstore__mark_up(pg);
+    pc->backoff_ms = PG_STORE_BACKOFF_MIN_MS;
+    pg_store__mark_up(pg);
     return 0;
 }
 
@@ -111,7 +111,7 @@ static bool state_is_lost(const char *state)
 /*
  * PQexecParams with a deadline: a database that stops answering (frozen, or
  * a network that swallows packets, which keepalives do not see on a Unix
- * socket) costs a call at most PGSTORE_CALL_MS, not forever: a parked POST
+ * socket) costs a call at most PG_STORE_CALL_MS, not forever: a parked POST
  * gets its 503 and shutdown can drain. NULL on a timeout: the connection is
  * then unusable (its answer may still come) and the caller drops it. A
  * connection found lost gives an error result with no SQLSTATE, as libpq's
@@ -120,7 +120,7 @@ static bool state_is_lost(const char *state)
 static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
                          const int *lens, const int *bin)
 {
-    int64_t deadline = pgstore__now_ms() + PGSTORE_CALL_MS;
+    int64_t deadline = pg_store__now_ms() + PG_STORE_CALL_MS;
     PGresult *r, *last = NULL;
 
     if (!PQsendQueryParams(c, sql, n, NULL, vals, lens, bin, 0))
@@ -128,7 +128,7 @@ static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *v
     for (;;) {
         while (PQisBusy(c)) {
             struct pollfd pfd = {PQsocket(c), POLLIN, 0};
-            int64_t left = deadline - pgstore__now_ms();
+            int64_t left = deadline - pg_store__now_ms();
             int ready = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
             if (ready < 0 && errno == EINTR)
@@ -155,9 +155,9 @@ static bool resendable(const char *sql)
     return !strncmp(sql, "BEGIN", 5) || !strncmp(sql, "SELECT", 6);
 }
 
-int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
-                  const char *sql, int n, const char *const *vals, const int *lens,
-                  const int *bin, PGresult **out)
+int pg_store__exec(struct pg_store *pg, struct pg_conn *pc, const char *what,
+                   const char *sql, int n, const char *const *vals, const int *lens,
+                   const int *bin, PGresult **out)
 {
     ExecStatusType status;
     char msg[RX_ERR_LEN], code[6] = "";
@@ -168,15 +168,15 @@ int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
 
     if (out)
         *out = NULL;
-    if ((err = pgstore__conn_get(pg, pc)))
+    if ((err = pg_store__conn_get(pg, pc)))
         return err;
     idle =
         PQtransactionStatus(pc->c) == PQTRANS_IDLE; /* before: a dead one says UNKNOWN */
     r = exec_by(pc->c, sql, n, vals, lens, bin);
     if (!r) {
-        pgstore__set_error(pg, "%s: the database did not answer within %d ms", what,
-                           PGSTORE_CALL_MS);
-        pgstore__conn_drop(pg, pc, "the database does not answer");
+        store__set_error(&pg->base, "%s: the database did not answer within %d ms", what,
+                         PG_STORE_CALL_MS);
+        pg_store__conn_drop(pg, pc, "the database does not answer");
         return -EIO;
     }
     status = PQresultStatus(r);
@@ -189,11 +189,11 @@ int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
          state_is_lost(PQresultErrorField(r, PG_DIAG_SQLSTATE))) &&
         idle) {
         PQclear(r);
-        pgstore__conn_drop(pg, pc, "the connection was lost; trying again");
-        if ((err = pgstore__conn_get(pg, pc)))
+        pg_store__conn_drop(pg, pc, "the connection was lost; trying again");
+        if ((err = pg_store__conn_get(pg, pc)))
             return err;
         if (!(r = exec_by(pc->c, sql, n, vals, lens, bin))) {
-            pgstore__conn_drop(pg, pc, "the database does not answer");
+            pg_store__conn_drop(pg, pc, "the database does not answer");
             return -EIO;
         }
         status = PQresultStatus(r);
@@ -213,7 +213,7 @@ int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
     snprintf(msg, sizeof(msg), "%s",
              r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
                                            : PQerrorMessage(pc->c));
-    pgstore__one_line(msg);
+    pg_store__one_line(msg);
     if (state && !strcmp(state, "23505"))
         err = -EEXIST;
     else if (state && !strcmp(state, "53100"))
@@ -221,35 +221,35 @@ int pgstore__exec(struct pgstore *pg, struct pg_conn *pc, const char *what,
     else
         err = -EIO;
     PQclear(r);
-    pgstore__set_error(pg, "%s: %s", what, msg);
+    store__set_error(&pg->base, "%s: %s", what, msg);
     /* An error libpq made itself (no SQLSTATE: "server closed the connection
        unexpectedly", a broken socket) may leave PQstatus OK: the connection
        is no better for it. Drop it; the next call reconnects. */
-    if (pgstore__conn_lost(pc) || state_is_lost(state) || !state) {
-        pgstore__conn_drop(pg, pc, msg);
-        pgstore__set_error(pg, "%s: %s", what, msg);
+    if (pg_store__conn_lost(pc) || state_is_lost(state) || !state) {
+        pg_store__conn_drop(pg, pc, msg);
+        store__set_error(&pg->base, "%s: %s", what, msg);
         return -EIO;
     }
     if (err == -ENOSPC) {
-        pthread_mutex_lock(&pg->hlock);
+        pthread_mutex_lock(&pg->base.hlock);
         pg->full = true;
-        snprintf(pg->why, sizeof(pg->why), "%s", pg->err);
-        pthread_mutex_unlock(&pg->hlock);
+        snprintf(pg->why, sizeof(pg->why), "%s", pg->base.err);
+        pthread_mutex_unlock(&pg->base.hlock);
     }
     return err;
 }
 
-int pgstore__begin(struct pgstore *pg, struct pg_conn *pc)
+int pg_store__begin(struct pg_store *pg, struct pg_conn *pc)
 {
-    return pgstore__exec(pg, pc, "begin", "BEGIN", 0, NULL, NULL, NULL, NULL);
+    return pg_store__exec(pg, pc, "begin", "BEGIN", 0, NULL, NULL, NULL, NULL);
 }
 
-int pgstore__commit(struct pgstore *pg, struct pg_conn *pc)
+int pg_store__commit(struct pg_store *pg, struct pg_conn *pc)
 {
-    return pgstore__exec(pg, pc, "commit", "COMMIT", 0, NULL, NULL, NULL, NULL);
+    return pg_store__exec(pg, pc, "commit", "COMMIT", 0, NULL, NULL, NULL, NULL);
 }
 
-void pgstore__rollback(struct pgstore *pg, struct pg_conn *pc)
+void pg_store__rollback(struct pg_store *pg, struct pg_conn *pc)
 {
     PGresult *r;
 
@@ -260,37 +260,37 @@ void pgstore__rollback(struct pgstore *pg, struct pg_conn *pc)
     if ((r = exec_by(pc->c, "ROLLBACK", 0, NULL, NULL, NULL)))
         PQclear(r);
     else
-        pgstore__conn_drop(pg, pc, "the database does not answer");
+        pg_store__conn_drop(pg, pc, "the database does not answer");
 }
 
-bool pgstore__node(struct pgstore *pg, char *out)
+bool pg_store__node(struct pg_store *pg, char *out)
 {
     bool fenced;
 
-    pthread_mutex_lock(&pg->hlock);
+    pthread_mutex_lock(&pg->base.hlock);
     fenced = pg->fenced;
-    memcpy(out, pg->node, PGSTORE_NODE_MAX);
-    pthread_mutex_unlock(&pg->hlock);
+    memcpy(out, pg->node, PG_STORE_NODE_MAX);
+    pthread_mutex_unlock(&pg->base.hlock);
     return fenced;
 }
 
 /* ---- results ---------------------------------------------------------------- */
 
-int pgstore__seq_in_log(struct pgstore *pg, const char *sid, int64_t seq, int64_t last)
+int pg_store__seq_in_log(struct pg_store *pg, const char *sid, int64_t seq, int64_t last)
 {
     if (seq >= 0 && seq <= last)
         return 0;
-    pgstore__set_error(pg, "session '%s': seq %lld is not in 0..%lld", sid,
-                       (long long)seq, (long long)last);
+    store__set_error(&pg->base, "session '%s': seq %lld is not in 0..%lld", sid,
+                     (long long)seq, (long long)last);
     return -ERANGE;
 }
 
-int64_t pgstore__i64(const PGresult *r, int row, int col)
+int64_t pg_store__i64(const PGresult *r, int row, int col)
 {
     return strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
-const char *pgstore__fmt_i64(char *buf, int64_t n)
+const char *pg_store__fmt_i64(char *buf, int64_t n)
 {
     snprintf(buf, 24, "%lld", (long long)n);
     return buf;

@@ -1,14 +1,15 @@
 /*
- * pgstore - the input log in PostgreSQL: telling a connection string from a
- * path, opening (three connections, the schema), closing, settings, health,
- * errors and binary array parameters. Connections, reconnecting with
- * backoff, statements and transactions are in pgstore_conn.c, the writer
- * thread in pgstore_writer.c,
- * create/delete/fork/gc/title/import in pgstore_admin.c, the reads in
- * pgstore_read.c; what they share is in pgstore_internal.h. See pgstore.h.
+ * pg_store - the input log in PostgreSQL, the backend of store/store.c for a
+ * connection string: telling one from a path, opening (three connections,
+ * the schema), closing, settings, health, binary array parameters and the
+ * table of operations. Connections, reconnecting with backoff, statements
+ * and transactions are in pg_store_conn.c, the writer thread in
+ * pg_store_writer.c, create/delete/fork/gc/title/import in pg_store_admin.c,
+ * the reads in pg_store_read.c; what they share is in pg_store_internal.h.
+ * See pg_store.h.
  */
-#include "server/pgstore.h"
-#include "server/pgstore_internal.h"
+#include "store/pg/pg_store.h"
+#include "store/pg/pg_store_internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -22,7 +23,7 @@
 #include <libpq-fe.h>
 
 /* Every node takes this advisory lock around creating the schema. ("RFLX") */
-#define PGSTORE_SCHEMA_LOCK "1380339800"
+#define PG_STORE_SCHEMA_LOCK "1380339800"
 
 /*
  * Created on first use. IF NOT EXISTS alone races (two nodes creating one
@@ -33,7 +34,7 @@
  */
 static const char schema_sql[] =
     "BEGIN;"
-    "SELECT pg_advisory_xact_lock(" PGSTORE_SCHEMA_LOCK ");"
+    "SELECT pg_advisory_xact_lock(" PG_STORE_SCHEMA_LOCK ");"
     "CREATE TABLE IF NOT EXISTS rx_meta(k text PRIMARY KEY, v bigint NOT NULL);"
     "CREATE TABLE IF NOT EXISTS sessions(id text PRIMARY KEY, created_at bigint NOT NULL,"
     " updated_at bigint NOT NULL, title text);"
@@ -56,7 +57,7 @@ static const char schema_sql[] =
 
 /* ---- connection strings ------------------------------------------------------ */
 
-bool pgstore_is_conninfo(const char *path)
+static bool pg_store_is_conninfo(const char *path)
 {
     PQconninfoOption *opts;
     char *msg = NULL;
@@ -142,24 +143,8 @@ static char *redact(const char *conninfo)
 
 /* ---- errors and health ------------------------------------------------------ */
 
-void pgstore__set_error_v(struct pgstore *pg, const char *fmt, va_list ap)
-{
-    pthread_mutex_lock(&pg->hlock);
-    vsnprintf(pg->err, sizeof(pg->err), fmt, ap);
-    pthread_mutex_unlock(&pg->hlock);
-}
-
-void pgstore__set_error(struct pgstore *pg, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    pgstore__set_error_v(pg, fmt, ap);
-    va_end(ap);
-}
-
 /* libpq's sentences end with a newline and may span lines: the error is one line. */
-void pgstore__one_line(char *s)
+void pg_store__one_line(char *s)
 {
     size_t n = strlen(s);
 
@@ -171,48 +156,42 @@ void pgstore__one_line(char *s)
 }
 
 /* The database cannot be reached: say so until a connection succeeds. */
-void pgstore__mark_down(struct pgstore *pg, const char *what, const char *msg)
+void pg_store__mark_down(struct pg_store *pg, const char *what, const char *msg)
 {
-    pthread_mutex_lock(&pg->hlock);
+    pthread_mutex_lock(&pg->base.hlock);
     snprintf(pg->why, sizeof(pg->why),
              "the database '%.200s' is unreachable (%s): %.200s", pg->safe, what, msg);
-    pgstore__one_line(pg->why);
-    snprintf(pg->err, sizeof(pg->err), "%s", pg->why);
+    pg_store__one_line(pg->why);
+    snprintf(pg->base.err, sizeof(pg->base.err), "%s", pg->why);
     pg->down = true;
-    pthread_mutex_unlock(&pg->hlock);
+    pthread_mutex_unlock(&pg->base.hlock);
 }
 
-void pgstore__mark_up(struct pgstore *pg)
+void pg_store__mark_up(struct pg_store *pg)
 {
-    pthread_mutex_lock(&pg->hlock);
+    pthread_mutex_lock(&pg->base.hlock);
     pg->down = false;
-    pthread_mutex_unlock(&pg->hlock);
+    pthread_mutex_unlock(&pg->base.hlock);
 }
 
-void pgstore__wrote(struct pgstore *pg)
+void pg_store__wrote(struct pg_store *pg)
 {
-    pthread_mutex_lock(&pg->hlock);
+    pthread_mutex_lock(&pg->base.hlock);
     pg->full = false;
     pg->down = false;
-    pthread_mutex_unlock(&pg->hlock);
-}
-
-void pgstore_last_error(struct pgstore *pg, struct rx_error *err)
-{
-    pthread_mutex_lock(&pg->hlock);
-    rx_error_set(err, 0, "%s", pg->err);
-    pthread_mutex_unlock(&pg->hlock);
+    pthread_mutex_unlock(&pg->base.hlock);
 }
 
 /* Not sticky: the state of the last attempt; hlock only, never a query. */
-enum store_health pgstore_health(struct pgstore *pg, struct rx_error *why)
+enum store_health pg_store_health(struct store *base, struct rx_error *why)
 {
+    struct pg_store *pg = pg_store_of(base);
     enum store_health h;
 
-    pthread_mutex_lock(&pg->hlock);
+    pthread_mutex_lock(&pg->base.hlock);
     h = pg->down ? STORE_UNAVAILABLE : pg->full ? STORE_FULL : STORE_OK;
     rx_error_set(why, 0, "%s", h == STORE_OK ? "" : pg->why);
-    pthread_mutex_unlock(&pg->hlock);
+    pthread_mutex_unlock(&pg->base.hlock);
     return h;
 }
 
@@ -226,14 +205,14 @@ static int put_u32(struct rx_buf *b, uint32_t v)
     return rx_buf_append(b, x, sizeof(x));
 }
 
-void pgstore__array_init(struct pg_array *a, uint32_t oid)
+void pg_store__array_init(struct pg_array *a, uint32_t oid)
 {
-    rx_buf_init(&a->b, PGSTORE_PARAM_MAX);
+    rx_buf_init(&a->b, PG_STORE_PARAM_MAX);
     a->n = 0;
     a->oid = oid;
 }
 
-void pgstore__array_release(struct pg_array *a)
+void pg_store__array_release(struct pg_array *a)
 {
     rx_buf_release(&a->b);
 }
@@ -249,16 +228,16 @@ static int array_head(struct pg_array *a)
                : 0;
 }
 
-int pgstore__array_text(struct pg_array *a, const char *s, size_t len)
+int pg_store__array_text(struct pg_array *a, const char *s, size_t len)
 {
-    if (len > PGSTORE_PARAM_MAX || array_head(a) || put_u32(&a->b, (uint32_t)len) ||
+    if (len > PG_STORE_PARAM_MAX || array_head(a) || put_u32(&a->b, (uint32_t)len) ||
         rx_buf_append(&a->b, s, len))
         return -ENOMEM;
     a->n++;
     return 0;
 }
 
-int pgstore__array_i64(struct pg_array *a, int64_t v)
+int pg_store__array_i64(struct pg_array *a, int64_t v)
 {
     uint64_t u = (uint64_t)v;
 
@@ -269,7 +248,7 @@ int pgstore__array_i64(struct pg_array *a, int64_t v)
     return 0;
 }
 
-int pgstore__array_end(struct pg_array *a)
+int pg_store__array_end(struct pg_array *a)
 {
     if (array_head(a))
         return -ENOMEM;
@@ -287,7 +266,7 @@ int pgstore__array_end(struct pg_array *a)
 /* ---- open / close --------------------------------------------------------------- */
 
 /* Create or check the schema on `pc`. 0, or -EPROTO/-EIO with `why` set. */
-static int check_schema(struct pgstore *pg, struct pg_conn *pc, char *why, size_t n)
+static int check_schema(struct pg_store *pg, struct pg_conn *pc, char *why, size_t n)
 {
     PGresult *r;
     int64_t ver;
@@ -307,26 +286,26 @@ static int check_schema(struct pgstore *pg, struct pg_conn *pc, char *why, size_
         snprintf(why, n, "creating the schema: %s",
                  r ? PQresultErrorMessage(r) : PQerrorMessage(pc->c));
         PQclear(r);
-        pgstore__rollback(pg, pc);
+        pg_store__rollback(pg, pc);
         return -EIO;
     }
     PQclear(r);
 out_version:
-    if ((err = pgstore__exec(pg, pc, "reading the schema version",
-                             "SELECT v FROM rx_meta WHERE k = 'version'", 0, NULL, NULL,
-                             NULL, &r))) {
-        pthread_mutex_lock(&pg->hlock);
-        snprintf(why, n, "%s", pg->err);
-        pthread_mutex_unlock(&pg->hlock);
+    if ((err = pg_store__exec(pg, pc, "reading the schema version",
+                              "SELECT v FROM rx_meta WHERE k = 'version'", 0, NULL, NULL,
+                              NULL, &r))) {
+        pthread_mutex_lock(&pg->base.hlock);
+        snprintf(why, n, "%s", pg->base.err);
+        pthread_mutex_unlock(&pg->base.hlock);
         return err;
     }
-    ver = PQntuples(r) ? pgstore__i64(r, 0, 0) : 0;
+    ver = PQntuples(r) ? pg_store__i64(r, 0, 0) : 0;
     PQclear(r);
-    if (ver > PGSTORE_SCHEMA_VERSION) {
+    if (ver > PG_STORE_SCHEMA_VERSION) {
         snprintf(why, n,
                  "schema version %lld is newer than this reflexor supports (%d); "
                  "use a newer reflexor",
-                 (long long)ver, PGSTORE_SCHEMA_VERSION);
+                 (long long)ver, PG_STORE_SCHEMA_VERSION);
         return -EPROTO;
     }
     if (ver < 1) {
@@ -337,24 +316,26 @@ out_version:
 }
 
 /* Connect `pc` at open: the database unreachable at start-up is an error. */
-static int open_conn(struct pgstore *pg, struct pg_conn *pc, const char *name, char *why,
+static int open_conn(struct pg_store *pg, struct pg_conn *pc, const char *name, char *why,
                      size_t n)
 {
     pc->name = name;
-    pc->backoff_ms = PGSTORE_BACKOFF_MIN_MS;
-    if (pgstore__conn_get(pg, pc)) {
-        pthread_mutex_lock(&pg->hlock);
+    pc->backoff_ms = PG_STORE_BACKOFF_MIN_MS;
+    if (pg_store__conn_get(pg, pc)) {
+        pthread_mutex_lock(&pg->base.hlock);
         snprintf(why, n, "%s", pg->why);
-        pthread_mutex_unlock(&pg->hlock);
+        pthread_mutex_unlock(&pg->base.hlock);
         return -EIO;
     }
     return 0;
 }
 
-struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
+static void pg_store_close(struct store *base);
+
+static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
 {
     char why[RX_ERR_LEN] = "";
-    struct pgstore *pg;
+    struct pg_store *pg;
     int rc;
 
     pg = calloc(1, sizeof(*pg));
@@ -362,14 +343,11 @@ struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
         rx_error_set(err, 0, "out of memory opening the database");
         return NULL;
     }
-    pg->tail = &pg->head;
     pg->durable = true;
     pthread_mutex_init(&pg->alock, NULL);
     pthread_mutex_init(&pg->rlock, NULL);
-    pthread_mutex_init(&pg->hlock, NULL);
-    pthread_mutex_init(&pg->qlock, NULL);
-    pthread_cond_init(&pg->queued_cond, NULL);
-    store_notifier_init(&pg->notifier);
+    store__base_init(&pg->base, &pg_store_backend);
+    store_queue_init(&pg->queue);
     pg->conninfo = strdup(conninfo);
     pg->safe = redact(conninfo);
     if (!pg->conninfo || !pg->safe) {
@@ -381,71 +359,98 @@ struct pgstore *pgstore_open(const char *conninfo, struct rx_error *err)
         open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
         open_conn(pg, &pg->w, "writer", why, sizeof(why)))
         goto out_fail;
-    rc = store_notifier_start(&pg->notifier);
-    if (!rc && (rc = pthread_create(&pg->writer, NULL, pgstore__writer_main, pg)) == 0)
-        pg->writer_started = true;
-    if (rc) {
+    if ((rc = store_queue_start(&pg->queue, pg_store__writer_main, pg))) {
         snprintf(why, sizeof(why), "cannot start a thread: %s", strerror(rc));
         goto out_fail;
     }
-    return pg;
+    return &pg->base;
 
 out_fail:
-    pgstore__one_line(why);
+    pg_store__one_line(why);
     rx_error_set(err, 0, "'%s': %s", pg->safe ? pg->safe : "", why);
-    pgstore_close(pg);
+    pg_store_close(&pg->base);
     return NULL;
 }
 
-void pgstore_close(struct pgstore *pg)
+static void pg_store_close(struct store *base)
 {
-    if (!pg)
-        return;
+    struct pg_store *pg = pg_store_of(base);
+
     /* The writer commits what is queued, the notifier answers it, they end. */
-    pthread_mutex_lock(&pg->qlock);
-    pg->stopping = true;
-    pthread_cond_signal(&pg->queued_cond);
-    pthread_mutex_unlock(&pg->qlock);
-    if (pg->writer_started)
-        pthread_join(pg->writer, NULL);
-    else
-        store_notifier_end(&pg->notifier);
-    store_notifier_release(&pg->notifier);
+    store_queue_close(&pg->queue);
     PQfinish(pg->w.c);
     PQfinish(pg->a.c);
     PQfinish(pg->r.c);
     free(pg->safe);
     free(pg->conninfo);
-    pthread_cond_destroy(&pg->queued_cond);
-    pthread_mutex_destroy(&pg->qlock);
-    pthread_mutex_destroy(&pg->hlock);
+    store__base_release(&pg->base);
     pthread_mutex_destroy(&pg->rlock);
     pthread_mutex_destroy(&pg->alock);
     free(pg);
 }
 
-void pgstore_set_node(struct pgstore *pg, const char *node)
+void pg_store_set_node(struct store *base, const char *node)
 {
-    pthread_mutex_lock(&pg->hlock);
+    struct pg_store *pg = pg_store_of(base);
+
+    pthread_mutex_lock(&pg->base.hlock);
     pg->fenced = node != NULL;
     snprintf(pg->node, sizeof(pg->node), "%s", node ? node : "");
-    pthread_mutex_unlock(&pg->hlock);
+    pthread_mutex_unlock(&pg->base.hlock);
 }
 
 /* Applied by the writer before its next batch (its connection is its own). */
-int pgstore_set_durable(struct pgstore *pg, bool fsync_each_commit)
+int pg_store_set_durable(struct store *base, bool fsync_each_commit)
 {
-    pthread_mutex_lock(&pg->qlock);
+    struct pg_store *pg = pg_store_of(base);
+    pthread_mutex_lock(&pg->queue.lock);
     pg->durable = fsync_each_commit;
     pg->durable_set = false;
-    pthread_mutex_unlock(&pg->qlock);
+    pthread_mutex_unlock(&pg->queue.lock);
     return 0;
 }
 
-void pgstore_commit_counts(struct pgstore *pg, int64_t *commits, int64_t *writes)
+void pg_store_commit_counts(struct store *base, int64_t *commits, int64_t *writes)
 {
+    struct pg_store *pg = pg_store_of(base);
     if (commits)
         *commits = __atomic_load_n(&pg->commits, __ATOMIC_RELAXED);
     if (writes)
         *writes = __atomic_load_n(&pg->writes, __ATOMIC_RELAXED);
 }
+
+/* PostgreSQL's own quotas apply: accepted and ignored (pg_store.h). */
+static int pg_store_set_max_bytes(struct store *st, int64_t max_bytes)
+{
+    (void)st;
+    (void)max_bytes;
+    return 0;
+}
+
+const struct store_backend pg_store_backend = {
+    .name = "postgresql",
+    .shared = true, /* any number of nodes on one database (SPEC 6.1) */
+    .accepts = pg_store_is_conninfo,
+    .open = pg_store_open,
+    .close = pg_store_close,
+    .set_durable = pg_store_set_durable,
+    .set_max_bytes = pg_store_set_max_bytes,
+    .set_node = pg_store_set_node,
+    .health = pg_store_health,
+    .stats = pg_store_stats,
+    .create_session = pg_store_create_session,
+    .delete_session = pg_store_delete_session,
+    .session_created = pg_store_session_created,
+    .list_sessions = pg_store_list_sessions,
+    .fork = pg_store_fork,
+    .import = pg_store_import,
+    .gc_list = pg_store_gc_list,
+    .write_queue = pg_store_write_queue,
+    .commit_counts = pg_store_commit_counts,
+    .session_load = pg_store_session_load,
+    .state_at = pg_store_state_at,
+    .history_page = pg_store_history_page,
+    .set_title = pg_store_set_title,
+    .session_title = pg_store_session_title,
+    .search = pg_store_search,
+};

@@ -1,47 +1,50 @@
 /*
- * store - the input log of every session in one SQLite file (SPEC 6).
+ * store - the input log of every session (SPEC 6), the one header callers
+ * use: server/ never knows which backend it has. Two backends implement it
+ * behind one table (store/store_backend.h): store/sqlite keeps the log in one
+ * SQLite file (below), store/pg in PostgreSQL, shared by many nodes (SPEC
+ * 6.1; the differences are in store/pg/pg_store.h: health not sticky,
+ * fencing, notifications). store_open picks the backend from the path.
  *
  * The log is the source of truth: a session's state is the fold of
  * rx_machine_apply over its accepted inputs from rx_state_init. The store
  * keeps one row per accepted input (its compact JSON from rx_input_encode) and,
- * every N inputs, one snapshot of the state (rx_state_encode), so start-up
- * replays at most N inputs per session; only the newest snapshot is kept.
+ * every N inputs, one snapshot of the state (rx_state_encode), so loading a
+ * session replays at most N inputs; only the newest snapshot is kept.
  * Storage grows with the inputs, never with history x steps.
  *
- * The file is in WAL mode, and locked (flock) by the process that opened it:
- * a second server (or `reflexor --gc`) on a file in use fails clearly
- * instead of interleaving two logs. The schema is versioned (application_id
- * and user_version); a newer or foreign schema, a corrupt file or a directory
- * that cannot be written fails at store_open with one line naming the file.
- * Path ":memory:" gives a private in-memory database (tests, benchmarks).
+ * SQLite (store/sqlite): the file is in WAL mode, and locked (flock) by the process that
+ * opened it: a second server (or `reflexor --gc`) on a file in use fails clearly instead
+ * of interleaving two logs. The schema is versioned (application_id and user_version); a
+ * newer or foreign schema, a corrupt file or a directory that cannot be written fails at
+ * store_open with one line naming the file. Path ":memory:" gives a private in-memory
+ * database (tests, benchmarks).
  *
- * Group commit (SPEC 6): appends are queued (store_write_queue) and one writer
- * thread commits everything queued as one transaction with one fsync, so the
- * inputs of many sessions that arrive together share the sync; a notifier
- * thread then calls each write's `done` callback, in queue order, while the
- * next batch commits. A commit writes its inputs to `inputs_recent`, in
- * arrival order (a few pages for many sessions), and the writer moves them
- * into `inputs`, ordered by session, in bulk; a checkpointer thread on a
- * connection of its own copies the WAL into the file. Reads (load, history,
- * state-at, stats) take both tables through a second, read-only connection:
- * in WAL mode it reads the last commit while the writer writes, so a long
+ * Group commit (SPEC 6, both backends: store/store_queue): appends are queued
+ * (store_write_queue) and one writer thread commits everything queued as one transaction
+ * with one fsync, so the inputs of many sessions that arrive together share the sync; a
+ * notifier thread then calls each write's `done` callback, in queue order, while the next
+ * batch commits. A commit writes its inputs to `inputs_recent`, in arrival order (a few
+ * pages for many sessions), and the writer moves them into `inputs`, ordered by session,
+ * in bulk; a checkpointer thread on a connection of its own copies the WAL into the file.
+ * Reads (load, history, state-at, stats) take both tables through a second, read-only
+ * connection: in WAL mode it reads the last commit while the writer writes, so a long
  * read never holds up a commit, nor a commit a read (":memory:" has one
  * connection). Schema 3: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave). Commits never index: the writer indexes what
  * was committed when it has nothing to commit, and a search or a fork first
- * indexes what is left (store_search.c). A file of schema 1 or 2 is
+ * indexes what is left (store/sqlite/sqlite_store_search.c). A file of schema 1 or 2 is
  * upgraded at open, the index filled from its log.
  *
- * Depends on SQLite and state_machine/ only; nothing from effects/ or the
- * rest of server/. Thread-safe: the writer's connection, the reader's and
- * the queue each have their own mutex; creating, deleting, forking and
- * retention run on the caller's thread under the writer's mutex, between two
- * commits. No callback is ever called with a store mutex held.
- * Ownership: struct store is a heap object (store_open/store_close). Inputs and
- * states passed in are borrowed. States handed out (store_load's callback,
- * store_state_at, store_session_load) belong to the receiver, who releases them
- * with rx_state_release. json_t results are NEW references. A struct
+ * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
+ * nothing from effects/ or server/. Thread-safe: the writer's connection, the reader's
+ * and the queue each have their own mutex; creating, deleting, forking and retention run
+ * on the caller's thread under the writer's mutex, between two commits. No callback is
+ * ever called with a store mutex held. Ownership: struct store is a heap object
+ * (store_open/store_close). Inputs and states passed in are borrowed. States handed out
+ * (store_load's callback, store_state_at, store_session_load) belong to the receiver, who
+ * releases them with rx_state_release. json_t results are NEW references. A struct
  * store_write and what it points to are the caller's, borrowed by the store
  * from store_write_queue until its `done` returns.
  * Errors: 0 or a negative errno: -ENOENT (no such session), -EEXIST (id or seq
@@ -62,13 +65,11 @@
  * store_health() reports ok, full (the last write found no room, until one
  * succeeds) or unavailable, with the reason.
  *
- * Files: store.c (open, schema, settings, health, the shared statement and
- * transaction helpers), store_writer.c (group commit: the writer, notifier
- * and checkpointer threads), store_read.c (load, history, state-at, fork,
- * gc, through the read-only connection), store_search.c (the full-text
- * index, titles, search, import); store_internal.h is what they share.
- * store.c stays over 600 lines because the statement table and the helpers
- * every write and read use are one piece.
+ * Files: store/store.c (the dispatcher over the backends, and what they
+ * share: the fold of a stored input, store_load, store_append, the history
+ * in JSON), store/store_queue.c (group commit's queue and writer thread) and
+ * store/store_notifier.c (the thread that answers committed writes), for
+ * both; store/sqlite/ and store/pg/ (the backends).
  */
 #ifndef STORE_H
 #define STORE_H
@@ -79,11 +80,11 @@
 #include <jansson.h>
 
 #include "state_machine/rx_buf.h"
+#include "state_machine/rx_common.h"
 #include "state_machine/rx_input.h"
 #include "state_machine/rx_state.h"
-#include "state_machine/rx_common.h"
 
-/* The schema this code writes; files with a newer one are refused. */
+/* The SQLite schema this code writes (user_version); newer files are refused. */
 #define STORE_SCHEMA_VERSION 3
 /* The most bytes of inputs one history page carries (store_history_text). */
 #define STORE_HISTORY_PAGE_MAX (16u << 20)
@@ -101,15 +102,13 @@ struct store *store_open(const char *path, struct rx_error *err) RX_WUR;
 void store_close(struct store *st);
 
 /*
- * PostgreSQL instead of SQLite: when store_open's `path` is a PostgreSQL
- * connection string (postgres://, postgresql:// or libpq keywords), every
- * call below goes to server/pgstore, which keeps the same log with the
- * differences server/pgstore.h lists (health not sticky, fencing, ...).
+ * May several processes use this log at once (PostgreSQL: a cluster, SPEC
+ * 6.1)? A SQLite file is one process's (flock).
  */
-bool store_is_postgres(const struct store *st);
+bool store_is_shared(const struct store *st);
 /*
- * Fence every later write with cluster node `node` (copied; NULL: none),
- * see pgstore_set_node. SQLite: ignored (one process per file anyway).
+ * Fence every later write with cluster node `node` (copied; NULL: none), see
+ * store/pg/pg_store.h. A store that is not shared ignores it.
  */
 void store_set_node(struct store *st, const char *node);
 /* One session's created_at: 0, -ENOENT or -EIO. */
@@ -238,12 +237,44 @@ typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
 
 /*
  * Rebuild every session: its newest snapshot (or rx_state_init), then the
- * inputs after it folded with rx_machine_apply. Every stored input must fold
- * as RX_ACCEPTED in seq order with no gap; anything else is corruption:
+ * inputs after it folded with rx_machine_apply (store_list_sessions, then
+ * store_session_load of each; a session deleted meanwhile is skipped). Every stored input
+ * must fold as RX_ACCEPTED in seq order with no gap; anything else is corruption:
  * -EPROTO, and store_last_error names the session and the seq. 0, the
  * callback's non-zero value, -EPROTO, -ENOMEM or -EIO.
  */
 int store_load(struct store *st, store_each_fn each, void *ctx) RX_WUR;
+
+/* A place in the order sessions are listed in: created_at, then id. */
+struct store_cursor {
+    int64_t created_at;
+    const char *id; /* borrowed */
+};
+
+/* One stored session, as store_list_sessions lists it. */
+struct store_session_info {
+    char *id;    /* owned by the list */
+    char *title; /* the one a person gave (store_set_title), or NULL; the list's */
+    int64_t created_at;
+    int64_t updated_at;
+};
+
+/* Sessions listed: caller-allocated, zeroed before the first use. */
+struct store_list {
+    struct store_session_info *v;
+    size_t n, cap;
+};
+
+/*
+ * Append to `out` the stored sessions after `after` (NULL: from the first)
+ * in (created_at, id) order, at most `limit` of them (0: all): a page. The
+ * next page starts after the last one listed. Read without holding up a
+ * commit. 0, -ENOMEM or -EIO; on failure `out` is as it was.
+ */
+int store_list_sessions(struct store *st, const struct store_cursor *after, size_t limit,
+                        struct store_list *out) RX_WUR;
+/* Free what the list holds; it is empty (and zeroed) afterwards. */
+void store_list_release(struct store_list *l);
 
 /*
  * One session's current state (as store_load builds it) into caller-allocated

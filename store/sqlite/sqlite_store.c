@@ -1,15 +1,17 @@
 /*
- * store - the input log in SQLite: opening a file (directory and lock checks,
- * schema, configuration), closing it, its settings and health, and the helpers
- * the other store files share (errors, statements, transactions, file checks).
- * The writer, notifier and checkpointer threads are in store_writer.c, the
- * reads (load, history, state-at, fork, gc, stats) in store_read.c; what they
- * share is in store_internal.h. See store.h.
+ * sqlite_store - the input log in SQLite, the backend of store/store.c for a
+ * path: opening a file (directory and lock checks, schema and its upgrades,
+ * configuration, the reader's and the checkpointer's connections, the
+ * threads), closing it, and its table of operations. The connections at work
+ * (errors, health, statements, transactions, reads, settings) are in
+ * sqlite_store_conn.c, the writer and checkpointer threads in
+ * sqlite_store_writer.c, the reads (load, history, state-at, fork, gc, stats)
+ * in sqlite_store_read.c, the index, titles, search and import in
+ * sqlite_store_search.c; what they share is in sqlite_store_internal.h. See
+ * store.h.
  */
-#include "server/store.h"
-#include "server/store_internal.h"
-#include "server/pgstore.h"
-#include "server/pgstore_internal.h"
+#include "store/store.h"
+#include "store/sqlite/sqlite_store_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,214 +57,13 @@ static const char schema_sql[] =
     "CREATE TABLE snapshots(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     " state TEXT NOT NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID;" STORE_RECENT_SQL;
 
-static const char *const statement_sql[Q__COUNT] = {
-#define STORE_X(e, sql) [Q_##e] = sql,
-    STORE_STATEMENTS(STORE_X)
-#undef STORE_X
-};
-
 /*
  * The stores open in this process, to refuse a second store on a file
  * without opening the file again: closing any descriptor of a file drops
  * every POSIX lock the process holds on it, SQLite's included.
  */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct store *open_stores;
-
-/* ---- errors ------------------------------------------------------------------ */
-
-static void set_error_locked(struct store *st, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
-static void set_error_locked(struct store *st, const char *fmt, va_list ap)
-{
-    vsnprintf(st->err, sizeof(st->err), fmt, ap);
-}
-
-void store__set_error(struct store *st, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    /* store_append and store_history, shared by both, say why through here. */
-    if (st->pg) {
-        pgstore__set_error_v(st->pg, fmt, ap);
-        va_end(ap);
-        return;
-    }
-    pthread_mutex_lock(&st->hlock);
-    set_error_locked(st, fmt, ap);
-    pthread_mutex_unlock(&st->hlock);
-    va_end(ap);
-}
-
-/*
- * The store can no longer be trusted to keep what it is given: refuse every
- * write from now on (-EIO), and keep the reason, which is also the error.
- * Sticky: after a failed fsync or with the file gone, nothing says the next
- * write would reach the disk, and the process must not acknowledge it.
- * hlock held.
- */
-static int mark_unusable(struct store *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int mark_unusable(struct store *st, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(st->why, sizeof(st->why), fmt, ap);
-    va_end(ap);
-    st->unusable = true;
-    st->full = false;
-    snprintf(st->err, sizeof(st->err), "%s", st->why);
-    return -EIO;
-}
-
-/*
- * A write found no room (`sys`: the system's errno, or 0): say so until a
- * write fits. hlock held.
- */
-static int mark_full(struct store *st, int sys)
-{
-    int64_t quota = __atomic_load_n(&st->max_bytes, __ATOMIC_RELAXED);
-
-    if (sys) {
-        size_t n = strlen(st->err);
-
-        snprintf(st->err + n, sizeof(st->err) - n, " (%s)", strerror(sys));
-    }
-    st->full = true;
-    if (quota)
-        snprintf(st->why, sizeof(st->why), "%.400s (quota store.max_bytes %lld)", st->err,
-                 (long long)quota);
-    else
-        snprintf(st->why, sizeof(st->why), "%s", st->err);
-    return -ENOSPC;
-}
-
-/*
- * The errno of a failed write: SQLite's own record of it is often cleared by
- * the calls that follow, so ask the files (the database, then its WAL or
- * journal, where commits write) for the last errno they saw. 0 if none.
- */
-static int write_errno(sqlite3 *db)
-{
-    sqlite3_file *f = NULL;
-    int e = sqlite3_system_errno(db);
-
-    if (!e && sqlite3_file_control(db, "main", SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
-        e = 0;
-    if (!e &&
-        sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f) == SQLITE_OK &&
-        f && f->pMethods &&
-        f->pMethods->xFileControl(f, SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
-        e = 0;
-    return e;
-}
-
-/*
- * Record "<what>: <SQLite's sentence>" and give the errno for rc: -ENOSPC
- * for no room (SQLITE_FULL, the quota, or a write the system refused with
- * ENOSPC, EDQUOT or EFBIG: the transaction is rolled back and the store
- * stays usable); -EIO, and the store marked unusable, for an I/O error or a
- * damaged or vanished file; -EIO alone for anything else. On the read-only
- * connection every failure is -EIO (or -ENOMEM) and health is left alone.
- * The connection's lock held.
- */
-int store__sql_fail(struct store *st, struct store_conn *c, int rc, const char *what)
-{
-    int sys = (rc & 0xff) == SQLITE_IOERR ? write_errno(c->db) : 0, err;
-
-    pthread_mutex_lock(&st->hlock);
-    snprintf(st->err, sizeof(st->err), "%s: %s", what, sqlite3_errmsg(c->db));
-    /* Only writes say what the store can keep: a read that failed is its own. */
-    switch (c == &st->w || (rc & 0xff) == SQLITE_NOMEM ? rc & 0xff : SQLITE_ERROR) {
-    case SQLITE_CONSTRAINT:
-        err = -EEXIST;
-        break;
-    case SQLITE_NOMEM:
-        err = -ENOMEM;
-        break;
-    case SQLITE_FULL:
-        err = mark_full(st, 0);
-        break;
-    case SQLITE_IOERR:
-        if (rc == SQLITE_IOERR_WRITE &&
-            (sys == ENOSPC || sys == EDQUOT || sys == EFBIG)) {
-            err = mark_full(st, sys);
-            break;
-        }
-        /* fall through */
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-    case SQLITE_CANTOPEN:
-    case SQLITE_READONLY:
-        err = mark_unusable(st, "%.400s%s%s", st->err, sys ? ": " : "",
-                            sys ? strerror(sys) : "");
-        break;
-    default:
-        err = -EIO;
-    }
-    pthread_mutex_unlock(&st->hlock);
-    return err;
-}
-
-void store_last_error(struct store *st, struct rx_error *err)
-{
-    if (st->pg) {
-        pgstore_last_error(st->pg, err);
-        return;
-    }
-    pthread_mutex_lock(&st->hlock);
-    rx_error_set(err, 0, "%s", st->err);
-    pthread_mutex_unlock(&st->hlock);
-}
-
-/* ---- statements ------------------------------------------------------------------ */
-
-/* A kept statement, reset and unbound, ready for new bindings. */
-sqlite3_stmt *store__stmt(struct store_conn *c, int id)
-{
-    sqlite3_reset(c->q[id]);
-    sqlite3_clear_bindings(c->q[id]);
-    return c->q[id];
-}
-
-/* Bindings are SQLITE_STATIC: every caller resets the statement before the
- * bound memory goes away (store__stmt() on next use, or store__done()). */
-void store__bind_text(sqlite3_stmt *q, int i, const char *s, size_t n)
-{
-    sqlite3_bind_text(q, i, s, (int)n, SQLITE_STATIC);
-}
-
-void store__done(sqlite3_stmt *q)
-{
-    sqlite3_reset(q);
-    sqlite3_clear_bindings(q);
-}
-
-/* Run a statement that returns no row. 0 or the SQLite code. */
-int store__run(sqlite3_stmt *q)
-{
-    int rc = sqlite3_step(q);
-
-    store__done(q);
-    return rc == SQLITE_DONE ? 0 : rc;
-}
-
-/* Insert (sid, seq, text): an input or a snapshot. 0 or the SQLite code. */
-int store__put_row(struct store_conn *c, int id, const char *sid, int64_t seq,
-                   const char *text, size_t len)
-{
-    sqlite3_stmt *q = store__stmt(c, id);
-
-    store__bind_text(q, 1, sid, strlen(sid));
-    sqlite3_bind_int64(q, 2, seq);
-    store__bind_text(q, 3, text, len);
-    return store__run(q);
-}
-
+static struct sqlite_store *open_stores;
 /* Read the identity of `f`'s path into it. 0 or a negative errno. */
 static int file_note(struct store_file *f)
 {
@@ -274,178 +75,6 @@ static int file_note(struct store_file *f)
     f->ino = sb.st_ino;
     f->known = true;
     return 0;
-}
-
-/*
- * Does the path of `f` still name the file SQLite writes? A file removed or
- * replaced (renamed over, restored from a backup) while open keeps taking
- * writes that the next start will not find. 0, or -EIO with the store marked
- * unusable. A file not yet seen is noted (the WAL appears with the first
- * transaction). hlock held.
- */
-static int file_check(struct store *st, struct store_file *f, const char *name)
-{
-    struct stat sb;
-
-    if (!f->path)
-        return 0;
-    if (stat(f->path, &sb)) {
-        int e = errno;
-
-        if (!f->known && e == ENOENT)
-            return 0;
-        if (e == ENOENT)
-            return mark_unusable(st,
-                                 "the %s was removed while in use; writes are refused "
-                                 "until a restart",
-                                 name);
-        return mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
-    }
-    if (!f->known) {
-        f->dev = sb.st_dev;
-        f->ino = sb.st_ino;
-        f->known = true;
-    } else if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
-        return mark_unusable(st,
-                             "the %s was replaced by another file while in use; "
-                             "writes are refused until a restart",
-                             name);
-    }
-    return 0;
-}
-
-/* May the store write? 0, or -EIO with the reason as the error. hlock held. */
-static int check_writable_locked(struct store *st)
-{
-    int err;
-
-    if (st->unusable) {
-        snprintf(st->err, sizeof(st->err), "%s", st->why);
-        return -EIO;
-    }
-    if ((err = file_check(st, &st->file, "database file")) ||
-        (err = file_check(st, &st->wal, "database's write-ahead log")))
-        return err;
-    return 0;
-}
-
-static int check_writable(struct store *st)
-{
-    int err;
-
-    pthread_mutex_lock(&st->hlock);
-    err = check_writable_locked(st);
-    pthread_mutex_unlock(&st->hlock);
-    return err;
-}
-
-/* Every write starts here: refused at once when the store is unusable. lock held. */
-int store__tx_begin(struct store *st)
-{
-    int rc, err;
-
-    if ((err = check_writable(st)))
-        return err;
-    rc = store__run(store__stmt(&st->w, Q_BEGIN));
-    return rc ? store__sql_fail(st, &st->w, rc, "begin") : 0;
-}
-
-/*
- * Commit, then check the files again: a file removed between tx_begin and
- * here took the commit with it, and the caller must not acknowledge it.
- * lock held.
- */
-int store__tx_commit(struct store *st)
-{
-    int rc = store__run(store__stmt(&st->w, Q_COMMIT)), err;
-
-    if (rc) {
-        err = store__sql_fail(st, &st->w, rc, "commit");
-        /* A failed COMMIT may leave the transaction open: end it. */
-        if (!sqlite3_get_autocommit(st->w.db))
-            (void)store__run(store__stmt(&st->w, Q_ROLLBACK));
-        return err;
-    }
-    pthread_mutex_lock(&st->hlock);
-    if (!(err = check_writable_locked(st)))
-        st->full = false; /* this write found room */
-    pthread_mutex_unlock(&st->hlock);
-    return err;
-}
-
-void store__tx_rollback(struct store *st)
-{
-    if (!sqlite3_get_autocommit(st->w.db))
-        (void)store__run(store__stmt(&st->w, Q_ROLLBACK));
-}
-
-/*
- * The connection reads go through, locked: the read-only one, or for
- * ":memory:" the writer's (under its lock, so between two commits).
- */
-struct store_conn *store__reader_lock(struct store *st)
-{
-    pthread_mutex_lock(st->reader == &st->w ? &st->lock : &st->rlock);
-    return st->reader;
-}
-
-void store__reader_unlock(struct store *st)
-{
-    pthread_mutex_unlock(st->reader == &st->w ? &st->lock : &st->rlock);
-}
-
-/*
- * A read transaction: the statements until read_end see one snapshot of the
- * log (WAL), whatever commits meanwhile. 0 or -EIO.
- */
-int store__read_begin(struct store *st, struct store_conn *c)
-{
-    int rc = store__run(store__stmt(c, Q_BEGIN_READ));
-
-    return rc ? store__sql_fail(st, c, rc, "begin reading") : 0;
-}
-
-void store__read_end(struct store_conn *c)
-{
-    if (!sqlite3_get_autocommit(c->db))
-        (void)store__run(store__stmt(c, Q_COMMIT));
-}
-
-/* One integer from a one-row query with one text parameter (or none). */
-int store__query_i64(struct store *st, struct store_conn *c, int id, const char *sid,
-                     int64_t *out)
-{
-    sqlite3_stmt *q = store__stmt(c, id);
-    int rc;
-
-    if (sid)
-        store__bind_text(q, 1, sid, strlen(sid));
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        *out = sqlite3_column_int64(q, 0);
-    store__done(q);
-    if (rc != SQLITE_ROW)
-        return store__sql_fail(st, c, rc, statement_sql[id]);
-    return 0;
-}
-
-/* 0 with the session's creation time, -ENOENT, or -EIO. */
-int store__session_get(struct store *st, struct store_conn *c, const char *sid,
-                       int64_t *created_at)
-{
-    sqlite3_stmt *q = store__stmt(c, Q_SESSION_GET);
-    int rc;
-
-    store__bind_text(q, 1, sid, strlen(sid));
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW && created_at)
-        *created_at = sqlite3_column_int64(q, 0);
-    store__done(q);
-    if (rc == SQLITE_DONE) {
-        store__set_error(st, "no session '%s'", sid);
-        return -ENOENT;
-    }
-    return rc == SQLITE_ROW ? 0 : store__sql_fail(st, c, rc, "session lookup");
 }
 
 /* ---- open / close ------------------------------------------------------------------ */
@@ -503,13 +132,13 @@ static int check_directory(const char *path, char *why, size_t n)
  * before the file is opened again. On success st->lock_fd holds the lock and
  * st is in open_stores; otherwise `why` says why. open_lock held.
  */
-static int lock_file(struct store *st, const char *path, char *why, size_t n)
+static int lock_file(struct sqlite_store *st, const char *path, char *why, size_t n)
 {
     struct stat sb;
     int fd, e, rc, waited = 0;
 
     if (!stat(path, &sb))
-        for (struct store *o = open_stores; o; o = o->next_open)
+        for (struct sqlite_store *o = open_stores; o; o = o->next_open)
             if (o->lock_dev == sb.st_dev && o->lock_ino == sb.st_ino) {
                 snprintf(why, n, "in use by another process (a store of this one)");
                 return -EBUSY;
@@ -544,12 +173,12 @@ static int lock_file(struct store *st, const char *path, char *why, size_t n)
 }
 
 /* Leave open_stores and drop the file's lock: after every connection closed. */
-static void unlock_file(struct store *st)
+static void unlock_file(struct sqlite_store *st)
 {
     if (st->lock_fd < 0)
         return;
     pthread_mutex_lock(&open_lock);
-    for (struct store **p = &open_stores; *p; p = &(*p)->next_open) {
+    for (struct sqlite_store **p = &open_stores; *p; p = &(*p)->next_open) {
         if (*p == st) {
             *p = st->next_open;
             break;
@@ -639,7 +268,7 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
         snprintf(sql, sizeof(sql), "PRAGMA application_id=%d; PRAGMA user_version=%d",
                  STORE_APP_ID, STORE_SCHEMA_VERSION);
         if ((rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL)) ||
-            (rc = sqlite3_exec(db, store__search_schema_sql, NULL, NULL, NULL)) ||
+            (rc = sqlite3_exec(db, sqlite_store__search_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "creating the schema", why, n);
             goto out_rollback;
@@ -666,9 +295,10 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
 
         snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
         if ((ver < 2 && (rc = sqlite3_exec(db, STORE_RECENT_SQL, NULL, NULL, NULL))) ||
-            (ver < 3 &&
-             ((rc = sqlite3_exec(db, store__search_schema_sql, NULL, NULL, NULL)) ||
-              (rc = sqlite3_exec(db, store__search_backfill_sql, NULL, NULL, NULL)))) ||
+            (ver < 3 && ((rc = sqlite3_exec(db, sqlite_store__search_schema_sql, NULL,
+                                            NULL, NULL)) ||
+                         (rc = sqlite3_exec(db, sqlite_store__search_backfill_sql, NULL,
+                                            NULL, NULL)))) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "upgrading the schema", why, n);
             goto out_rollback;
@@ -736,7 +366,7 @@ static int configure(sqlite3 *db, bool memory, char *why, size_t n)
 static int prepare_all(struct store_conn *c, char *why, size_t n)
 {
     for (int i = 0; i < Q__COUNT; i++) {
-        int rc = sqlite3_prepare_v3(c->db, statement_sql[i], -1,
+        int rc = sqlite3_prepare_v3(c->db, sqlite_store__sql[i], -1,
                                     SQLITE_PREPARE_PERSISTENT, &c->q[i], NULL);
 
         if (rc) {
@@ -759,7 +389,7 @@ static void conn_close(struct store_conn *c)
 }
 
 /* The read-only connection beside the writer's. SQLite code, with `why` set. */
-static int open_reader(struct store *st, const char *path, char *why, size_t n)
+static int open_reader(struct sqlite_store *st, const char *path, char *why, size_t n)
 {
     int rc = sqlite3_open_v2(path, &st->r.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
                              NULL);
@@ -778,7 +408,8 @@ static int open_reader(struct store *st, const char *path, char *why, size_t n)
  * (wal_autocheckpoint 0); its WAL hook wakes the checkpointer instead.
  * SQLite code, with `why` set.
  */
-static int open_checkpointer(struct store *st, const char *path, char *why, size_t n)
+static int open_checkpointer(struct sqlite_store *st, const char *path, char *why,
+                             size_t n)
 {
     int rc =
         sqlite3_open_v2(path, &st->ck, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -799,12 +430,12 @@ static int open_checkpointer(struct store *st, const char *path, char *why, size
         open_why(st->w.db, rc, "wal_autocheckpoint", why, n);
         return rc;
     }
-    sqlite3_wal_hook(st->w.db, store__wal_hook, st);
+    sqlite3_wal_hook(st->w.db, sqlite_store__wal_hook, st);
     return SQLITE_OK;
 }
 
 /* Start one of the store's threads. 0, or the error with `why` set. */
-static int start_thread(pthread_t *t, void *(*fn)(void *), struct store *st,
+static int start_thread(pthread_t *t, void *(*fn)(void *), struct sqlite_store *st,
                         bool *started, char *why, size_t n)
 {
     int rc = pthread_create(t, NULL, fn, st);
@@ -816,20 +447,23 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), struct store *st,
     return rc;
 }
 
-static int notifier_start(struct store *st, char *why, size_t n)
+/* Group commit's threads: the notifier, then the writer. 0, or the error with `why`. */
+static int writer_start(struct sqlite_store *st, char *why, size_t n)
 {
-    int rc = store_notifier_start(&st->notifier);
+    int rc = store_queue_start(&st->queue, sqlite_store__writer_main, st);
 
     if (rc)
         snprintf(why, n, "cannot start a thread: %s", strerror(rc));
     return rc;
 }
 
-struct store *store_open(const char *path, struct rx_error *err)
+static void sqlite_store_close(struct store *base);
+
+static struct store *sqlite_store_open(const char *path, struct rx_error *err)
 {
     char why[RX_ERR_LEN] = "", pages[32];
     bool memory;
-    struct store *st;
+    struct sqlite_store *st;
     int rc;
 
     st = calloc(1, sizeof(*st));
@@ -838,28 +472,16 @@ struct store *store_open(const char *path, struct rx_error *err)
         return NULL;
     }
     st->lock_fd = -1;
-    st->tail = &st->head;
     st->durable = true;
-    st->wake_at = 1;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
-    pthread_mutex_init(&st->hlock, NULL);
-    pthread_mutex_init(&st->qlock, NULL);
-    pthread_cond_init(&st->queued_cond, NULL);
-    store_notifier_init(&st->notifier);
+    store__base_init(&st->base, &sqlite_store_backend);
+    store_queue_init(&st->queue);
     pthread_mutex_init(&st->cklock, NULL);
     pthread_cond_init(&st->ckcond, NULL);
     if (!path || !*path) {
         snprintf(why, sizeof(why), "empty database path");
         goto out_fail;
-    }
-    if (pgstore_is_conninfo(path)) {
-        /* pgstore_open's error names the database (without its password). */
-        if (!(st->pg = pgstore_open(path, err))) {
-            store_close(st);
-            return NULL;
-        }
-        return st;
     }
     memory = !strcmp(path, ":memory:");
     if (!memory) {
@@ -908,21 +530,19 @@ struct store *store_open(const char *path, struct rx_error *err)
     if (st->wal.path)
         (void)file_note(&st->wal); /* made by the first transaction, if not yet */
     st->merge_at = STORE_RECENT_MERGE;
-    if ((rc = store__recent_open(st))) {
+    if ((rc = sqlite_store__recent_open(st))) {
         snprintf(why, sizeof(why), "reading recent inputs: %s", strerror(-rc));
         goto out_fail;
     }
-    if ((st->ck && (rc = start_thread(&st->checkpointer, store__checkpointer_main, st,
-                                      &st->ck_started, why, sizeof(why)))) ||
-        (rc = notifier_start(st, why, sizeof(why))) ||
-        (rc = start_thread(&st->writer, store__writer_main, st, &st->writer_started, why,
-                           sizeof(why))))
+    if ((st->ck && (rc = start_thread(&st->checkpointer, sqlite_store__checkpointer_main,
+                                      st, &st->ck_started, why, sizeof(why)))) ||
+        (rc = writer_start(st, why, sizeof(why))))
         goto out_fail;
-    return st;
+    return &st->base;
 
 out_fail:
     rx_error_set(err, 0, "'%s': %s", path ? path : "", why);
-    store_close(st);
+    sqlite_store_close(&st->base);
     return NULL;
 }
 
@@ -943,7 +563,7 @@ static bool file_is_ours(const struct store_file *f)
  * took the WAL's path, it is not ours to remove at close. The reader is
  * closed already.
  */
-static void close_moved_files(struct store *st)
+static void close_moved_files(struct sqlite_store *st)
 {
     bool wal_ours = file_is_ours(&st->wal);
 
@@ -958,22 +578,12 @@ static void close_moved_files(struct store *st)
     }
 }
 
-void store_close(struct store *st)
+static void sqlite_store_close(struct store *base)
 {
-    if (!st)
-        return;
-    /* PostgreSQL: none of SQLite's threads or files were started below. */
-    pgstore_close(st->pg);
+    struct sqlite_store *st = sqlite_store_of(base);
+
     /* The writer commits what is queued, the notifier answers it, they end. */
-    pthread_mutex_lock(&st->qlock);
-    st->stopping = true;
-    pthread_cond_signal(&st->queued_cond);
-    pthread_mutex_unlock(&st->qlock);
-    if (st->writer_started)
-        pthread_join(st->writer, NULL);
-    else
-        store_notifier_end(&st->notifier);
-    store_notifier_release(&st->notifier);
+    store_queue_close(&st->queue);
     pthread_mutex_lock(&st->cklock);
     st->ck_stop = true;
     pthread_cond_signal(&st->ckcond);
@@ -981,8 +591,8 @@ void store_close(struct store *st)
     if (st->ck_started)
         pthread_join(st->checkpointer, NULL);
     /* Leave the file tidy: every input in `inputs` (best effort). */
-    if (st->writer_started && st->recent_rows)
-        (void)store__recent_merge(st);
+    if (st->queue.writer_started && st->recent_rows)
+        (void)sqlite_store__recent_merge(st);
     sqlite3_close(st->ck);
     conn_close(&st->r); /* none for ":memory:" */
     for (int i = 0; i < Q__COUNT; i++) {
@@ -994,118 +604,46 @@ void store_close(struct store *st)
     /* The last close checkpoints the WAL into the file and removes it. */
     conn_close(&st->w);
     unlock_file(st);
-    store__last_release(&st->last);
+    sqlite_store__last_release(&st->last);
     free(st->file.path);
     free(st->wal.path);
     pthread_cond_destroy(&st->ckcond);
     pthread_mutex_destroy(&st->cklock);
-    pthread_cond_destroy(&st->queued_cond);
-    pthread_mutex_destroy(&st->qlock);
-    pthread_mutex_destroy(&st->hlock);
+    store__base_release(&st->base);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
-
-int store_set_durable(struct store *st, bool fsync_each_commit)
+static bool accepts_any(const char *path)
 {
-    if (st->pg)
-        return pgstore_set_durable(st->pg, fsync_each_commit);
-    int rc;
-
-    pthread_mutex_lock(&st->lock);
-    rc = sqlite3_exec(st->w.db,
-                      fsync_each_commit ? "PRAGMA synchronous=FULL"
-                                        : "PRAGMA synchronous=NORMAL",
-                      NULL, NULL, NULL);
-    rc = rc ? store__sql_fail(st, &st->w, rc, "synchronous") : 0;
-    pthread_mutex_unlock(&st->lock);
-    if (!rc) {
-        pthread_mutex_lock(&st->qlock);
-        st->durable = fsync_each_commit;
-        pthread_mutex_unlock(&st->qlock);
-    }
-    return rc;
+    (void)path;
+    return true;
 }
 
-int store_set_max_bytes(struct store *st, int64_t max_bytes)
-{
-    if (st->pg)
-        return max_bytes < 0 ? -EINVAL : 0; /* PostgreSQL's own quotas apply */
-    char sql[64];
-    int64_t size, pages;
-    int rc, err;
-
-    if (max_bytes < 0)
-        return -EINVAL;
-    pthread_mutex_lock(&st->lock);
-    if ((err = store__query_i64(st, &st->w, Q_PAGE_SIZE, NULL, &size)))
-        goto out_unlock;
-    /* SQLite keeps at least the pages in use: a quota below them only stops growth. */
-    pages = max_bytes ? max_bytes / (size > 0 ? size : 1) : st->default_pages;
-    snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%lld",
-             (long long)(pages > 0 ? pages : 1));
-    if ((rc = sqlite3_exec(st->w.db, sql, NULL, NULL, NULL))) {
-        err = store__sql_fail(st, &st->w, rc, "max_page_count");
-        goto out_unlock;
-    }
-    __atomic_store_n(&st->max_bytes, max_bytes, __ATOMIC_RELAXED);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
-}
-
-enum store_health store_health(struct store *st, struct rx_error *why)
-{
-    if (st->pg)
-        return pgstore_health(st->pg, why);
-    enum store_health h;
-
-    /* hlock alone: /healthz never waits for a commit. */
-    pthread_mutex_lock(&st->hlock);
-    /* Look at the files now: a removed file is news before anyone writes. */
-    if (!st->unusable)
-        (void)check_writable_locked(st);
-    h = st->unusable ? STORE_UNAVAILABLE : st->full ? STORE_FULL : STORE_OK;
-    rx_error_set(why, 0, "%s", h == STORE_OK ? "" : st->why);
-    pthread_mutex_unlock(&st->hlock);
-    return h;
-}
-
-bool store_is_postgres(const struct store *st)
-{
-    return st->pg != NULL;
-}
-
-void store_set_node(struct store *st, const char *node)
-{
-    if (st->pg)
-        pgstore_set_node(st->pg, node);
-    /* SQLite: one process per file (flock), nobody to fence off. */
-}
-
-int store_session_created(struct store *st, const char *sid, int64_t *created_at)
-{
-    struct store_conn *c;
-    int err;
-
-    if (st->pg)
-        return pgstore_session_created(st->pg, sid, created_at);
-    c = store__reader_lock(st);
-    err = store__session_get(st, c, sid, created_at);
-    store__reader_unlock(st);
-    return err;
-}
-
-const char *store_health_name(enum store_health h)
-{
-    switch (h) {
-    case STORE_OK:
-        return "ok";
-    case STORE_FULL:
-        return "full";
-    case STORE_UNAVAILABLE:
-        return "unavailable";
-    }
-    return "?";
-}
+const struct store_backend sqlite_store_backend = {
+    .name = "sqlite",
+    .shared = false, /* one process per file (flock): nobody to fence off */
+    .accepts = accepts_any,
+    .open = sqlite_store_open,
+    .close = sqlite_store_close,
+    .set_durable = sqlite_store_set_durable,
+    .set_max_bytes = sqlite_store_set_max_bytes,
+    .set_node = NULL,
+    .health = sqlite_store_health,
+    .stats = sqlite_store_stats,
+    .create_session = sqlite_store_create_session,
+    .delete_session = sqlite_store_delete_session,
+    .session_created = sqlite_store_session_created,
+    .list_sessions = sqlite_store_list_sessions,
+    .fork = sqlite_store_fork,
+    .import = sqlite_store_import,
+    .gc_list = sqlite_store_gc_list,
+    .write_queue = sqlite_store_write_queue,
+    .commit_counts = sqlite_store_commit_counts,
+    .session_load = sqlite_store_session_load,
+    .state_at = sqlite_store_state_at,
+    .history_page = sqlite_store_history_page,
+    .set_title = sqlite_store_set_title,
+    .session_title = sqlite_store_session_title,
+    .search = sqlite_store_search,
+};

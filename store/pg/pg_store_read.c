@@ -1,13 +1,13 @@
 /*
- * pgstore_read - the reads on PostgreSQL: folding a session's log into its
- * state (load, session load, state-at), history pages, titles, search and
- * stats, on the reader's connection (`r`, under rlock), so a long read
+ * pg_store_read - the reads on PostgreSQL: folding a session's log into its
+ * state (session load, state-at), the sessions listed, history pages,
+ * titles, search and stats, on the reader's connection (`r`, under rlock), so a long read
  * holds up no commit. A read that spans queries runs in one REPEATABLE
- * READ transaction: one snapshot of the log. Private to server/pgstore*.c
- * through pgstore_internal.h; see pgstore.h.
+ * READ transaction: one snapshot of the log. Private to store/pg
+ * through pg_store_internal.h; see pg_store.h.
  */
-#include "server/pgstore.h"
-#include "server/pgstore_internal.h"
+#include "store/pg/pg_store.h"
+#include "store/pg/pg_store_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,32 +20,27 @@
 #include <libpq-fe.h>
 
 #include "state_machine/rx_buf.h"
-#include "state_machine/rx_machine.h"
-#include "state_machine/rx_json.h"
-
-/* Room for one history row's framing: {"seq":N,"input":...}, */
-#define PGSTORE_HISTORY_ROW_OVERHEAD 40
 
 /* Run `sql` with text parameters on the reader's connection. rlock held. */
-static int run(struct pgstore *pg, const char *what, const char *sql, int n,
+static int run(struct pg_store *pg, const char *what, const char *sql, int n,
                const char *const *vals, PGresult **out)
 {
-    return pgstore__exec(pg, &pg->r, what, sql, n, vals, NULL, NULL, out);
+    return pg_store__exec(pg, &pg->r, what, sql, n, vals, NULL, NULL, out);
 }
 
-static int read_begin(struct pgstore *pg)
+static int read_begin(struct pg_store *pg)
 {
     return run(pg, "begin reading", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
                NULL, NULL);
 }
 
-static void read_end(struct pgstore *pg)
+static void read_end(struct pg_store *pg)
 {
-    pgstore__rollback(pg, &pg->r); /* read only: nothing to keep */
+    pg_store__rollback(pg, &pg->r); /* read only: nothing to keep */
 }
 
 /* 0 with the session's creation time (may be NULL), -ENOENT or -EIO. rlock held. */
-static int session_get(struct pgstore *pg, const char *sid, int64_t *created_at)
+static int session_get(struct pg_store *pg, const char *sid, int64_t *created_at)
 {
     const char *vals[1] = {sid};
     PGresult *r;
@@ -55,10 +50,10 @@ static int session_get(struct pgstore *pg, const char *sid, int64_t *created_at)
     if (err)
         return err;
     if (!PQntuples(r)) {
-        pgstore__set_error(pg, "no session '%s'", sid);
+        store__set_error(&pg->base, "no session '%s'", sid);
         err = -ENOENT;
     } else if (created_at) {
-        *created_at = pgstore__i64(r, 0, 0);
+        *created_at = pg_store__i64(r, 0, 0);
     }
     PQclear(r);
     return err;
@@ -66,28 +61,13 @@ static int session_get(struct pgstore *pg, const char *sid, int64_t *created_at)
 
 /* ---- folding ------------------------------------------------------------------ */
 
-/* Apply one stored input (its JSON text) to s. 0, -EPROTO with the error set, -ENOMEM. */
-static int fold_one(struct pgstore *pg, const char *sid, int64_t seq, const char *text,
-                    size_t len, struct rx_state *s)
-{
-    struct rx_error why = {""};
-    int err = store_input_fold(text, len, s, &why);
-
-    if (err)
-        pgstore__set_error(pg, "session '%s': input %lld %s", sid, (long long)seq,
-                           why.text);
-    return err;
-}
-
 /* The newest snapshot at or before `upto` into *s (or the initial state), its seq. */
-static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
+static int start_state(struct pg_store *pg, const char *sid, int64_t upto,
                        struct rx_state *s, int64_t *seq)
 {
     char upto_s[24];
-    const char *vals[2] = {sid, pgstore__fmt_i64(upto_s, upto)};
-    struct rx_error why = {""}, je;
+    const char *vals[2] = {sid, pg_store__fmt_i64(upto_s, upto)};
     PGresult *r;
-    json_t *j;
     int err;
 
     if ((err = run(pg, "reading a snapshot",
@@ -99,21 +79,12 @@ static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
     if (!PQntuples(r)) {
         PQclear(r);
         if ((err = rx_state_init(s)))
-            pgstore__set_error(pg, "out of memory");
+            store__set_error(&pg->base, "out of memory");
         return err;
     }
-    *seq = pgstore__i64(r, 0, 0);
-    err = rx_json_parse(PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), 0, &j, &je);
-    if (!err)
-        err = rx_state_decode(j, s, &why);
-    json_decref(j);
-    if (err == -ENOMEM) {
-        pgstore__set_error(pg, "session '%s': out of memory decoding a snapshot", sid);
-    } else if (err) {
-        pgstore__set_error(pg, "session '%s': snapshot at %lld does not decode: %s", sid,
-                           (long long)*seq, j ? why.text : je.text);
-        err = -EPROTO;
-    }
+    *seq = pg_store__i64(r, 0, 0);
+    err = store__snapshot_decode(&pg->base, sid, *seq, PQgetvalue(r, 0, 1),
+                                 (size_t)PQgetlength(r, 0, 1), s);
     PQclear(r);
     return err;
 }
@@ -124,11 +95,11 @@ static int start_state(struct pgstore *pg, const char *sid, int64_t upto,
  * inputs after it, without gap. On failure `out` needs no release. rlock
  * held, in a read transaction.
  */
-static int build_state(struct pgstore *pg, const char *sid, int64_t upto,
+static int build_state(struct pg_store *pg, const char *sid, int64_t upto,
                        struct rx_state *out, int64_t *reached)
 {
     char from_s[24], upto_s[24];
-    const char *vals[3] = {sid, from_s, pgstore__fmt_i64(upto_s, upto)};
+    const char *vals[3] = {sid, from_s, pg_store__fmt_i64(upto_s, upto)};
     struct rx_state s;
     PGresult *r = NULL;
     int64_t seq;
@@ -136,23 +107,23 @@ static int build_state(struct pgstore *pg, const char *sid, int64_t upto,
 
     if ((err = start_state(pg, sid, upto, &s, &seq)))
         return err;
-    pgstore__fmt_i64(from_s, seq);
+    pg_store__fmt_i64(from_s, seq);
     if ((err = run(pg, "reading inputs",
                    "SELECT seq, input FROM inputs WHERE session_id = $1 AND seq > $2"
                    " AND seq <= $3 ORDER BY seq",
                    3, vals, &r)))
         goto out_release;
     for (int i = 0; i < PQntuples(r); i++) {
-        int64_t row = pgstore__i64(r, i, 0);
+        int64_t row = pg_store__i64(r, i, 0);
 
         if (row != seq + 1) {
-            pgstore__set_error(pg, "session '%s': input %lld is missing", sid,
-                               (long long)(seq + 1));
+            store__set_error(&pg->base, "session '%s': input %lld is missing", sid,
+                             (long long)(seq + 1));
             err = -EPROTO;
             goto out_release;
         }
-        if ((err = fold_one(pg, sid, row, PQgetvalue(r, i, 1),
-                            (size_t)PQgetlength(r, i, 1), &s)))
+        if ((err = store__fold_one(&pg->base, sid, row, PQgetvalue(r, i, 1),
+                                   (size_t)PQgetlength(r, i, 1), &s)))
             goto out_release;
         seq = row;
     }
@@ -167,42 +138,39 @@ out_release:
     return err;
 }
 
-int pgstore_load(struct pgstore *pg, store_each_fn each, void *ctx)
+/* One page of the sessions (store_list_sessions). */
+int pg_store_list_sessions(struct store *base, const struct store_cursor *after,
+                           size_t limit, struct store_list *out)
 {
-    PGresult *list = NULL;
+    struct pg_store *pg = pg_store_of(base);
+    char created_s[24], limit_s[24];
+    /* LIMIT NULL: every row. */
+    const char *vals[3] = {
+        pg_store__fmt_i64(created_s, after ? after->created_at : INT64_MIN),
+        after ? after->id : "",
+        limit ? pg_store__fmt_i64(limit_s, (int64_t)limit) : NULL};
+    PGresult *r = NULL;
     int err;
 
-    /* The list first, then each session in a read of its own: no lock is held
-       while the callback runs. */
     pthread_mutex_lock(&pg->rlock);
     err = run(pg, "listing sessions",
-              "SELECT id, created_at, title FROM sessions ORDER BY created_at, id", 0,
-              NULL, &list);
+              "SELECT id, created_at, title, updated_at FROM sessions"
+              " WHERE (created_at, id) > ($1::bigint, $2::text)"
+              " ORDER BY created_at, id LIMIT $3::bigint",
+              3, vals, &r);
     pthread_mutex_unlock(&pg->rlock);
-    for (int i = 0; !err && i < PQntuples(list); i++) {
-        const char *sid = PQgetvalue(list, i, 0);
-        struct rx_state s;
-        int64_t seq;
-
-        pthread_mutex_lock(&pg->rlock);
-        if (!(err = read_begin(pg)))
-            err = build_state(pg, sid, INT64_MAX, &s, &seq);
-        read_end(pg);
-        pthread_mutex_unlock(&pg->rlock);
-        if (err)
-            break;
-        err = each(ctx, sid, pgstore__i64(list, i, 1),
-                   PQgetisnull(list, i, 2) ? NULL : PQgetvalue(list, i, 2), &s, seq);
-        if (err)
-            rx_state_release(&s);
-    }
-    PQclear(list);
+    for (int i = 0; !err && i < PQntuples(r); i++)
+        err = store__list_add(out, PQgetvalue(r, i, 0),
+                              PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+                              pg_store__i64(r, i, 1), pg_store__i64(r, i, 3));
+    PQclear(r);
     return err;
 }
 
-int pgstore_session_load(struct pgstore *pg, const char *sid, struct rx_state *out,
-                         int64_t *seq)
+int pg_store_session_load(struct store *base, const char *sid, struct rx_state *out,
+                          int64_t *seq)
 {
+    struct pg_store *pg = pg_store_of(base);
     int err;
 
     pthread_mutex_lock(&pg->rlock);
@@ -213,8 +181,9 @@ int pgstore_session_load(struct pgstore *pg, const char *sid, struct rx_state *o
     return err;
 }
 
-int pgstore_session_created(struct pgstore *pg, const char *sid, int64_t *created_at)
+int pg_store_session_created(struct store *base, const char *sid, int64_t *created_at)
 {
+    struct pg_store *pg = pg_store_of(base);
     int err;
 
     pthread_mutex_lock(&pg->rlock);
@@ -226,38 +195,31 @@ int pgstore_session_created(struct pgstore *pg, const char *sid, int64_t *create
 /* ---- time travel ------------------------------------------------------------------ */
 
 /* Append rows of `r` to the page; *full when the page is as big as pages get. */
-static int page_rows(struct pgstore *pg, const char *sid, PGresult *r, struct rx_buf *out,
-                     size_t start, size_t *rows, int64_t *after, bool *full)
+static int page_rows(struct pg_store *pg, const char *sid, PGresult *r,
+                     struct rx_buf *out, size_t start, size_t *rows, int64_t *after,
+                     bool *full)
 {
     for (int i = 0; i < PQntuples(r); i++) {
-        int64_t seq = pgstore__i64(r, i, 0);
-        const char *text = PQgetvalue(r, i, 1);
-        size_t len = (size_t)PQgetlength(r, i, 1);
+        int64_t seq = pg_store__i64(r, i, 0);
+        int err = store__history_row(&pg->base, sid, out, start, *rows, seq,
+                                     PQgetvalue(r, i, 1), (size_t)PQgetlength(r, i, 1));
 
-        if (*rows && out->len - start + len + PGSTORE_HISTORY_ROW_OVERHEAD >
-                         STORE_HISTORY_PAGE_MAX) {
+        if (err == 1) {
             *full = true;
             return 0;
         }
-        /* rx_input_encode's compact JSON, copied as it is. */
-        if (len < 2 || text[0] != '{' || text[len - 1] != '}') {
-            pgstore__set_error(pg, "session '%s': input %lld is not JSON", sid,
-                               (long long)seq);
-            return -EPROTO;
-        }
-        if ((*rows && rx_buf_putc(out, ',')) ||
-            rx_buf_printf(out, "{\"seq\":%lld,\"input\":", (long long)seq) ||
-            rx_buf_append(out, text, len) || rx_buf_putc(out, '}'))
-            return -ENOMEM;
+        if (err)
+            return err;
         (*rows)++;
         *after = seq;
     }
     return 0;
 }
 
-int pgstore_history_page(struct pgstore *pg, const char *sid, int64_t after_seq,
-                         int limit, struct rx_buf *out, int64_t *last)
+int pg_store_history_page(struct store *base, const char *sid, int64_t after_seq,
+                          int limit, struct rx_buf *out, int64_t *last)
 {
+    struct pg_store *pg = pg_store_of(base);
     size_t start = out->len, rows = 0;
     bool full = false;
     int err;
@@ -268,12 +230,12 @@ int pgstore_history_page(struct pgstore *pg, const char *sid, int64_t after_seq,
         err = -ENOMEM;
     /* In chunks: a page is cut by its bytes, and a log may be long. */
     while (!err && !full && (limit <= 0 || rows < (size_t)limit)) {
-        size_t want = limit > 0 && (size_t)limit - rows < PGSTORE_HISTORY_CHUNK
+        size_t want = limit > 0 && (size_t)limit - rows < PG_STORE_HISTORY_CHUNK
                           ? (size_t)limit - rows
-                          : PGSTORE_HISTORY_CHUNK;
+                          : PG_STORE_HISTORY_CHUNK;
         char after_s[24], want_s[24];
-        const char *vals[3] = {sid, pgstore__fmt_i64(after_s, after_seq),
-                               pgstore__fmt_i64(want_s, (int64_t)want)};
+        const char *vals[3] = {sid, pg_store__fmt_i64(after_s, after_seq),
+                               pg_store__fmt_i64(want_s, (int64_t)want)};
         PGresult *r;
         int got;
 
@@ -288,22 +250,16 @@ int pgstore_history_page(struct pgstore *pg, const char *sid, int64_t after_seq,
         if ((size_t)got < want)
             break;
     }
-    if (!err && rx_buf_putc(out, ']'))
-        err = -ENOMEM;
-    if (err == -ENOMEM)
-        pgstore__set_error(pg, "session '%s': out of memory reading history", sid);
-    if (err)
-        rx_buf_truncate(out, start);
-    else
-        *last = after_seq;
+    err = store__history_end(&pg->base, sid, out, start, err, after_seq, last);
     read_end(pg);
     pthread_mutex_unlock(&pg->rlock);
     return err;
 }
 
-int pgstore_state_at(struct pgstore *pg, const char *sid, int64_t seq,
-                     struct rx_state *out)
+int pg_store_state_at(struct store *base, const char *sid, int64_t seq,
+                      struct rx_state *out)
 {
+    struct pg_store *pg = pg_store_of(base);
     const char *vals[1] = {sid};
     int64_t reached, last;
     PGresult *r = NULL;
@@ -315,8 +271,8 @@ int pgstore_state_at(struct pgstore *pg, const char *sid, int64_t seq,
                    "SELECT coalesce(max(seq), 0) FROM inputs WHERE session_id = $1", 1,
                    vals, &r)))
         goto out_end;
-    last = pgstore__i64(r, 0, 0);
-    if ((err = pgstore__seq_in_log(pg, sid, seq, last)))
+    last = pg_store__i64(r, 0, 0);
+    if ((err = pg_store__seq_in_log(pg, sid, seq, last)))
         goto out_end;
     err = build_state(pg, sid, seq, out, &reached);
 out_end:
@@ -328,8 +284,9 @@ out_end:
 
 /* ---- titles, search, stats ---------------------------------------------------- */
 
-int pgstore_session_title(struct pgstore *pg, const char *sid, char **out)
+int pg_store_session_title(struct store *base, const char *sid, char **out)
 {
+    struct pg_store *pg = pg_store_of(base);
     const char *vals[1] = {sid};
     PGresult *r;
     int err;
@@ -342,7 +299,7 @@ int pgstore_session_title(struct pgstore *pg, const char *sid, char **out)
     if (err)
         return err;
     if (!PQntuples(r)) {
-        pgstore__set_error(pg, "no session '%s'", sid);
+        store__set_error(&pg->base, "no session '%s'", sid);
         err = -ENOENT;
     } else if (!PQgetisnull(r, 0, 0) && !(*out = strdup(PQgetvalue(r, 0, 0)))) {
         err = -ENOMEM;
@@ -370,15 +327,14 @@ static int search_sql(size_t n, struct rx_buf *sql)
     return 0;
 }
 
-int pgstore_search(struct pgstore *pg, const char *const *words, size_t n, json_t **out)
+int pg_store_search(struct store *base, const char *const *words, size_t n, json_t **out)
 {
+    struct pg_store *pg = pg_store_of(base);
     struct rx_buf sql;
     json_t *ids = NULL;
     PGresult *r = NULL;
     int err;
 
-    if (!n || n > STORE_SEARCH_WORDS_MAX)
-        return -EINVAL;
     rx_buf_init(&sql, RX_BUF_SMALL_MAX);
     if ((err = search_sql(n, &sql)) || !(ids = json_array())) {
         err = -ENOMEM;
@@ -391,7 +347,7 @@ int pgstore_search(struct pgstore *pg, const char *const *words, size_t n, json_
         if (json_array_append_new(ids, json_string(PQgetvalue(r, i, 0))))
             err = -ENOMEM;
     if (err == -ENOMEM)
-        pgstore__set_error(pg, "out of memory searching");
+        store__set_error(&pg->base, "out of memory searching");
 out_release:
     PQclear(r);
     rx_buf_release(&sql);
@@ -403,8 +359,9 @@ out_release:
     return 0;
 }
 
-int pgstore_stats(struct pgstore *pg, int64_t *inputs, int64_t *bytes)
+int pg_store_stats(struct store *base, int64_t *inputs, int64_t *bytes)
 {
+    struct pg_store *pg = pg_store_of(base);
     PGresult *r;
     int err;
 
@@ -419,9 +376,9 @@ int pgstore_stats(struct pgstore *pg, int64_t *inputs, int64_t *bytes)
     if (err)
         return err;
     if (inputs)
-        *inputs = pgstore__i64(r, 0, 0);
+        *inputs = pg_store__i64(r, 0, 0);
     if (bytes)
-        *bytes = pgstore__i64(r, 0, 1);
+        *bytes = pg_store__i64(r, 0, 1);
     PQclear(r);
     return 0;
 }

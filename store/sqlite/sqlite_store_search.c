@@ -1,7 +1,7 @@
 /*
- * store_search - the store's full-text index (schema 3) and what uses it:
- * titles, search, and import (a whole log in one transaction). Private
- * helpers come from store_internal.h; see store.h.
+ * sqlite_store_search - the SQLite store's full-text index (schema 3) and
+ * what uses it: titles, search, and import (a whole log in one transaction).
+ * Private helpers come from sqlite_store_internal.h; see store.h.
  *
  * The index is two tables: search_docs, one row per text a person reads (the
  * session, the input's seq and the text; seq 0 holds the title a person
@@ -18,16 +18,15 @@
  * known two ways: the rows of inputs_recent past a mark (search_mark, the
  * last rowid indexed), and the seq ranges of `inputs` that a merge moved
  * there unindexed (search_pending: the merge only notes them, it indexes
- * nothing). The backlog is indexed in steps (store__index_step), each moving
+ * nothing). The backlog is indexed in steps (sqlite_store__index_step), each moving
  * the mark or shrinking a range in the same transaction: by the writer after
  * STORE_INDEX_IDLE_MS with nothing to commit, by a search before it reads
  * (so a search sees every committed input), and by a fork before it copies
  * the index. Inputs written straight into `inputs` (import) are indexed in
  * their own transaction.
  */
-#include "server/store.h"
-#include "server/store_internal.h"
-#include "server/pgstore.h"
+#include "store/store.h"
+#include "store/sqlite/sqlite_store_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,7 +44,7 @@
 #define STORE_INDEX_SYNC_ROWS  16384
 #define STORE_INDEX_SYNC_STEPS 4096
 
-const char store__search_schema_sql[] =
+const char sqlite_store__search_schema_sql[] =
     "CREATE TABLE search_docs(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
     " seq INTEGER NOT NULL, body TEXT NOT NULL);"
     "CREATE INDEX search_docs_session ON search_docs(session_id, seq);"
@@ -67,11 +66,11 @@ const char store__search_schema_sql[] =
     " SELECT session_id, seq, input FROM inputs_recent WHERE json_valid(input))"
 
 /*
- * The same rows store__index_input makes, from a whole log at once. A row
+ * The same rows sqlite_store__index_input makes, from a whole log at once. A row
  * that is not JSON is left out here: loading the log says so, with its
  * session and seq, better than an upgrade could.
  */
-const char store__search_backfill_sql[] =
+const char sqlite_store__search_backfill_sql[] =
     "INSERT INTO search_docs(session_id, seq, body) SELECT id, 0, title FROM sessions"
     " WHERE title IS NOT NULL AND title != '';"
     "INSERT INTO search_docs(session_id, seq, body) SELECT session_id, seq, b FROM"
@@ -94,8 +93,8 @@ static bool has_prefix(const char *text, size_t len, const char *prefix, size_t 
 }
 
 /* Only messages and cancels are parsed (json_extract / json_each). */
-int store__index_input(struct store *st, const char *sid, int64_t seq, const char *text,
-                       size_t len)
+int sqlite_store__index_input(struct sqlite_store *st, const char *sid, int64_t seq,
+                              const char *text, size_t len)
 {
     static const char user[] = TYPE_PREFIX("user-send-message");
     static const char done[] = TYPE_PREFIX("brain-send-message-complete");
@@ -109,34 +108,35 @@ int store__index_input(struct store *st, const char *sid, int64_t seq, const cha
         id = Q_DOCS_PARTIALS;
     else
         return 0;
-    rc = store__put_row(&st->w, id, sid, seq, text, len);
-    return rc ? store__sql_fail(st, &st->w, rc, "indexing an input") : 0;
+    rc = sqlite_store__put_row(&st->w, id, sid, seq, text, len);
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, "indexing an input") : 0;
 }
 
 /* One integer from a statement of the writer's connection without parameters. */
-static int writer_i64(struct store *st, int id, int64_t *out)
+static int writer_i64(struct sqlite_store *st, int id, int64_t *out)
 {
-    return store__query_i64(st, &st->w, id, NULL, out);
+    return sqlite_store__query_i64(st, &st->w, id, NULL, out);
 }
 
 /* Run a statement binding (sid, lo, hi) or, sid NULL, (lo, hi). 0 or an errno. */
-static int index_run(struct store *st, int id, const char *sid, int64_t lo, int64_t hi)
+static int index_run(struct sqlite_store *st, int id, const char *sid, int64_t lo,
+                     int64_t hi)
 {
-    sqlite3_stmt *q = store__stmt(&st->w, id);
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, id);
     int i = 1, rc;
 
     if (sid)
-        store__bind_text(q, i++, sid, strlen(sid));
+        sqlite_store__bind_text(q, i++, sid, strlen(sid));
     sqlite3_bind_int64(q, i++, lo);
     sqlite3_bind_int64(q, i, hi);
-    rc = store__run(q);
-    return rc ? store__sql_fail(st, &st->w, rc, "indexing inputs") : 0;
+    rc = sqlite_store__run(q);
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, "indexing inputs") : 0;
 }
 
 /* The first range a merge left: indexed (up to max_rows of it), then dropped or cut. */
-static int index_pending(struct store *st, int64_t max_rows, bool *found)
+static int index_pending(struct sqlite_store *st, int64_t max_rows, bool *found)
 {
-    sqlite3_stmt *q = store__stmt(&st->w, Q_PENDING_FIRST);
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_PENDING_FIRST);
     int64_t id, lo, hi, upto;
     char *sid = NULL;
     int rc, err;
@@ -148,26 +148,28 @@ static int index_pending(struct store *st, int64_t max_rows, bool *found)
         lo = sqlite3_column_int64(q, 2);
         hi = sqlite3_column_int64(q, 3);
     }
-    store__done(q);
+    sqlite_store__done(q);
     *found = rc == SQLITE_ROW;
     if (rc != SQLITE_ROW)
-        return rc == SQLITE_DONE ? 0 : store__sql_fail(st, &st->w, rc, "indexing inputs");
+        return rc == SQLITE_DONE
+                   ? 0
+                   : sqlite_store__sql_fail(st, &st->w, rc, "indexing inputs");
     if (!sid)
         return -ENOMEM;
     upto = hi - lo + 1 > max_rows ? lo + max_rows - 1 : hi;
     if (!(err = index_run(st, Q_LOG_CONTENT, sid, lo, upto)) &&
         !(err = index_run(st, Q_LOG_PARTIALS, sid, lo, upto))) {
-        q = store__stmt(&st->w, upto == hi ? Q_PENDING_DROP : Q_PENDING_LO);
+        q = sqlite_store__stmt(&st->w, upto == hi ? Q_PENDING_DROP : Q_PENDING_LO);
         sqlite3_bind_int64(q, 1, id);
         sqlite3_bind_int64(q, 2, upto + 1);
-        if ((rc = store__run(q)))
-            err = store__sql_fail(st, &st->w, rc, "indexing inputs");
+        if ((rc = sqlite_store__run(q)))
+            err = sqlite_store__sql_fail(st, &st->w, rc, "indexing inputs");
     }
     free(sid);
     return err;
 }
 
-int store__index_step(struct store *st, int64_t max_rows, bool *more)
+int sqlite_store__index_step(struct sqlite_store *st, int64_t max_rows, bool *more)
 {
     int64_t mark, top, upto;
     bool found;
@@ -184,54 +186,54 @@ int store__index_step(struct store *st, int64_t max_rows, bool *more)
     if ((err = index_run(st, Q_INDEX_CONTENT, NULL, mark, upto)) ||
         (err = index_run(st, Q_INDEX_PARTIALS, NULL, mark, upto)))
         return err;
-    q = store__stmt(&st->w, Q_INDEX_MARK_SET);
+    q = sqlite_store__stmt(&st->w, Q_INDEX_MARK_SET);
     sqlite3_bind_int64(q, 1, upto);
-    if ((rc = store__run(q)))
-        return store__sql_fail(st, &st->w, rc, "indexing inputs");
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "indexing inputs");
     *more = upto < top;
     return 0;
 }
 
-int store__index_all(struct store *st)
+int sqlite_store__index_all(struct sqlite_store *st)
 {
     bool more = true;
     int err = 0;
 
     while (!err && more)
-        err = store__index_step(st, INT64_MAX / 2, &more);
+        err = sqlite_store__index_step(st, INT64_MAX / 2, &more);
     return err;
 }
 
-int store__index_defer(struct store *st)
+int sqlite_store__index_defer(struct sqlite_store *st)
 {
-    int rc = store__run(store__stmt(&st->w, Q_PENDING_ADD));
+    int rc = sqlite_store__run(sqlite_store__stmt(&st->w, Q_PENDING_ADD));
 
-    return rc ? store__sql_fail(st, &st->w, rc, "noting unindexed inputs") : 0;
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, "noting unindexed inputs") : 0;
 }
 
-int store__index_clamp(struct store *st)
+int sqlite_store__index_clamp(struct sqlite_store *st)
 {
-    int rc = store__run(store__stmt(&st->w, Q_INDEX_MARK_CLAMP));
+    int rc = sqlite_store__run(sqlite_store__stmt(&st->w, Q_INDEX_MARK_CLAMP));
 
-    return rc ? store__sql_fail(st, &st->w, rc, "moving the index mark") : 0;
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, "moving the index mark") : 0;
 }
 
 /* One step in a transaction of its own: 1 (more may remain), 0 (none) or an errno. */
-static int index_one(struct store *st, int64_t max_rows)
+static int index_one(struct sqlite_store *st, int64_t max_rows)
 {
     bool more = false;
     int err;
 
-    if ((err = store__tx_begin(st)))
+    if ((err = sqlite_store__tx_begin(st)))
         return err;
-    if ((err = store__index_step(st, max_rows, &more))) {
-        store__tx_rollback(st);
+    if ((err = sqlite_store__index_step(st, max_rows, &more))) {
+        sqlite_store__tx_rollback(st);
         return err;
     }
-    return (err = store__tx_commit(st)) ? err : more;
+    return (err = sqlite_store__tx_commit(st)) ? err : more;
 }
 
-int store__index_idle(struct store *st)
+int sqlite_store__index_idle(struct sqlite_store *st)
 {
     return index_one(st, STORE_INDEX_CHUNK);
 }
@@ -243,7 +245,7 @@ int store__index_idle(struct store *st)
  * bounded so a search never chases a writer forever. A store that cannot
  * write still answers from the index as it is.
  */
-static void index_sync(struct store *st)
+static void index_sync(struct sqlite_store *st)
 {
     for (int i = 0; i < STORE_INDEX_SYNC_STEPS; i++) {
         int r;
@@ -259,82 +261,79 @@ static void index_sync(struct store *st)
 /* ---- titles ------------------------------------------------------------------ */
 
 /* The title row of `sid` in the index: replaced by `title` (NULL: dropped). lock held. */
-static int title_doc(struct store *st, const char *sid, const char *title)
+static int title_doc(struct sqlite_store *st, const char *sid, const char *title)
 {
-    sqlite3_stmt *q = store__stmt(&st->w, Q_DOCS_TITLE_DELETE);
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_DOCS_TITLE_DELETE);
     int rc;
 
-    store__bind_text(q, 1, sid, strlen(sid));
-    if ((rc = store__run(q)))
-        return store__sql_fail(st, &st->w, rc, "indexing a title");
+    sqlite_store__bind_text(q, 1, sid, strlen(sid));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "indexing a title");
     if (!title || !*title)
         return 0;
-    q = store__stmt(&st->w, Q_DOCS_TITLE_INSERT);
-    store__bind_text(q, 1, sid, strlen(sid));
-    store__bind_text(q, 2, title, strlen(title));
-    rc = store__run(q);
-    return rc ? store__sql_fail(st, &st->w, rc, "indexing a title") : 0;
+    q = sqlite_store__stmt(&st->w, Q_DOCS_TITLE_INSERT);
+    sqlite_store__bind_text(q, 1, sid, strlen(sid));
+    sqlite_store__bind_text(q, 2, title, strlen(title));
+    rc = sqlite_store__run(q);
+    return rc ? sqlite_store__sql_fail(st, &st->w, rc, "indexing a title") : 0;
 }
 
-int store_set_title(struct store *st, const char *sid, const char *title)
-{
-    if (st->pg)
-        return pgstore_set_title(st->pg, sid, title);
-    sqlite3_stmt *q;
-    int rc, err;
+/* A title to give, or a log to import: the arguments of its transaction. */
+struct title_args {
+    const char *sid, *title;
+    int64_t created_at;
+    const struct store_text *inputs, *snapshot;
+    size_t n;
+};
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = store__tx_begin(st)))
-        goto out_unlock;
-    q = store__stmt(&st->w, Q_SESSION_TITLE_SET);
-    store__bind_text(q, 1, sid, strlen(sid));
-    if (title)
-        store__bind_text(q, 2, title, strlen(title));
-    if ((rc = store__run(q))) {
-        err = store__sql_fail(st, &st->w, rc, "renaming a session");
-        goto out_rollback;
-    }
+static int title_rows(struct sqlite_store *st, void *arg)
+{
+    struct title_args *a = arg;
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_TITLE_SET);
+    int rc;
+
+    sqlite_store__bind_text(q, 1, a->sid, strlen(a->sid));
+    if (a->title)
+        sqlite_store__bind_text(q, 2, a->title, strlen(a->title));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "renaming a session");
     if (!sqlite3_changes(st->w.db)) {
-        store__set_error(st, "no session '%s'", sid);
-        err = -ENOENT;
-        goto out_rollback;
+        store__set_error(&st->base, "no session '%s'", a->sid);
+        return -ENOENT;
     }
-    if ((err = title_doc(st, sid, title)))
-        goto out_rollback;
-    err = store__tx_commit(st);
-    goto out_unlock;
-
-out_rollback:
-    store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+    return title_doc(st, a->sid, a->title);
 }
 
-int store_session_title(struct store *st, const char *sid, char **out)
+int sqlite_store_set_title(struct store *base, const char *sid, const char *title)
 {
-    if (st->pg)
-        return pgstore_session_title(st->pg, sid, out);
-    struct store_conn *c = store__reader_lock(st);
-    sqlite3_stmt *q = store__stmt(c, Q_SESSION_TITLE_GET);
+    struct title_args a = {.sid = sid, .title = title};
+
+    return sqlite_store__write_tx(sqlite_store_of(base), title_rows, NULL, &a);
+}
+
+int sqlite_store_session_title(struct store *base, const char *sid, char **out)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    struct store_conn *c = sqlite_store__reader_lock(st);
+    sqlite3_stmt *q = sqlite_store__stmt(c, Q_SESSION_TITLE_GET);
     const char *t;
     int rc, err = 0;
 
     *out = NULL;
-    store__bind_text(q, 1, sid, strlen(sid));
+    sqlite_store__bind_text(q, 1, sid, strlen(sid));
     rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         t = (const char *)sqlite3_column_text(q, 0);
         if (t && !(*out = strdup(t)))
             err = -ENOMEM;
     } else if (rc == SQLITE_DONE) {
-        store__set_error(st, "no session '%s'", sid);
+        store__set_error(&st->base, "no session '%s'", sid);
         err = -ENOENT;
     } else {
-        err = store__sql_fail(st, c, rc, "reading a title");
+        err = sqlite_store__sql_fail(st, c, rc, "reading a title");
     }
-    store__done(q);
-    store__reader_unlock(st);
+    sqlite_store__done(q);
+    sqlite_store__reader_unlock(st);
     return err;
 }
 
@@ -369,7 +368,7 @@ static int search_sql(size_t n, struct rx_buf *sql)
 }
 
 /* Run the prepared search, binding the words, into `ids`. c's lock held. */
-static int search_run(struct store *st, struct store_conn *c, sqlite3_stmt *q,
+static int search_run(struct sqlite_store *st, struct store_conn *c, sqlite3_stmt *q,
                       const char *const *words, size_t n, json_t *ids)
 {
     struct rx_buf m;
@@ -390,38 +389,36 @@ static int search_run(struct store *st, struct store_conn *c, sqlite3_stmt *q,
         if (json_array_append_new(ids,
                                   json_string((const char *)sqlite3_column_text(q, 0))))
             return -ENOMEM;
-    return rc == SQLITE_DONE ? 0 : store__sql_fail(st, c, rc, "searching");
+    return rc == SQLITE_DONE ? 0 : sqlite_store__sql_fail(st, c, rc, "searching");
 }
 
-int store_search(struct store *st, const char *const *words, size_t n, json_t **out)
+int sqlite_store_search(struct store *base, const char *const *words, size_t n,
+                        json_t **out)
 {
-    if (st->pg)
-        return pgstore_search(st->pg, words, n, out);
+    struct sqlite_store *st = sqlite_store_of(base);
     struct store_conn *c;
     sqlite3_stmt *q = NULL;
     struct rx_buf sql;
     json_t *ids;
     int rc, err;
 
-    if (!n || n > STORE_SEARCH_WORDS_MAX)
-        return -EINVAL;
     index_sync(st);
     rx_buf_init(&sql, RX_BUF_SMALL_MAX);
     ids = json_array();
     err = ids ? search_sql(n, &sql) : -ENOMEM;
     if (err)
         goto out_release;
-    c = store__reader_lock(st);
-    if (!(err = store__read_begin(st, c))) {
+    c = sqlite_store__reader_lock(st);
+    if (!(err = sqlite_store__read_begin(st, c))) {
         rc = sqlite3_prepare_v2(c->db, sql.data, (int)sql.len, &q, NULL);
-        err = rc ? store__sql_fail(st, c, rc, "preparing a search")
+        err = rc ? sqlite_store__sql_fail(st, c, rc, "preparing a search")
                  : search_run(st, c, q, words, n, ids);
         sqlite3_finalize(q);
     }
-    store__read_end(c);
-    store__reader_unlock(st);
+    sqlite_store__read_end(c);
+    sqlite_store__reader_unlock(st);
     if (err == -ENOMEM)
-        store__set_error(st, "out of memory searching");
+        store__set_error(&st->base, "out of memory searching");
 
 out_release:
     rx_buf_release(&sql);
@@ -436,22 +433,24 @@ out_release:
 /* ---- import ------------------------------------------------------------------ */
 
 /* The rows of an imported log, inside the transaction. lock held. */
-static int import_rows(struct store *st, const char *sid, const struct store_text *v,
-                       size_t n, const struct store_text *snapshot)
+static int import_rows(struct sqlite_store *st, const char *sid,
+                       const struct store_text *v, size_t n,
+                       const struct store_text *snapshot)
 {
     int rc, err;
 
     for (size_t i = 0; i < n; i++) {
-        if ((rc = store__put_row(&st->w, Q_INPUT_INSERT, sid, (int64_t)i + 1, v[i].data,
-                                 v[i].len)))
-            return store__sql_fail(st, &st->w, rc, "importing an input");
-        if ((err = store__index_input(st, sid, (int64_t)i + 1, v[i].data, v[i].len)))
+        if ((rc = sqlite_store__put_row(&st->w, Q_INPUT_INSERT, sid, (int64_t)i + 1,
+                                        v[i].data, v[i].len)))
+            return sqlite_store__sql_fail(st, &st->w, rc, "importing an input");
+        if ((err =
+                 sqlite_store__index_input(st, sid, (int64_t)i + 1, v[i].data, v[i].len)))
             return err;
     }
     if (snapshot && n &&
-        (rc = store__put_row(&st->w, Q_SNAPSHOT_INSERT, sid, (int64_t)n, snapshot->data,
-                             snapshot->len)))
-        return store__sql_fail(st, &st->w, rc, "importing a snapshot");
+        (rc = sqlite_store__put_row(&st->w, Q_SNAPSHOT_INSERT, sid, (int64_t)n,
+                                    snapshot->data, snapshot->len)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "importing a snapshot");
     return 0;
 }
 
@@ -462,37 +461,29 @@ static int import_rows(struct store *st, const char *sid, const struct store_tex
  * delays the next commit by about the time it takes (milliseconds per
  * thousand inputs).
  */
-int store_import(struct store *st, const char *sid, int64_t created_at, const char *title,
-                 const struct store_text *inputs, size_t n,
-                 const struct store_text *snapshot)
+static int import_session(struct sqlite_store *st, void *arg)
 {
-    if (st->pg)
-        return pgstore_import(st->pg, sid, created_at, title, inputs, n, snapshot);
-    sqlite3_stmt *q;
+    struct title_args *a = arg;
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_IMPORT);
     int rc, err;
 
-    pthread_mutex_lock(&st->lock);
-    if ((err = store__tx_begin(st)))
-        goto out_unlock;
-    q = store__stmt(&st->w, Q_SESSION_IMPORT);
-    store__bind_text(q, 1, sid, strlen(sid));
-    sqlite3_bind_int64(q, 2, created_at);
-    sqlite3_bind_int64(q, 3, created_at);
-    if (title)
-        store__bind_text(q, 4, title, strlen(title));
-    if ((rc = store__run(q))) {
-        err = store__sql_fail(st, &st->w, rc, "importing a session");
-        goto out_rollback;
-    }
-    if ((err = title_doc(st, sid, title)) ||
-        (err = import_rows(st, sid, inputs, n, snapshot)))
-        goto out_rollback;
-    err = store__tx_commit(st);
-    goto out_unlock;
+    sqlite_store__bind_text(q, 1, a->sid, strlen(a->sid));
+    sqlite3_bind_int64(q, 2, a->created_at);
+    sqlite3_bind_int64(q, 3, a->created_at);
+    if (a->title)
+        sqlite_store__bind_text(q, 4, a->title, strlen(a->title));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "importing a session");
+    if ((err = title_doc(st, a->sid, a->title)))
+        return err;
+    return import_rows(st, a->sid, a->inputs, a->n, a->snapshot);
+}
 
-out_rollback:
-    store__tx_rollback(st);
-out_unlock:
-    pthread_mutex_unlock(&st->lock);
-    return err;
+int sqlite_store_import(struct store *base, const char *sid, int64_t created_at,
+                        const char *title, const struct store_text *inputs, size_t n,
+                        const struct store_text *snapshot)
+{
+    struct title_args a = {sid, title, created_at, inputs, snapshot, n};
+
+    return sqlite_store__write_tx(sqlite_store_of(base), import_session, NULL, &a);
 }

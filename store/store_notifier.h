@@ -1,12 +1,12 @@
 /*
  * store_notifier - the thread that answers committed writes, for both
- * stores (server/store on SQLite, server/pgstore on PostgreSQL): group
+ * backends of the store (store/sqlite, store/pg): group
  * commit (SPEC 6) has a writer thread commit each batch and hand it here,
  * in queue order; this thread calls each write's `done` with no store lock
  * held, so publishing what one commit made durable overlaps the next
  * commit.
  *
- * Depends on server/store.h (struct store_write) and pthreads only.
+ * Depends on store/store.h (struct store_write) and pthreads only.
  * Locks: `lock` is a leaf; no `done` is called with it held.
  * Ownership: struct store_notifier is embedded in its store; the writes are
  * the callers' (store.h), borrowed until their `done` returns.
@@ -16,8 +16,9 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 
-#include "server/store.h"
+#include "store/store.h"
 
 struct store_notifier {
     pthread_mutex_t lock; /* guards head down to `ended` */
@@ -35,6 +36,9 @@ int store_notifier_start(struct store_notifier *n);
 /* A batch, first..last linked through `next` in queue order: answer it. */
 void store_notifier_push(struct store_notifier *n, struct store_write *first,
                          struct store_write *last);
+/* The batch v[0..n) (n > 0), linked again in queue order: answer it. */
+void store_notifier_push_batch(struct store_notifier *n, struct store_write **v,
+                               size_t count);
 /* The writer ended (or never started): answer what is left, then end. */
 void store_notifier_end(struct store_notifier *n);
 /* After store_notifier_end: wait for the thread and release. */

@@ -2,7 +2,7 @@
  * store_notifier - the thread that answers committed writes. See
  * store_notifier.h.
  */
-#include "server/store_notifier.h"
+#include "store/store_notifier.h"
 
 #include <stddef.h>
 
@@ -59,6 +59,14 @@ void store_notifier_push(struct store_notifier *n, struct store_write *first,
     n->tail = &last->next;
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
+}
+
+void store_notifier_push_batch(struct store_notifier *n, struct store_write **v,
+                               size_t count)
+{
+    for (size_t i = 0; i + 1 < count; i++)
+        v[i]->next = v[i + 1];
+    store_notifier_push(n, v[0], v[count - 1]);
 }
 
 void store_notifier_end(struct store_notifier *n)
