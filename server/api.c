@@ -74,7 +74,7 @@ static enum MHD_Result send_accepted(struct MHD_Connection *conn,
 }
 
 /* The answer to a submitted input; `in` is released. */
-static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result submit_answer(struct door *srv, struct MHD_Connection *conn,
                                      int err, const struct submit_result *res,
                                      struct rx_input *in)
 {
@@ -84,8 +84,8 @@ static enum MHD_Result submit_answer(struct http_server *srv, struct MHD_Connect
             return reply_error(conn, 429, "queue-full", NULL,
                                "too many inputs wait for this session; retry shortly");
         if (err == -ENOENT)
-            return reply_error(conn, http_server_is_stopping(srv) ? 503 : 404,
-                               "not-found", NULL, "the session is gone");
+            return reply_error(conn, door_is_stopping(srv) ? 503 : 404, "not-found", NULL,
+                               "the session is gone");
         /* Not stored, so not acknowledged: the store's own status. */
         return api__store_error(conn, err);
     }
@@ -146,7 +146,7 @@ static void on_durable(void *arg, int err, const struct submit_result *res)
     pending_unref(p);
 }
 
-static enum MHD_Result pending_answer(struct park *park, struct http_server *srv,
+static enum MHD_Result pending_answer(struct park *park, struct door *srv,
                                       struct MHD_Connection *conn)
 {
     struct api_pending *p = (struct api_pending *)park;
@@ -156,7 +156,7 @@ static enum MHD_Result pending_answer(struct park *park, struct http_server *srv
 
 static const struct park_ops pending_ops = {pending_answer, pending_release};
 
-static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result submit_parked(struct door *srv, struct MHD_Connection *conn,
                                      struct session *s, const struct rx_buf *body,
                                      struct park **slot, bool *suspended)
 {
@@ -170,7 +170,7 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
     json_t *j;
     int err;
 
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
@@ -231,7 +231,7 @@ static enum MHD_Result submit_parked(struct http_server *srv, struct MHD_Connect
  * slipped in and is about to suspend (MHD_stop_daemon with a suspended
  * connection aborts). A request answered at once gives its count back here.
  */
-static enum MHD_Result submit_input(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result submit_input(struct door *srv, struct MHD_Connection *conn,
                                     struct session *s, const struct rx_buf *body,
                                     struct park **slot)
 {
@@ -321,7 +321,7 @@ static enum MHD_Result state_now(struct MHD_Connection *conn, struct session *s)
 static enum MHD_Result state_at(struct MHD_Connection *conn, struct session *s,
                                 const char *at)
 {
-    long long seq = http_parse_count(at);
+    long long seq = door_parse_count(at);
     json_t *j = NULL;
     int err;
 
@@ -346,7 +346,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 {
     const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-    long long after = a ? http_parse_count(a) : 0, limit = l ? http_parse_count(l) : 0;
+    long long after = a ? door_parse_count(a) : 0, limit = l ? door_parse_count(l) : 0;
     struct rx_buf b;
     int err;
 
@@ -366,7 +366,7 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 }
 
 /* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */
-static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result fork_session(struct door *srv, struct MHD_Connection *conn,
                                     struct session *s, const struct rx_buf *body)
 {
     json_t *j, *at;
@@ -375,7 +375,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
     json_int_t seq;
     int err;
 
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
@@ -402,7 +402,7 @@ static enum MHD_Result fork_session(struct http_server *srv, struct MHD_Connecti
 }
 
 /* Routes under /sessions/<sid>, and the seed's routes on "default". */
-static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result session_route(struct door *srv, struct MHD_Connection *conn,
                                      const char *method, struct session *s,
                                      const char *rest, const struct rx_buf *body,
                                      struct park **pending)
@@ -477,7 +477,7 @@ static enum MHD_Result session_route(struct http_server *srv, struct MHD_Connect
     return reply_error(conn, 404, "not-found", NULL, "no such route");
 }
 
-static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result sessions_root(struct door *srv, struct MHD_Connection *conn,
                                      const char *method)
 {
     struct session *s;
@@ -487,7 +487,7 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
         return api_sessions_list(srv, conn);
     if (strcmp(method, "POST"))
         return reply_method_not_allowed(conn, "GET, POST");
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     err = session_table_create_session(srv->sessions, NULL, &s);
     if (err) /* -ENFILE the limit, -ENOSPC the disk, -EIO the store */
@@ -502,7 +502,7 @@ static enum MHD_Result sessions_root(struct http_server *srv, struct MHD_Connect
 }
 
 /* GET /tools: every tool the agent may use, and the MCP servers' state. */
-static enum MHD_Result tools_list(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result tools_list(struct door *srv, struct MHD_Connection *conn,
                                   const char *method)
 {
     json_t *all;
@@ -515,9 +515,9 @@ static enum MHD_Result tools_list(struct http_server *srv, struct MHD_Connection
     return reply_json(conn, 200, all);
 }
 
-enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
-                          const char *method, const char *path, const struct rx_buf *body,
-                          struct park **pending)
+static enum MHD_Result api_route(struct door *srv, struct MHD_Connection *conn,
+                                 const char *method, const char *path,
+                                 const struct rx_buf *body, struct park **pending)
 {
     char sid[SESSION_ID_MAX + 1];
     const char *rest;
@@ -568,3 +568,22 @@ enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
     session_unref(s);
     return ret;
 }
+
+static const char *api_prefix(const struct config *cfg)
+{
+    return cfg->prefix;
+}
+
+static enum MHD_Result api_unauthorized(struct MHD_Connection *conn)
+{
+    return reply_error(conn, 401, "unauthorized", NULL,
+                       "send 'Authorization: Bearer <token>'");
+}
+
+static enum MHD_Result api_too_large(struct MHD_Connection *conn, const char *why)
+{
+    return reply_error(conn, 413, "too-large", NULL, "%s", why);
+}
+
+const struct door_ops api_door = {"reflexor",       api_prefix,    api_route,
+                                  api_unauthorized, api_too_large, false};

@@ -18,13 +18,11 @@
 
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/park.h"
 #include "state_machine/rx_buf.h"
 
-/* Route one request; `*pending` (NULL on entry) may be set, see above. */
-enum MHD_Result api_route(struct http_server *srv, struct MHD_Connection *conn,
-                          const char *method, const char *path, const struct rx_buf *body,
-                          struct park **pending);
+/* The door of the native API (server/door), under its prefix; see above. */
+extern const struct door_ops api_door;
 
 #endif

@@ -116,7 +116,7 @@ enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
     return reply_queue(conn, 503, r);
 }
 
-static enum MHD_Result forward_answer(struct park *park, struct http_server *srv,
+static enum MHD_Result forward_answer(struct park *park, struct door *srv,
                                       struct MHD_Connection *conn)
 {
     struct forward *f = (struct forward *)park;
@@ -189,7 +189,7 @@ out_nomem:
     return reply_error(conn, 500, "internal", NULL, "out of memory");
 }
 
-int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct session *s,
+int api__forward(struct door *srv, struct MHD_Connection *conn, struct session *s,
                  const struct rx_buf *body, struct park **slot, bool *suspended,
                  enum MHD_Result *ret)
 {

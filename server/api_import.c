@@ -36,7 +36,7 @@ static int running;
 struct import_job {
     struct park park; /* first: the park's owner is the job */
     int refs;         /* atomic: the request's and the worker's */
-    struct http_server *srv;
+    struct door *srv;
     const char *text; /* the request's body, borrowed (above) */
     size_t len;
     /* Written by the worker before park_finish, read by the answer after. */
@@ -68,7 +68,7 @@ static enum MHD_Result import_refused(struct MHD_Connection *conn,
     return reply_json(conn, 400, j);
 }
 
-static enum MHD_Result import_answer(struct park *park, struct http_server *srv,
+static enum MHD_Result import_answer(struct park *park, struct door *srv,
                                      struct MHD_Connection *conn)
 {
     struct import_job *j = (struct import_job *)park;
@@ -101,7 +101,7 @@ static int still_wanted(void *arg)
 {
     struct import_job *j = arg;
 
-    return http_server_is_stopping(j->srv) ? -ECANCELED : 0;
+    return door_is_stopping(j->srv) ? -ECANCELED : 0;
 }
 
 static void *import_main(void *arg)
@@ -138,13 +138,13 @@ static bool import_start(struct import_job *j)
 }
 
 /* The checks answered at once, before a thread is taken. */
-static enum MHD_Result import_admit(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result import_admit(struct door *srv, struct MHD_Connection *conn,
                                     bool *admitted)
 {
     int cap = __atomic_load_n(&srv->cfg->imports_running, __ATOMIC_RELAXED);
 
     *admitted = false;
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!api__content_type_ok(conn))
         return reply_error(
@@ -161,7 +161,7 @@ static enum MHD_Result import_admit(struct http_server *srv, struct MHD_Connecti
     return MHD_YES;
 }
 
-enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_sessions_import(struct door *srv, struct MHD_Connection *conn,
                                     const struct rx_buf *body, struct park **slot)
 {
     struct import_job *j;

@@ -14,7 +14,7 @@
 
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/session.h"
 #include "state_machine/rx_buf.h"
 
@@ -43,7 +43,7 @@ struct park;
  * no cluster, this node owns it, or it just claimed it. The caller has
  * counted the request (park_enter).
  */
-int api__forward(struct http_server *srv, struct MHD_Connection *conn, struct session *s,
+int api__forward(struct door *srv, struct MHD_Connection *conn, struct session *s,
                  const struct rx_buf *body, struct park **slot, bool *suspended,
                  enum MHD_Result *ret);
 
@@ -58,12 +58,12 @@ enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
  * GET /sessions: the plain array when no paging is asked; with q, limit or
  * before, one page {"sessions":[...],"next":T|null}.
  */
-enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection *conn);
+enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn);
 /* PATCH /sessions/<sid> {"title": ...}. */
-enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_session_rename(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s, const struct rx_buf *body);
 /* GET /sessions/<sid>/export: the log as one document, streamed page by page. */
-enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_session_export(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s);
 /*
  * POST /sessions/import: a new session from an exported document, replayed
@@ -71,9 +71,9 @@ enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connectio
  * limits.imports_running at once; 429 past it). `body` is borrowed until the
  * park is finished: the request, which owns it, outlives its park.
  */
-enum MHD_Result api_sessions_import(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_sessions_import(struct door *srv, struct MHD_Connection *conn,
                                     const struct rx_buf *body, struct park **slot);
 /* GET /events: the sessions feed (SSE). */
-enum MHD_Result api_events(struct http_server *srv, struct MHD_Connection *conn);
+enum MHD_Result api_events(struct door *srv, struct MHD_Connection *conn);
 
 #endif

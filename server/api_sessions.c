@@ -26,7 +26,7 @@
 
 /* ---- GET /sessions ----------------------------------------------------------- */
 
-enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection *conn)
+enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn)
 {
     const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
@@ -38,12 +38,12 @@ enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection
     /* No paging asked: the whole list, as it always was (an array). */
     if (!q && !l && !b)
         return reply_json(conn, 200, session_table_list(srv->sessions));
-    if (l && (limit = http_parse_count(l)) < 1)
+    if (l && (limit = door_parse_count(l)) < 1)
         return reply_error(conn, 400, "invalid-input", "limit",
                            "'limit' must be an integer from 1 to %d", SESSION_PAGE_MAX);
     if (limit > SESSION_PAGE_MAX)
         limit = SESSION_PAGE_MAX;
-    if (b && (before = http_parse_count(b)) < 0)
+    if (b && (before = door_parse_count(b)) < 0)
         return reply_error(conn, 400, "invalid-input", "before",
                            "'before' must be a non-negative integer (an updatedAt from "
                            "the last page's 'next')");
@@ -62,14 +62,14 @@ enum MHD_Result api_sessions_list(struct http_server *srv, struct MHD_Connection
 
 /* ---- PATCH /sessions/<sid> ------------------------------------------------------- */
 
-enum MHD_Result api_session_rename(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_session_rename(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s, const struct rx_buf *body)
 {
     json_t *j, *title;
     enum MHD_Result ret;
     int err;
 
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
     if (!api__content_type_ok(conn))
         return reply_error(conn, 415, "unsupported-media-type", NULL,
@@ -189,7 +189,7 @@ static int export_head(struct export_stream *x)
  * log's read-only connection), so a long log neither sits whole in memory
  * nor holds the log's reader between pages.
  */
-enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result api_session_export(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s)
 {
     struct export_stream *x = calloc(1, sizeof(*x));
@@ -226,7 +226,7 @@ enum MHD_Result api_session_export(struct http_server *srv, struct MHD_Connectio
 
 /* ---- GET /events ----------------------------------------------------------------- */
 
-enum MHD_Result api_events(struct http_server *srv, struct MHD_Connection *conn)
+enum MHD_Result api_events(struct door *srv, struct MHD_Connection *conn)
 {
     return reply_stream(conn,
                         session_table_follow(srv->sessions, api__attach_stream, conn));

@@ -48,12 +48,12 @@ struct request {
 static size_t body_bound(struct http_server *srv, const char *uri)
 {
     static const char import[] = "/sessions/import";
-    size_t plen = strlen(srv->cfg->prefix), n = uri ? strcspn(uri, "?") : 0;
+    size_t plen = strlen(srv->door.cfg->prefix), n = uri ? strcspn(uri, "?") : 0;
 
-    if (n == plen + sizeof(import) - 1 && !strncmp(uri, srv->cfg->prefix, plen) &&
+    if (n == plen + sizeof(import) - 1 && !strncmp(uri, srv->door.cfg->prefix, plen) &&
         !strncmp(uri + plen, import, sizeof(import) - 1))
-        return __atomic_load_n(&srv->cfg->import_max, __ATOMIC_RELAXED);
-    return __atomic_load_n(&srv->cfg->body_max, __ATOMIC_RELAXED);
+        return __atomic_load_n(&srv->door.cfg->import_max, __ATOMIC_RELAXED);
+    return __atomic_load_n(&srv->door.cfg->body_max, __ATOMIC_RELAXED);
 }
 
 /*
@@ -75,29 +75,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return req;
 }
 
-/* Written by the main thread at shutdown, read by every MHD thread. */
-long long http_parse_count(const char *v)
-{
-    char *end;
-    long long n;
-
-    if (!v || !*v)
-        return -1;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    return *end || errno || n < 0 ? -1 : n;
-}
-
-bool http_server_is_stopping(const struct http_server *srv)
-{
-    return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
-}
-
 /* Each MCP server's state, by name: {"fs": {"status": "up", "error": null}}.
    A server that is down never makes the process unhealthy: it is only shown. */
 static json_t *mcp_status(struct http_server *srv)
 {
-    json_t *all = toolkit_mcp_servers(session_table_tools(srv->sessions));
+    json_t *all = toolkit_mcp_servers(session_table_tools(srv->door.sessions));
     json_t *out = json_object(), *v;
     size_t i;
 
@@ -120,7 +102,7 @@ static json_t *mcp_status(struct http_server *srv)
  */
 static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *conn)
 {
-    struct store *st = session_table_store(srv->sessions);
+    struct store *st = session_table_store(srv->door.sessions);
     struct rx_error why = {""};
     enum store_health h = st ? store_health(st, &why) : STORE_OK;
     json_t *mcp = mcp_status(srv);
@@ -129,18 +111,18 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
             ? json_pack("{s:s, s:b}", "status", "ok", "persistent", st != NULL)
             : json_pack("{s:s, s:s}", "status", store_health_name(h), "error", why.text);
 
-    struct cluster *c = __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE);
+    struct cluster *c = __atomic_load_n(&srv->door.cluster, __ATOMIC_ACQUIRE);
     bool leased = true;
     json_t *j;
 
     /* "o" steals `store` and `mcp`, even when the pack fails. */
     j = json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "status",
-                  http_server_is_stopping(srv) ? "stopping"
+                  door_is_stopping(&srv->door) ? "stopping"
                   : h != STORE_OK              ? "degraded"
                                                : "ok",
-                  "sessions", (json_int_t)session_table_count(srv->sessions), "uptimeMs",
-                  (json_int_t)(now_wall_ms() - srv->started_ms), "brain", srv->brain_name,
-                  "store", store, "mcp", mcp);
+                  "sessions", (json_int_t)session_table_count(srv->door.sessions),
+                  "uptimeMs", (json_int_t)(now_wall_ms() - srv->door.started_ms), "brain",
+                  srv->door.brain_name, "store", store, "mcp", mcp);
     /* In a cluster: this node, and whether its lease lets it own sessions. */
     if (j && c) {
         leased = cluster_healthy(c, &why);
@@ -149,7 +131,7 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
             leased ? json_pack("{s:s, s:s}", "node", cluster_url(c), "lease", "ok")
                    : json_pack("{s:s, s:s, s:s}", "node", cluster_url(c), "lease",
                                "lapsed", "error", why.text));
-        if (!leased && h == STORE_OK && !http_server_is_stopping(srv))
+        if (!leased && h == STORE_OK && !door_is_stopping(&srv->door))
             json_object_set_new(j, "status", json_string("degraded"));
     }
     return reply_json(conn, 200, j);
@@ -163,9 +145,9 @@ static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *c
 
     runtime_gauges(&fx);
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
-    if (metrics_render(&b, session_table_count(srv->sessions), sse_clients_open(),
+    if (metrics_render(&b, session_table_count(srv->door.sessions), sse_clients_open(),
                        sse_clients_dropped(), &fx) ||
-        toolkit_metrics(session_table_tools(srv->sessions), &b)) {
+        toolkit_metrics(session_table_tools(srv->door.sessions), &b)) {
         rx_buf_release(&b);
         return reply_error(conn, 500, "internal", NULL, "out of memory");
     }
@@ -202,8 +184,9 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
 static enum MHD_Result client_config(struct http_server *srv, struct MHD_Connection *conn)
 {
     return reply_json(conn, 200,
-                      json_pack("{s:s, s:b}", "apiPrefix", srv->cfg->prefix,
-                                "authRequired", *config_auth_token(srv->cfg) != '\0'));
+                      json_pack("{s:s, s:b}", "apiPrefix", srv->door.cfg->prefix,
+                                "authRequired",
+                                *config_auth_token(srv->door.cfg) != '\0'));
 }
 
 /*
@@ -212,7 +195,7 @@ static enum MHD_Result client_config(struct http_server *srv, struct MHD_Connect
  */
 static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
 {
-    const char *want = config_auth_token(srv->cfg), *got;
+    const char *want = config_auth_token(srv->door.cfg), *got;
     size_t n = strlen(want), diff = 0;
 
     if (!*want)
@@ -237,7 +220,7 @@ static enum MHD_Result park_answer(struct http_server *srv, struct MHD_Connectio
     /* The lock orders what the finishing thread wrote before park_finish. */
     pthread_mutex_lock(&p->lock);
     pthread_mutex_unlock(&p->lock);
-    return p->ops->answer(p, srv, conn);
+    return p->ops->answer(p, &srv->door, conn);
 }
 
 /* `url` is under `prefix` ("" never matches): what follows it, else NULL. */
@@ -250,55 +233,45 @@ static const char *under(const char *url, const char *prefix)
     return url + n;
 }
 
-/* 413 in the shape of the protocol the URL speaks (SPEC 4.3). */
+/* The client protocols, each under its own prefix (SPEC 4.3). */
+static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door};
+
+/* The door `url` goes through, and in *rest what follows its prefix; NULL. */
+static const struct door_ops *door_of(struct http_server *srv, const char *url,
+                                      const char **rest)
+{
+    for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++)
+        if ((*rest = under(url, doors[i]->prefix(srv->door.cfg))))
+            return doors[i];
+    return NULL;
+}
+
+/* 413 in the shape of the protocol the URL speaks. */
 static enum MHD_Result too_large(struct http_server *srv, struct MHD_Connection *conn,
                                  const char *url, size_t max)
 {
+    const struct door_ops *d;
+    const char *rest;
     char msg[96];
 
     snprintf(msg, sizeof(msg), "the body is over %zu bytes", max);
-    if (under(url, srv->cfg->oai_prefix))
-        return reply_json(conn, 413,
-                          json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg,
-                                    "type", "invalid_request_error", "param", "code",
-                                    "request_too_large"));
-    if (under(url, srv->cfg->lg_prefix))
-        return reply_json(conn, 413, json_pack("{s:s}", "detail", msg));
+    if ((d = door_of(srv, url, &rest)))
+        return d->too_large(conn, msg);
     return reply_error(conn, 413, "too-large", NULL, "%s", msg);
 }
 
 static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, struct request *req)
 {
+    const struct door_ops *d;
     const char *rest;
-    size_t plen = strlen(srv->cfg->prefix);
 
     if (req->too_big)
         return too_large(srv, conn, url, req->body.max);
-    if (!strncmp(url, srv->cfg->prefix, plen) && (url[plen] == '/' || !url[plen])) {
-        if (!authorized(srv, conn))
-            return reply_error(conn, 401, "unauthorized", NULL,
-                               "send 'Authorization: Bearer <token>'");
-        return api_route(srv, conn, method, url + plen, &req->body, &req->pending);
-    }
-    if ((rest = under(url, srv->cfg->oai_prefix))) {
-        if (!authorized(srv, conn))
-            return reply_json(conn, 401,
-                              json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
-                                        "Incorrect API key provided (the server's "
-                                        "auth.token)",
-                                        "type", "invalid_request_error", "param", "code",
-                                        "invalid_api_key"));
-        return oai_route(srv, conn, method, rest, &req->body, &req->pending);
-    }
-    if ((rest = under(url, srv->cfg->lg_prefix))) {
-        /* A browser's CORS preflight carries no credentials: lg answers it. */
-        if (strcmp(method, "OPTIONS") && !authorized(srv, conn))
-            return reply_json(conn, 401,
-                              json_pack("{s:s}", "detail",
-                                        "send 'Authorization: Bearer <token>' or "
-                                        "'X-Api-Key: <token>'"));
-        return lg_route(srv, conn, method, rest, &req->body, &req->pending);
+    if ((d = door_of(srv, url, &rest))) {
+        if (!(d->open_preflight && !strcmp(method, "OPTIONS")) && !authorized(srv, conn))
+            return d->unauthorized(conn);
+        return d->route(&srv->door, conn, method, rest, &req->body, &req->pending);
     }
     if (!strcmp(url, "/healthz"))
         return health(srv, conn);
@@ -345,9 +318,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size) {
         /* A body still incomplete well past its start (a slow trickle) is
            dropped: the idle timeout alone never fires while bytes trickle. */
-        if (now_mono_ms() - req->begun_ms > srv->cfg->idle_timeout_ms) {
+        if (now_mono_ms() - req->begun_ms > srv->door.cfg->idle_timeout_ms) {
             log_info("dropping a request whose body is still incomplete after %d ms",
-                     srv->cfg->idle_timeout_ms);
+                     srv->door.cfg->idle_timeout_ms);
             return MHD_NO;
         }
         if (!req->too_big && rx_buf_append(&req->body, upload_data, *upload_data_size))
@@ -399,10 +372,10 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     int threads;
 
     memset(srv, 0, sizeof(*srv));
-    srv->cfg = cfg;
-    srv->sessions = sessions;
-    srv->brain_name = brain_name;
-    srv->started_ms = now_wall_ms();
+    srv->door.cfg = cfg;
+    srv->door.sessions = sessions;
+    srv->door.brain_name = brain_name;
+    srv->door.started_ms = now_wall_ms();
     /* build/web is web/ plus its npm libraries; web/ alone still serves a page. */
     if (realpath(cfg->web_root, real) || realpath("web", real))
         srv->web_root = strdup(real);
@@ -451,7 +424,7 @@ void http_server_quiesce(struct http_server *srv)
      * epoll set first, and then aborts ("Failed to remove listen FD from
      * epoll set"); closing the socket here aborted the same way.
      */
-    __atomic_store_n(&srv->stopping, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&srv->door.stopping, true, __ATOMIC_RELEASE);
 }
 
 void http_server_stop(struct http_server *srv)

@@ -142,8 +142,8 @@ long long lg__query_count(struct MHD_Connection *conn, const char *key, long lon
     return *end || errno || n < 0 ? -1 : n;
 }
 
-struct session *lg__thread(struct http_server *srv, struct MHD_Connection *conn,
-                           const char *tid, enum MHD_Result *ret)
+struct session *lg__thread(struct door *srv, struct MHD_Connection *conn, const char *tid,
+                           enum MHD_Result *ret)
 {
     struct session *s = session_table_get(srv->sessions, tid);
 
@@ -164,7 +164,7 @@ static enum MHD_Result info(struct MHD_Connection *conn)
 }
 
 /* The one assistant: the server's agent, graph "agent". */
-static json_t *assistant(struct http_server *srv)
+static json_t *assistant(struct door *srv)
 {
     char at[LG_ISO_LEN];
 
@@ -197,8 +197,7 @@ static bool contains(json_t *have, json_t *want)
 }
 
 /* POST /assistants/search and /assistants/count: the one, when it matches. */
-static enum MHD_Result assistants_search(struct http_server *srv,
-                                         struct MHD_Connection *conn,
+static enum MHD_Result assistants_search(struct door *srv, struct MHD_Connection *conn,
                                          const struct rx_buf *body, bool count)
 {
     enum MHD_Result ret;
@@ -227,9 +226,9 @@ static enum MHD_Result assistants_search(struct http_server *srv,
     return lg__reply(conn, 200, json_pack("[o]", a), NULL);
 }
 
-static enum MHD_Result assistants_route(struct http_server *srv,
-                                        struct MHD_Connection *conn, const char *method,
-                                        const char *path, const struct rx_buf *body)
+static enum MHD_Result assistants_route(struct door *srv, struct MHD_Connection *conn,
+                                        const char *method, const char *path,
+                                        const struct rx_buf *body)
 {
     const char *id = path + 1, *rest;
     char aid[64];
@@ -284,9 +283,9 @@ static const char *segment(const char *path, const char *word)
     return path + n;
 }
 
-enum MHD_Result lg_route(struct http_server *srv, struct MHD_Connection *conn,
-                         const char *method, const char *path, const struct rx_buf *body,
-                         struct park **slot)
+static enum MHD_Result lg_route(struct door *srv, struct MHD_Connection *conn,
+                                const char *method, const char *path,
+                                const struct rx_buf *body, struct park **slot)
 {
     const char *rest;
 
@@ -321,3 +320,23 @@ void lg_shutdown(void)
     lg_run_shutdown();
     lg_threads_shutdown();
 }
+
+static const char *lg_prefix(const struct config *cfg)
+{
+    return cfg->lg_prefix;
+}
+
+static enum MHD_Result lg_unauthorized(struct MHD_Connection *conn)
+{
+    return lg__detail(conn, 401,
+                      "send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'");
+}
+
+static enum MHD_Result lg_too_large(struct MHD_Connection *conn, const char *why)
+{
+    return lg__detail(conn, 413, "%s", why);
+}
+
+/* A browser's CORS preflight carries no credentials: the route answers it. */
+const struct door_ops lg_door = {"langgraph",     lg_prefix,    lg_route,
+                                 lg_unauthorized, lg_too_large, true};

@@ -14,13 +14,12 @@
 
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/park.h"
 #include "state_machine/rx_buf.h"
 
-enum MHD_Result lg_route(struct http_server *srv, struct MHD_Connection *conn,
-                         const char *method, const char *path, const struct rx_buf *body,
-                         struct park **slot);
+/* The door of the LangGraph API (server/door), under its prefix; see above. */
+extern const struct door_ops lg_door;
 /*
  * A session left the table (session_env.removed): its thread's metadata and
  * run records go too, however it was deleted (the native API, retention).

@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/park.h"
 #include "server/session.h"
 #include "state_machine/rx_buf.h"
@@ -54,13 +54,13 @@ long long lg__query_count(struct MHD_Connection *conn, const char *key, long lon
  * The session behind thread `tid` (NEW reference), or NULL with 404
  * answered in *ret.
  */
-struct session *lg__thread(struct http_server *srv, struct MHD_Connection *conn,
-                           const char *tid, enum MHD_Result *ret);
+struct session *lg__thread(struct door *srv, struct MHD_Connection *conn, const char *tid,
+                           enum MHD_Result *ret);
 
 /* ---- lg_threads.c ---- */
 
 /* /threads, /threads/search and /threads/<tid>[/state|/history...]. */
-enum MHD_Result lg_threads_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
                                  const char *method, const char *path,
                                  const struct rx_buf *body);
 /* NEW: a thread's metadata: {"graph_id","assistant_id"} under what clients set. */
@@ -84,14 +84,14 @@ enum MHD_Result lg__reply_thread(struct MHD_Connection *conn, struct session *s)
 /* The seq of the thread's newest input (its checkpoint). 0, -ENOENT, -ENOMEM. */
 int lg__thread_seq(struct session *s, int64_t *seq);
 /* /threads/<tid>/state, /state/<checkpoint>, /state/checkpoint, /history. */
-enum MHD_Result lg__state_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg__state_route(struct door *srv, struct MHD_Connection *conn,
                                 const char *method, struct session *s, const char *rest,
                                 const struct rx_buf *body);
 
 /* ---- lg_runs.c ---- */
 
 /* /threads/<tid>/runs[...]: `rest` is what follows "/runs". */
-enum MHD_Result lg_runs_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
                               const char *method, const char *tid, const char *rest,
                               const struct rx_buf *body, struct park **slot);
 

@@ -42,7 +42,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/park.h"
 #include "server/run.h"
 #include "state_machine/rx_common.h"
@@ -123,7 +123,7 @@ enum lg_wait_kind {
  * 503 when the server is stopping. `location` (borrowed, may be NULL) is
  * sent as Content-Location.
  */
-enum MHD_Result lg_run_wait(struct lg_run *lr, struct http_server *srv,
+enum MHD_Result lg_run_wait(struct lg_run *lr, struct door *srv,
                             struct MHD_Connection *conn, enum lg_wait_kind kind,
                             const char *location, struct park **slot);
 

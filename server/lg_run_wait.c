@@ -23,7 +23,7 @@ struct lg_watch {
     struct lg_run *lr;
 };
 
-static enum MHD_Result watch_answer(struct park *p, struct http_server *srv,
+static enum MHD_Result watch_answer(struct park *p, struct door *srv,
                                     struct MHD_Connection *conn)
 {
     (void)p;
@@ -170,7 +170,7 @@ static enum MHD_Result waiter_reply(struct lg_waiter *w, struct MHD_Connection *
     return lg__reply(conn, 200, j, w->location);
 }
 
-static enum MHD_Result waiter_answer(struct park *p, struct http_server *srv,
+static enum MHD_Result waiter_answer(struct park *p, struct door *srv,
                                      struct MHD_Connection *conn)
 {
     (void)srv;
@@ -200,7 +200,7 @@ static void waiter_release(struct park *p)
 
 static const struct park_ops waiter_ops = {waiter_answer, waiter_release};
 
-enum MHD_Result lg_run_wait(struct lg_run *lr, struct http_server *srv,
+enum MHD_Result lg_run_wait(struct lg_run *lr, struct door *srv,
                             struct MHD_Connection *conn, enum lg_wait_kind kind,
                             const char *location, struct park **slot)
 {
@@ -218,7 +218,7 @@ enum MHD_Result lg_run_wait(struct lg_run *lr, struct http_server *srv,
     w->lr = lr;
     park_init(&w->park, &waiter_ops, conn);
     park_enter();
-    if (http_server_is_stopping(srv)) {
+    if (door_is_stopping(srv)) {
         park_leave();
         waiter_unref(w);
         return lg__detail(conn, 503, "the server is stopping");

@@ -227,7 +227,7 @@ static json_t *kwargs_of(json_t *q, const struct ask *a)
 enum how { HOW_BACKGROUND, HOW_STREAM, HOW_WAIT };
 
 /* POST runs, runs/stream, runs/wait. */
-static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
                               const char *tid, const struct rx_buf *body, enum how how,
                               struct park **slot)
 {
@@ -306,7 +306,7 @@ out:
 /* Last-Event-ID as a frame id; -1 (replay all) when absent or not one. */
 static int64_t last_event_id(struct MHD_Connection *conn)
 {
-    return http_parse_count(
+    return door_parse_count(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID"));
 }
 
@@ -318,7 +318,7 @@ static bool query_true(struct MHD_Connection *conn, const char *key)
 }
 
 /* POST runs/<rid>/cancel?wait=0|1&action=interrupt|rollback. */
-static enum MHD_Result cancel(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result cancel(struct door *srv, struct MHD_Connection *conn,
                               struct lg_run *lr, const char *location, struct park **slot)
 {
     const char *action =
@@ -333,7 +333,7 @@ static enum MHD_Result cancel(struct http_server *srv, struct MHD_Connection *co
 }
 
 /* One run's routes: `rest` follows /runs/<rid>. */
-static enum MHD_Result run_route(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result run_route(struct door *srv, struct MHD_Connection *conn,
                                  const char *method, struct lg_run *lr, const char *tid,
                                  const char *rest, struct park **slot)
 {
@@ -367,7 +367,7 @@ static enum MHD_Result run_route(struct http_server *srv, struct MHD_Connection 
     return lg__detail(conn, 405, "Method Not Allowed");
 }
 
-enum MHD_Result lg_runs_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
                               const char *method, const char *tid, const char *rest,
                               const struct rx_buf *body, struct park **slot)
 {

@@ -245,7 +245,7 @@ static int64_t checkpoint_seq(const char *cid)
 
 /* The ThreadState as of input `seq` (< 0 or the current one: now). */
 /* The ThreadState as of input `seq` (<= top), replayed from the log. */
-static json_t *old_state(struct http_server *srv, struct session *s, int64_t seq,
+static json_t *old_state(struct door *srv, struct session *s, int64_t seq,
                          int64_t created_at, int *err)
 {
     struct store *st = session_table_store(srv->sessions);
@@ -266,8 +266,8 @@ static json_t *old_state(struct http_server *srv, struct session *s, int64_t seq
 }
 
 /* The ThreadState as of input `seq` (< 0: now); *top and *created: the thread's. */
-static json_t *state_at(struct http_server *srv, struct session *s, int64_t seq,
-                        int64_t *top, int64_t *created, int *err)
+static json_t *state_at(struct door *srv, struct session *s, int64_t seq, int64_t *top,
+                        int64_t *created, int *err)
 {
     struct view v;
     json_t *j;
@@ -287,7 +287,7 @@ static json_t *state_at(struct http_server *srv, struct session *s, int64_t seq,
     return old_state(srv, s, seq, *created, err);
 }
 
-static enum MHD_Result reply_state(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result reply_state(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s, int64_t seq)
 {
     int64_t top, created;
@@ -307,7 +307,7 @@ static enum MHD_Result reply_state(struct http_server *srv, struct MHD_Connectio
  * down, one per input, `limit` of them (at most LG_HISTORY_MAX: each older
  * one is replayed from the log). Without a log, only the current state.
  */
-static enum MHD_Result history(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result history(struct door *srv, struct MHD_Connection *conn,
                                struct session *s, long long limit, int64_t before)
 {
     json_t *out = json_array(), *j;
@@ -343,7 +343,7 @@ fail:
 }
 
 /* POST /threads/<tid>/history {limit, before: {checkpoint_id}, checkpoint}. */
-static enum MHD_Result history_post(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result history_post(struct door *srv, struct MHD_Connection *conn,
                                     struct session *s, const struct rx_buf *body)
 {
     enum MHD_Result ret;
@@ -371,7 +371,7 @@ static enum MHD_Result history_post(struct http_server *srv, struct MHD_Connecti
     return history(srv, conn, s, limit, at);
 }
 
-enum MHD_Result lg__state_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg__state_route(struct door *srv, struct MHD_Connection *conn,
                                 const char *method, struct session *s, const char *rest,
                                 const struct rx_buf *body)
 {

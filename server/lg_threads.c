@@ -153,7 +153,7 @@ enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char
 }
 
 /* POST /threads {thread_id?, metadata?, if_exists?}. */
-static enum MHD_Result create(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
                               const struct rx_buf *body)
 {
     enum MHD_Result ret;
@@ -213,7 +213,7 @@ static int by_key(const void *a, const void *b, void *desc)
 }
 
 /* Keep `e` (a sessions-list entry) when it passes the search's filters. */
-static bool passes(struct http_server *srv, json_t *e, json_t *q)
+static bool passes(struct door *srv, json_t *e, json_t *q)
 {
     const char *id = json_string_value(json_object_get(e, "id"));
     json_t *ids = json_object_get(q, "ids"), *want = json_object_get(q, "metadata"), *v;
@@ -246,7 +246,7 @@ static bool passes(struct http_server *srv, json_t *e, json_t *q)
 }
 
 /* POST /threads/search: the sessions as threads, filtered, sorted and paged. */
-static enum MHD_Result search(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result search(struct door *srv, struct MHD_Connection *conn,
                               const struct rx_buf *body)
 {
     enum MHD_Result ret;
@@ -339,7 +339,7 @@ out:
 }
 
 /* PATCH /threads/<tid> {"metadata": {...}}: merged into the thread's. */
-static enum MHD_Result patch(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result patch(struct door *srv, struct MHD_Connection *conn,
                              struct session *s, const struct rx_buf *body)
 {
     size_t max = __atomic_load_n(&srv->cfg->lg_metadata_max, __ATOMIC_RELAXED);
@@ -361,7 +361,7 @@ static enum MHD_Result patch(struct http_server *srv, struct MHD_Connection *con
     return ret;
 }
 
-static enum MHD_Result delete_thread(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result delete_thread(struct door *srv, struct MHD_Connection *conn,
                                      const char *tid)
 {
     int err = session_table_delete(srv->sessions, tid);
@@ -374,7 +374,7 @@ static enum MHD_Result delete_thread(struct http_server *srv, struct MHD_Connect
 }
 
 /* POST /threads/<tid>/copy: a new thread from the whole log (a fork). */
-static enum MHD_Result copy(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
                             struct session *s)
 {
     struct session *fork = NULL;
@@ -399,7 +399,7 @@ static enum MHD_Result copy(struct http_server *srv, struct MHD_Connection *conn
 }
 
 /* One thread's routes: `rest` follows /threads/<tid>. */
-static enum MHD_Result thread_route(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result thread_route(struct door *srv, struct MHD_Connection *conn,
                                     const char *method, struct session *s,
                                     const char *rest, const struct rx_buf *body)
 {
@@ -423,7 +423,7 @@ static enum MHD_Result thread_route(struct http_server *srv, struct MHD_Connecti
     return lg__detail(conn, 405, "Method Not Allowed");
 }
 
-enum MHD_Result lg_threads_route(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
                                  const char *method, const char *path,
                                  const struct rx_buf *body)
 {

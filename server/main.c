@@ -508,7 +508,7 @@ int main(int argc, char **argv)
             http_server_stop(&srv);
             goto out_release;
         }
-        __atomic_store_n(&srv.cluster, cluster, __ATOMIC_RELEASE);
+        __atomic_store_n(&srv.door.cluster, cluster, __ATOMIC_RELEASE);
         reply_set_node(cluster_url(cluster));
     }
     pinger.interval_ms = cfg.sse_ping_ms;

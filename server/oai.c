@@ -120,7 +120,7 @@ static enum MHD_Result not_allowed(struct MHD_Connection *conn, const char *allo
 
 /* ---- models ------------------------------------------------------------------ */
 
-static enum MHD_Result models(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result models(struct door *srv, struct MHD_Connection *conn,
                               const char *id)
 {
     const struct config *cfg = srv->cfg;
@@ -185,7 +185,7 @@ static enum MHD_Result made_error(struct MHD_Connection *conn, int err)
  * itself while it is where the answer left it, else a fork of it at that
  * point. NULL when there is none (or the fork is impossible: no log).
  */
-static struct session *continued(struct http_server *srv, const struct oai_fp *hist)
+static struct session *continued(struct door *srv, const struct oai_fp *hist)
 {
     struct oai_memo_entry e;
     struct session *s, *fork = NULL;
@@ -210,7 +210,7 @@ static struct session *continued(struct http_server *srv, const struct oai_fp *h
 }
 
 /* A new session holding the request's history. 0 and *out, or a negative errno. */
-static int import_history(struct http_server *srv, const struct oai_request *req,
+static int import_history(struct door *srv, const struct oai_request *req,
                           const char *system, struct session **out)
 {
     struct session_import_error ie;
@@ -250,7 +250,7 @@ static int make_inputs(const struct oai_request *req, const char *system,
     return 0;
 }
 
-static enum MHD_Result chat(struct http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result chat(struct door *srv, struct MHD_Connection *conn,
                             const struct rx_buf *body, struct park **slot)
 {
     const struct config *cfg = srv->cfg;
@@ -268,7 +268,7 @@ static enum MHD_Result chat(struct http_server *srv, struct MHD_Connection *conn
     int err;
 
     pthread_once(&memo_once, memo_init_once);
-    if (http_server_is_stopping(srv))
+    if (door_is_stopping(srv))
         return fail(conn, 503, "server_error", NULL, NULL, "the server is stopping");
     if (oai_request_parse(body->data, body->len, (const char *const *)cfg->oai_models,
                           cfg->n_oai_models, &req, &e))
@@ -317,9 +317,9 @@ out_release:
 
 /* ---- routes ------------------------------------------------------------------ */
 
-enum MHD_Result oai_route(struct http_server *srv, struct MHD_Connection *conn,
-                          const char *method, const char *path, const struct rx_buf *body,
-                          struct park **slot)
+static enum MHD_Result oai_route(struct door *srv, struct MHD_Connection *conn,
+                                 const char *method, const char *path,
+                                 const struct rx_buf *body, struct park **slot)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), plain = true;
     char msg[160];
@@ -338,3 +338,22 @@ enum MHD_Result oai_route(struct http_server *srv, struct MHD_Connection *conn,
              plain ? path : "(a path that is not plain ASCII)");
     return fail(conn, 404, "invalid_request_error", NULL, "unknown_url", msg);
 }
+
+static const char *oai_prefix(const struct config *cfg)
+{
+    return cfg->oai_prefix;
+}
+
+static enum MHD_Result oai_unauthorized(struct MHD_Connection *conn)
+{
+    return fail(conn, 401, "invalid_request_error", NULL, "invalid_api_key",
+                "Incorrect API key provided (the server's auth.token)");
+}
+
+static enum MHD_Result oai_too_large(struct MHD_Connection *conn, const char *why)
+{
+    return fail(conn, 413, "invalid_request_error", NULL, "request_too_large", why);
+}
+
+const struct door_ops oai_door = {"openai",         oai_prefix,    oai_route,
+                                  oai_unauthorized, oai_too_large, false};

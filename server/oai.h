@@ -14,13 +14,12 @@
 
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/park.h"
 #include "state_machine/rx_buf.h"
 
-enum MHD_Result oai_route(struct http_server *srv, struct MHD_Connection *conn,
-                          const char *method, const char *path, const struct rx_buf *body,
-                          struct park **slot);
+/* The door of the OpenAI-compatible API (server/door), under its prefix; see above. */
+extern const struct door_ops oai_door;
 /* Free what the module keeps between requests (at shutdown, after the HTTP server). */
 void oai_shutdown(void);
 

@@ -393,7 +393,7 @@ static const struct run_ops chat_run_ops = {
     .ended = on_ended,
 };
 
-static enum MHD_Result chat_answer(struct park *p, struct http_server *srv,
+static enum MHD_Result chat_answer(struct park *p, struct door *srv,
                                    struct MHD_Connection *conn)
 {
     struct oai_chat *c = (struct oai_chat *)((char *)p - offsetof(struct oai_chat, park));
@@ -430,7 +430,7 @@ static const struct park_ops chat_park_ops = {
     .release = chat_release,
 };
 
-static struct oai_chat *chat_create(struct http_server *srv, struct session *s,
+static struct oai_chat *chat_create(struct door *srv, struct session *s,
                                     struct oai_memo *memo, const struct oai_request *req,
                                     const struct oai_fp *fp)
 {
@@ -486,9 +486,9 @@ static enum MHD_Result start_error(struct MHD_Connection *conn, int err)
     return oai__reply_error(conn, &e, NULL);
 }
 
-static enum MHD_Result start_streaming(struct http_server *srv,
-                                       struct MHD_Connection *conn, struct oai_chat *c,
-                                       struct session *s, struct rx_input *in, size_t n)
+static enum MHD_Result start_streaming(struct door *srv, struct MHD_Connection *conn,
+                                       struct oai_chat *c, struct session *s,
+                                       struct rx_input *in, size_t n)
 {
     size_t qmax = (size_t)srv->cfg->sse_queue_max;
     struct MHD_Response *resp = NULL;
@@ -528,7 +528,7 @@ static enum MHD_Result start_streaming(struct http_server *srv,
     return reply_stream(conn, resp);
 }
 
-enum MHD_Result oai__chat_start(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result oai__chat_start(struct door *srv, struct MHD_Connection *conn,
                                 struct session *s, struct oai_memo *memo,
                                 const struct oai_request *req, const struct oai_fp *fp,
                                 struct rx_input *in, size_t n, struct park **slot)
@@ -549,7 +549,7 @@ enum MHD_Result oai__chat_start(struct http_server *srv, struct MHD_Connection *
     park_init(&c->park, &chat_park_ops, conn);
     c->refs = 2; /* the callbacks' and the request's */
     park_enter();
-    if (http_server_is_stopping(srv)) {
+    if (door_is_stopping(srv)) {
         for (size_t i = 0; i < n; i++)
             rx_input_release(&in[i]);
         err = -ESHUTDOWN;

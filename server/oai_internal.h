@@ -11,7 +11,7 @@
 
 #include <microhttpd.h>
 
-#include "server/http.h"
+#include "server/door.h"
 #include "server/oai_memo.h"
 #include "server/oai_wire.h"
 #include "server/park.h"
@@ -34,7 +34,7 @@ enum MHD_Result oai__reply_buf(struct MHD_Connection *conn, unsigned status,
  * one chat.completion. When the run ends, the conversation (the request's
  * messages, fingerprinted in `fp`, and the answer) is remembered in `memo`.
  */
-enum MHD_Result oai__chat_start(struct http_server *srv, struct MHD_Connection *conn,
+enum MHD_Result oai__chat_start(struct door *srv, struct MHD_Connection *conn,
                                 struct session *s, struct oai_memo *memo,
                                 const struct oai_request *req, const struct oai_fp *fp,
                                 struct rx_input *in, size_t n, struct park **slot);

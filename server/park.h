@@ -12,7 +12,7 @@
  *
  * Shutdown: MHD_stop_daemon aborts with a suspended connection, so every
  * request that may suspend is counted (park_enter) before it checks
- * http_server_is_stopping, and the server waits (park_drain) until none is
+ * door_is_stopping, and the server waits (park_drain) until none is
  * left before it stops the daemon.
  *
  * Depends on libmicrohttpd only. Locks: a park's lock is a leaf.
@@ -30,12 +30,12 @@
 
 #include <microhttpd.h>
 
-struct http_server;
+struct door;
 struct park;
 
 struct park_ops {
     /* Queue the answer on the resumed `conn`. */
-    enum MHD_Result (*answer)(struct park *p, struct http_server *srv,
+    enum MHD_Result (*answer)(struct park *p, struct door *srv,
                               struct MHD_Connection *conn);
     /* The request is over (answered, or the client went away). */
     void (*release)(struct park *p);

@@ -1,0 +1,64 @@
+/*
+ * door - a client protocol's way into the server, and what its routes are
+ * given. Each protocol (the native API, OpenAI's /v1, LangGraph's) is one
+ * `struct door_ops` under its own configurable prefix. The HTTP server
+ * (server/http) sends a request to the door whose prefix it is under, and
+ * answers a refusal it makes before the door sees the request (no
+ * credentials, a body too large) in that door's own error shape. Routes are
+ * given `struct door`, the parts of the server every protocol shares, never
+ * the HTTP server itself: the protocols do not depend on server/http, and
+ * server/http knows them only through their tables.
+ *
+ * Depends on libmicrohttpd, server/config, server/park and state_machine/rx_buf;
+ * the session table and the cluster are only named.
+ * Ownership: struct door is embedded in the HTTP server, which owns it and
+ * everything it points to; a route borrows it for the request. The body a
+ * route is given is borrowed; a route that parks the request stores its
+ * park in *pending (the HTTP server ends and releases it).
+ */
+#ifndef DOOR_H
+#define DOOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "server/config.h"
+#include "server/park.h"
+#include "state_machine/rx_buf.h"
+
+struct cluster;
+struct session_table;
+
+struct door {
+    const struct config *cfg;
+    struct session_table *sessions;
+    const char *brain_name;
+    int64_t started_ms;
+    bool stopping;           /* set once at shutdown; read with door_is_stopping */
+    struct cluster *cluster; /* NULL: one node alone; set once, read atomically */
+};
+
+/* True once the server began to stop (any thread may ask): routes answer 503. */
+bool door_is_stopping(const struct door *d);
+/* A non-negative decimal integer (a query value, Last-Event-ID), or -1. */
+long long door_parse_count(const char *v);
+
+struct door_ops {
+    const char *name;
+    /* Its prefix, read from the config at each request: "" turns it off. */
+    const char *(*prefix)(const struct config *cfg);
+    /* A request under the prefix; `path` is what follows it ("" or "/..."). */
+    enum MHD_Result (*route)(struct door *d, struct MHD_Connection *conn,
+                             const char *method, const char *path,
+                             const struct rx_buf *body, struct park **pending);
+    /* The 401 for a request without the right credentials. */
+    enum MHD_Result (*unauthorized)(struct MHD_Connection *conn);
+    /* The 413 for a body over the bound, with `why` to say so. */
+    enum MHD_Result (*too_large)(struct MHD_Connection *conn, const char *why);
+    /* OPTIONS goes to the route without credentials (a CORS preflight has none). */
+    bool open_preflight;
+};
+
+#endif
