@@ -2,6 +2,11 @@
  * loadgen - the load generator of bench/run.sh: one epoll loop, non-blocking
  * sockets, HTTP/1.1 keep-alive, only ever 127.0.0.1.
  *
+ * One piece on purpose (past the 700 lines a file may have): a standalone
+ * program the benchmarks build on its own, whose every mode below is a way
+ * of driving the one connection loop; split, the loop's state would be
+ * shared across files for no reader's gain.
+ *
  *   loadgen post   PORT CONNS SECS SESSIONS
  *       CONNS closed-loop connections POST user-send-message inputs for SECS
  *       seconds after a 0.5 s warm-up. SESSIONS > 0: that many sessions are
