@@ -233,14 +233,7 @@ int lg__thread_seq(struct session *s, int64_t *seq)
 /* A checkpoint id: the seq of an input, in decimal. -1 when it is not one. */
 static int64_t checkpoint_seq(const char *cid)
 {
-    char *end;
-    long long n;
-
-    if (!cid || !*cid)
-        return -1;
-    errno = 0;
-    n = strtoll(cid, &end, 10);
-    return *end || errno || n < 0 ? -1 : n;
+    return door_parse_count(cid);
 }
 
 /* The ThreadState as of input `seq` (< 0 or the current one: now). */

@@ -35,18 +35,10 @@ static void stop(void)
     itest_server_stop(&srv);
 }
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait until the three gauges read running/waiting/draining; false after WAIT_MS. */
 static bool gauges_become(long running, long waiting, long draining)
 {
-    long long end = mono_ms() + WAIT_MS;
+    long end = itest_now_ms() + WAIT_MS;
     long r, w, d;
 
     do {
@@ -57,7 +49,7 @@ static bool gauges_become(long running, long waiting, long draining)
             return true;
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
-    } while (mono_ms() < end);
+    } while (itest_now_ms() < end);
     fprintf(stderr, "check_metrics: gauges %ld/%ld/%ld, wanted %ld/%ld/%ld\n", r, w, d,
             running, waiting, draining);
     return false;
