@@ -40,13 +40,15 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS)
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm
 
-# The layers (docs/ARCHITECTURE.md): state_machine <- effects <- server, and
-# state_machine <- graph. libreflexor.a is the embeddable part: all but server/.
+# The layers (docs/ARCHITECTURE.md): state_machine <- base <- graph | effects <-
+# server. libreflexor.a is the embeddable part: all but server/ (base/ is
+# internal to it: the clock, ids and deadlines graph/ and effects/ share).
 SM_SRC   := $(wildcard state_machine/*.c)
+BASE_SRC := $(wildcard base/*.c)
 GRAPH_SRC := $(wildcard graph/*.c)
 FX_SRC   := $(wildcard effects/*.c)
 SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(GRAPH_SRC) $(FX_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(BASE_SRC) $(GRAPH_SRC) $(FX_SRC))
 SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
 
 # tests/: unit/ (Check, in-process), integration/ (the real binary over HTTP),
@@ -167,7 +169,7 @@ fuzz:
 	  -artifact_prefix=build/fuzz/ \
 	  build/fuzz/corpus
 
-FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
+FORMAT_FILES = $(wildcard state_machine/*.[ch] base/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
                  tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -177,6 +179,7 @@ format-check:
 
 # state_machine/ stays pure (SPEC section 1): no header from another layer or
 # library but jansson, and no pthread, uuid, clock, socket or file symbol.
+# base/ includes nothing above it (graph/, effects/, server/).
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
 

@@ -18,7 +18,7 @@
 #include "effects/mcp_http.h"
 #include "effects/mcp_rpc.h"
 #include "effects/mcp_stdio.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "state_machine/rx_json.h"
 
 #define BACKOFF_FIRST_MS 500

@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit_result.h"
 #include "state_machine/rx_buf.h"
 

@@ -43,7 +43,7 @@
  * under valgrind each supervisor, as a fork that never execs, reports the
  * server's heap at its exit: run with --child-silent-after-fork=yes.
  *
- * Depends on Linux (prctl, /proc, close_range, getdents64), effects/now
+ * Depends on Linux (prctl, /proc, close_range, getdents64), base/now
  * (deadlines) and effects/toolkit_result; nothing from server/ or
  * state_machine/ but rx_buf and rx_common.
  * Threads: any number of runs may go on at once. The parent's descriptors

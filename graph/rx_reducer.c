@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/rx_uuid.h"
+#include "base/idgen.h"
 
 #include "state_machine/rx_alloc.h"
 
@@ -68,7 +68,7 @@ static int uuid_next(void *ctx, char out[RX_REDUCER_ID_LEN])
 {
     (void)ctx;
     _Static_assert(RX_REDUCER_ID_LEN >= RX_UUID_LEN, "a UUID must fit an id");
-    rx_uuid_new(out);
+    idgen_uuid(out);
     return 0;
 }
 

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 
 /* ---- connections ------------------------------------------------------------------ */
 

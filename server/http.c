@@ -13,7 +13,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit.h"
 #include "server/api.h"
 #include "server/cluster.h"

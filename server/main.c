@@ -16,7 +16,7 @@
 #include "effects/brain_builtin.h"
 #include "effects/brain_openai.h"
 #include "effects/toolkit.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/lg.h"

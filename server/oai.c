@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/reply.h"
 #include "server/session.h"
 #include "server/session_import.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "server/event.h"
 #include "effects/log.h"

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/event.h"
 #include "server/session_internal.h"
 

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit.h"
 #include "server/config.h"
 #include "server/event.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
-#include "effects/now.h"
+#include "base/idgen.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "effects/log.h"
 #include "server/event.h"
