@@ -312,12 +312,9 @@ static void *pinger_main(void *arg)
     pthread_mutex_lock(&p->lock);
     p->next_ping_ms = now_mono_ms() + p->interval_ms;
     while (!p->stop) {
-        struct timespec ts;
+        struct timespec ts =
+            now_deadline(CLOCK_REALTIME, HOUSEKEEPING_TICK_MS * NOW_NS_PER_MS);
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += HOUSEKEEPING_TICK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
         if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT && !p->stop) {
             pthread_mutex_unlock(&p->lock);
             housekeeping(p);

@@ -8,6 +8,7 @@
  */
 #include "server/pgstore.h"
 #include "server/pgstore_internal.h"
+#include "base/now.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -381,12 +382,9 @@ static void commit_batch(struct pgstore *pg, struct store_write **v, size_t n)
 static void wait_for_writes(struct pgstore *pg)
 {
     while (!pg->head && !pg->stopping) {
-        struct timespec until;
+        struct timespec until =
+            now_deadline(CLOCK_REALTIME, PGSTORE_IDLE_CHECK_MS * NOW_NS_PER_MS);
 
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += PGSTORE_IDLE_CHECK_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
         if (pthread_cond_timedwait(&pg->queued_cond, &pg->qlock, &until) == 0 ||
             pg->head || pg->stopping)
             continue;

@@ -9,6 +9,7 @@
 #include "server/store.h"
 #include "server/store_internal.h"
 #include "server/pgstore.h"
+#include "base/now.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -409,10 +410,7 @@ static void gather(struct store *st, size_t want, int64_t last_commit_ns)
         return;
     if (wait_ns > STORE_GATHER_MAX_NS)
         wait_ns = STORE_GATHER_MAX_NS;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)wait_ns;
-    until.tv_sec += until.tv_nsec / 1000000000;
-    until.tv_nsec %= 1000000000;
+    until = now_deadline(CLOCK_REALTIME, wait_ns);
     st->wake_at = want;
     while (st->queued < want && !st->stopping &&
            pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) == 0)
@@ -445,10 +443,7 @@ static void wait_for_writes(struct store *st, bool *index_due)
             pthread_cond_wait(&st->queued_cond, &st->qlock);
             continue;
         }
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += STORE_INDEX_IDLE_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
+        until = now_deadline(CLOCK_REALTIME, STORE_INDEX_IDLE_MS * NOW_NS_PER_MS);
         if (pthread_cond_timedwait(&st->queued_cond, &st->qlock, &until) != ETIMEDOUT ||
             st->head || st->stopping)
             continue;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/now.h"
 #include "effects/sse_parse.h"
 
 extern char **environ;
@@ -655,24 +656,10 @@ static bool event_matches(json_t *data, void *arg)
            !strcmp(json_string_value(json_object_get(data, m->key)), m->value);
 }
 
-static struct timespec deadline_in(int timeout_ms)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 int itest_sse_wait_for(struct itest_sse *e, size_t from, bool (*pred)(json_t *, void *),
                        void *arg, int timeout_ms)
 {
-    struct timespec ts = deadline_in(timeout_ms);
+    struct timespec ts = now_deadline(CLOCK_REALTIME, timeout_ms * NOW_NS_PER_MS);
     int found = -1;
 
     pthread_mutex_lock(&e->lock);
