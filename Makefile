@@ -58,7 +58,7 @@ UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/unit/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps run test check integration nginx-test bench valgrind fuzz format format-check \
-        layer-check clean
+        layer-check signal-safe-check clean
 .DEFAULT_GOAL := all
 
 INTEG    := $(BUILD)/tests/check_integration
@@ -132,7 +132,7 @@ nginx-test: $(BUILD)/reflexor
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
 test: deps
-	$(MAKE) format-check layer-check
+	$(MAKE) format-check layer-check signal-safe-check
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
 	$(MAKE) valgrind
@@ -182,6 +182,11 @@ format-check:
 # base/ includes nothing above it (graph/, effects/, server/).
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
+
+# The command tools' supervisor is a fork of the multi-threaded server that
+# never execs: it may call only async-signal-safe functions (nm -u, allowlist).
+signal-safe-check: $(BUILD)/effects/toolkit_supervisor.o
+	@scripts/signal_safe_check.sh $^
 
 clean:
 	rm -rf build
