@@ -22,11 +22,17 @@ WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
 PKGS    := libmicrohttpd jansson uuid libcurl sqlite3 libpq
 OPT     ?= -O2 -g
 
+comma   := ,
+
 # BUILD_ROOT=build/x keeps a second tree of objects apart (two builds at once).
 BUILD_ROOT ?= build
 ifdef SANITIZE
 BUILD   := $(BUILD_ROOT)/san
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The allocation-failure switch (base/fail_alloc.h: RX_FAIL_ALLOC=N): the
+# server's own allocations go through counting wraps, in this build only.
+FAIL_ALLOC_CFLAGS := -DRX_FAIL_ALLOC
+FAIL_ALLOC_LDFLAGS := $(addprefix -Wl$(comma)--wrap=,malloc calloc realloc strdup strndup asprintf)
 else
 BUILD   := $(BUILD_ROOT)
 SANFLAGS :=
@@ -36,7 +42,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) check 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) $(FAIL_ALLOC_CFLAGS) -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm
 
@@ -73,7 +79,7 @@ $(BUILD)/libreflexor.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libreflexor.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) $(FAIL_ALLOC_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)

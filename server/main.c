@@ -16,6 +16,7 @@
 #include "effects/brain_builtin.h"
 #include "effects/brain_openai.h"
 #include "effects/toolkit.h"
+#include "base/fail_alloc.h"
 #include "base/now.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -305,6 +306,17 @@ static void housekeeping(struct pinger *p)
     sweep_if_due(p);
 }
 
+/* RX_FAIL_ALLOC (sanitizer build): stop counting, and say what was counted. */
+static void log_fail_alloc(void)
+{
+    bool failed = false;
+    long n = fail_alloc_disarm(&failed);
+
+    if (n >= 0)
+        log_info("fail-alloc: %ld allocations while serving; the one chosen %s", n,
+                 failed ? "failed" : "never came");
+}
+
 static void *pinger_main(void *arg)
 {
     struct pinger *p = arg;
@@ -518,6 +530,7 @@ int main(int argc, char **argv)
     printf("Reflexor listening on http://%s:%d/ (brain: %s)\n", cfg.listen_host, srv.port,
            cfg.brain);
     fflush(stdout);
+    fail_alloc_arm(); /* RX_FAIL_ALLOC: what is tested is serving, not starting */
 
     while (!sigwait(&sigs, &sig) && sig != SIGINT && sig != SIGTERM) {
         if (sig == SIGHUP)
@@ -527,6 +540,7 @@ int main(int argc, char **argv)
                      strsignal(sig));
     }
     log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_fail_alloc();
     /* Stop taking work, stop the work, end the streams, then close. */
     http_server_quiesce(&srv);
     session_table_cancel_all(sessions);
