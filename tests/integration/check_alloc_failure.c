@@ -13,10 +13,11 @@
  * The walk. A run allocates some thousands of times and each N is a server
  * start (node included), so not every N is tried: those of walk[] below,
  * every one up to 8 and then about half again each step, up to about one
- * run's count (the server logs it at exit: "fail-alloc: ..."); some forty
- * seconds. RX_FAIL_ALLOC_FROM=a with RX_FAIL_ALLOC_TO=b walks every N of
- * [a, b] instead. Threads make the count vary a little from run to run, so
- * an N names a region of the run rather than one call.
+ * run's count (some 6300; the server logs it at exit, "fail-alloc: ..."
+ * with RX_LOG_LEVEL=info); some 25 seconds. RX_FAIL_ALLOC_FROM=a with
+ * RX_FAIL_ALLOC_TO=b walks every N of [a, b] instead, or every k-th with
+ * RX_FAIL_ALLOC_STEP=k. Threads make the count vary a little from run to
+ * run, so an N names a region of the run rather than one call.
  *
  * Only the sanitizer build has the switch; in any other build the test says
  * so on stderr and passes without running (the plain and valgrind runs of
@@ -55,15 +56,24 @@ static long range_from(void)
     return from && to && atol(from) > 0 && atol(to) >= atol(from) ? atol(from) : 0;
 }
 
+/* RX_FAIL_ALLOC_STEP (default 1): every how many N of the range. */
+static long range_step(void)
+{
+    const char *step = getenv("RX_FAIL_ALLOC_STEP");
+
+    return step && atol(step) > 0 ? atol(step) : 1;
+}
+
 static int walk_len(void)
 {
-    return range_from() ? (int)(atol(getenv("RX_FAIL_ALLOC_TO")) - range_from() + 1)
-                        : WALK_LEN;
+    if (!range_from())
+        return WALK_LEN;
+    return (int)((atol(getenv("RX_FAIL_ALLOC_TO")) - range_from()) / range_step() + 1);
 }
 
 static long walk_n(int i)
 {
-    return range_from() ? range_from() + i : walk[i];
+    return range_from() ? range_from() + i * range_step() : walk[i];
 }
 
 static bool str_is(const char *s, const char *want)
@@ -135,30 +145,18 @@ static bool mcp_up(json_t *health, void *arg)
 
 /* ---- the session ------------------------------------------------------------------ */
 
-static json_t *record0(json_t *state)
-{
-    return json_array_get(json_object_get(state, "toolCallRecords"), 0);
-}
-
-static json_t *last_assistant(json_t *state)
-{
-    json_t *a = json_object_get(state, "assistantMessages");
-
-    return json_array_get(a, json_array_size(a) - 1);
-}
-
 /* The tool call has its result, and the brain's reply to it is complete. */
 static bool call_done(json_t *state, void *arg)
 {
     (void)arg;
-    return json_is_object(json_object_get(record0(state), "result")) &&
-           str_is(str_at(last_assistant(state), "status"), "complete");
+    return json_is_object(json_object_get(itest_tool_record(state, 0), "result")) &&
+           str_is(str_at(itest_last_assistant(state), "status"), "complete");
 }
 
 static bool reply_done(json_t *state, void *arg)
 {
     (void)arg;
-    return str_is(str_at(last_assistant(state), "status"), "complete");
+    return str_is(str_at(itest_last_assistant(state), "status"), "complete");
 }
 
 /*
@@ -186,7 +184,7 @@ static json_t *converse(const char *content, bool (*done)(json_t *, void *), lon
         snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s", srv.base, sid);
         st = itest_poll_json(url, done, NULL, WAIT_MS);
         ck_assert_msg(st && done(st, NULL), "N=%ld: '%s' was never answered", n, content);
-        res = json_incref(json_object_get(record0(st), "result"));
+        res = json_incref(json_object_get(itest_tool_record(st, 0), "result"));
         json_decref(st);
     }
     free(sid);

@@ -763,6 +763,18 @@ char *itest_new_session(const struct itest_server *s)
     return id;
 }
 
+json_t *itest_last_assistant(json_t *state)
+{
+    json_t *a = json_object_get(state, "assistantMessages");
+
+    return json_array_get(a, json_array_size(a) - 1);
+}
+
+json_t *itest_tool_record(json_t *state, size_t i)
+{
+    return json_array_get(json_object_get(state, "toolCallRecords"), i);
+}
+
 long itest_get_status(const struct itest_server *s, const char *path)
 {
     char url[1024];
