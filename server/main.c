@@ -266,7 +266,8 @@ static void raise_fd_limit(int connections)
  * The housekeeping thread: every second it looks for streams whose peer went
  * away (SPEC 4: noticed within seconds, not at the next ping); every
  * interval_ms it pings every open stream so proxies keep idle ones open; once
- * an hour it applies the retention policy.
+ * an hour it applies the retention policy. It also starts again the effects
+ * a session could not start (out of memory: session_table_reconcile_due).
  */
 #define HOUSEKEEPING_TICK_MS 1000
 
@@ -304,6 +305,7 @@ static void housekeeping(struct pinger *p)
         sse_ping_everything();
     }
     sweep_if_due(p);
+    session_table_reconcile_due(p->sessions);
 }
 
 /* RX_FAIL_ALLOC (sanitizer build): stop counting, and say what was counted. */

@@ -287,12 +287,24 @@ bool session_may_act(const struct session *s)
     return !s->follower && (!env->may_act || env->may_act(env->cluster));
 }
 
+void session__reconcile(struct session *s, const struct effect *cause)
+{
+    int err = 0;
+
+    if (!s->deleted && session_may_act(s) && s->table->env.cfg->effects)
+        err = runtime_reconcile(s->rt, &s->state, cause);
+    if (err && !s->reconcile_due)
+        log_warn("session %s: cannot start its effects (%s): trying again", s->id,
+                 strerror(-err));
+    s->reconcile_due = err != 0;
+    if (err)
+        __atomic_store_n(&s->table->reconcile_due, 1, __ATOMIC_RELEASE);
+}
+
 void session_reconcile(struct session *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (session_may_act(s) && s->table->env.cfg->effects &&
-        runtime_reconcile(s->rt, &s->state, NULL))
-        log_warn("session %s: out of memory starting effects", s->id);
+    session__reconcile(s, NULL);
     pthread_mutex_unlock(&s->lock);
 }
 

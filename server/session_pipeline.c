@@ -196,13 +196,9 @@ static void pending_free(struct pending *p)
  */
 static void settle(struct session *s)
 {
-    const struct config *cfg = s->table->env.cfg;
-
     s->settle_due = false;
     msgstream_settle(&s->streams, &s->state);
-    if (!s->deleted && session_may_act(s) && cfg->effects &&
-        runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
-        log_warn("session %s: out of memory starting effects", s->id);
+    session__reconcile(s, s->rebuilt ? NULL : s->last_cause);
     if (s->runs)
         run__settled(s);
     s->rebuilt = false;

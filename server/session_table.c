@@ -405,6 +405,26 @@ out_drop:
     return err;
 }
 
+void session_table_reconcile_due(struct session_table *t)
+{
+    bool again = false;
+
+    if (!__atomic_exchange_n(&t->reconcile_due, 0, __ATOMIC_ACQ_REL))
+        return;
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        /* Unsettled, it is reconciled when it settles: on a durable state. */
+        if (s->reconcile_due && s->seq == s->applied)
+            session__reconcile(s, NULL);
+        again |= s->reconcile_due;
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (again)
+        __atomic_store_n(&t->reconcile_due, 1, __ATOMIC_RELEASE);
+}
+
 int session_table_sweep(struct session_table *t, int64_t older_than_ms)
 {
     json_t *ids = NULL, *id;
