@@ -12,12 +12,13 @@
  *
  * The walk. A run allocates some thousands of times and each N is a server
  * start (node included), so not every N is tried: those of walk[] below,
- * every one up to 8 and then about half again each step, up to about one
- * run's count (some 6300; the server logs it at exit, "fail-alloc: ..."
- * with RX_LOG_LEVEL=info); some 25 seconds. RX_FAIL_ALLOC_FROM=a with
- * RX_FAIL_ALLOC_TO=b walks every N of [a, b] instead, or every k-th with
- * RX_FAIL_ALLOC_STEP=k. Threads make the count vary a little from run to
- * run, so an N names a region of the run rather than one call.
+ * every one up to 8, then about half again each step, then three in the
+ * last stretch, where the tool calls run (a run counts some 5900 to 7200;
+ * the server logs it at exit, "fail-alloc: ..." with RX_LOG_LEVEL=info);
+ * some 30 seconds. RX_FAIL_ALLOC_FROM=a with RX_FAIL_ALLOC_TO=b walks
+ * every N of [a, b] instead, or every k-th with RX_FAIL_ALLOC_STEP=k.
+ * Threads make the count vary a little from run to run, so an N names a
+ * region of the run rather than one call.
  *
  * Only the sanitizer build has the switch; in any other build the test says
  * so on stderr and passes without running (the plain and valgrind runs of
@@ -42,9 +43,9 @@ Suite *alloc_failure_suite(void);
 #define WAIT_MS 20000
 #define UP_MS   30000
 
-static const long walk[] = {1,   2,   3,   4,    5,    6,    7,    8,
-                            12,  18,  27,  40,   60,   90,   135,  200,
-                            300, 450, 700, 1000, 1500, 2200, 3300, 5000};
+static const long walk[] = {1,   2,    3,    4,    5,    6,    7,    8,    12,
+                            18,  27,   40,   60,   90,   135,  200,  300,  450,
+                            700, 1000, 1500, 2200, 3300, 5000, 5500, 5800, 6100};
 #define WALK_LEN ((int)(sizeof(walk) / sizeof(walk[0])))
 
 static struct itest_server srv;
@@ -145,26 +146,26 @@ static bool mcp_up(json_t *health, void *arg)
 
 /* ---- the session ------------------------------------------------------------------ */
 
-/* The tool call has its result, and the brain's reply to it is complete. */
-static bool call_done(json_t *state, void *arg)
+/*
+ * Answered: the brain's last reply is complete, and the tool call it made,
+ * if it made one, has its result. (A brain that met the failure itself
+ * answers with the error, "[Error] builtin brain: ...", and calls nothing.)
+ */
+static bool answered(json_t *state, void *arg)
 {
-    (void)arg;
-    return json_is_object(json_object_get(itest_tool_record(state, 0), "result")) &&
-           str_is(str_at(itest_last_assistant(state), "status"), "complete");
-}
+    json_t *rec = itest_tool_record(state, 0);
 
-static bool reply_done(json_t *state, void *arg)
-{
     (void)arg;
-    return str_is(str_at(itest_last_assistant(state), "status"), "complete");
+    return str_is(str_at(itest_last_assistant(state), "status"), "complete") &&
+           (!rec || json_is_object(json_object_get(rec, "result")));
 }
 
 /*
  * POST `content` to a new session of its own: 200, or 500/503 when this
- * request met the failure. Once accepted, the answer must come: `done`
+ * request met the failure. Once accepted, the answer must come (answered)
  * within WAIT_MS. The record's result when there is one (NEW), else NULL.
  */
-static json_t *converse(const char *content, bool (*done)(json_t *, void *), long n)
+static json_t *converse(const char *content, long n)
 {
     char *sid = NULL, *body, url[256];
     json_t *in, *st, *res = NULL;
@@ -182,8 +183,13 @@ static json_t *converse(const char *content, bool (*done)(json_t *, void *), lon
                   "N=%ld: POST '%s' answered %ld", n, content, status);
     if (status == 200) {
         snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s", srv.base, sid);
-        st = itest_poll_json(url, done, NULL, WAIT_MS);
-        ck_assert_msg(st && done(st, NULL), "N=%ld: '%s' was never answered", n, content);
+        st = itest_poll_json(url, answered, NULL, WAIT_MS);
+        if (!st || !answered(st, NULL)) {
+            char *shown = st ? json_dumps(st, JSON_COMPACT) : NULL;
+
+            ck_abort_msg("N=%ld: '%s' was never answered: %.1500s", n, content,
+                         shown ? shown : "(no state)");
+        }
         res = json_incref(json_object_get(itest_tool_record(st, 0), "result"));
         json_decref(st);
     }
@@ -235,10 +241,10 @@ START_TEST(test_walk)
     ck_assert_msg(mcp_up(health, NULL), "N=%ld: the MCP server never came up", n);
     json_decref(health);
     subscribe(n);
-    json_decref(converse("hello", reply_done, n));
-    assert_result(converse("/call calculator {\"expression\":\"2+3\"}", call_done, n),
-                  "calculator", n);
-    assert_result(converse("/call everything__echo {\"message\":\"hi\"}", call_done, n),
+    json_decref(converse("hello", n));
+    assert_result(converse("/call calculator {\"expression\":\"2+3\"}", n), "calculator",
+                  n);
+    assert_result(converse("/call everything__echo {\"message\":\"hi\"}", n),
                   "everything__echo", n);
     json_decref(get_json("/healthz", n));
     ck_assert_msg(itest_server_stop(&srv) == 0,
