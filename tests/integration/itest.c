@@ -484,8 +484,10 @@ long itest_post_input(const struct itest_server *s, const char *sid, const char 
     long status;
 
     snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s/moorex", s->base, sid);
-    if (itest_request("POST", url, json, NULL, &r))
+    if (itest_request("POST", url, json, NULL, &r)) {
+        itest_resp_release(&r); /* a failed request has a body too */
         return -1;
+    }
     status = r.status;
     if (answer)
         *answer = itest_resp_json(&r);
@@ -753,8 +755,10 @@ char *itest_new_session(const struct itest_server *s)
     json_t *j;
 
     snprintf(url, sizeof(url), "%s/api/reflexor/sessions", s->base);
-    if (itest_request("POST", url, "", NULL, &r))
+    if (itest_request("POST", url, "", NULL, &r)) {
+        itest_resp_release(&r); /* a failed request has a body too */
         return NULL;
+    }
     j = r.status == 201 ? itest_resp_json(&r) : NULL;
     if (json_is_string(json_object_get(j, "id")))
         id = strdup(json_string_value(json_object_get(j, "id")));

@@ -53,7 +53,8 @@ struct itest_resp {
     char content_type[128];
 };
 
-/* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL. */
+/* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL.
+ * 0, or -1 (no HTTP answer); either way release `r`. */
 int itest_request(const char *method, const char *url, const char *body,
                   const char *const *headers, struct itest_resp *r);
 void itest_resp_release(struct itest_resp *r);
