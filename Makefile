@@ -26,11 +26,17 @@ WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
 PKGS    := libmicrohttpd jansson uuid libcurl sqlite3 libpq
 OPT     ?= -O2 -g
 
+comma   := ,
+
 # BUILD_ROOT=build/x keeps a second tree of objects apart (two builds at once).
 BUILD_ROOT ?= build
 ifdef SANITIZE
 BUILD   := $(BUILD_ROOT)/san
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The allocation-failure switch (base/fail_alloc.h: RX_FAIL_ALLOC=N): the
+# server's own allocations go through counting wraps, in this build only.
+FAIL_ALLOC_CFLAGS := -DRX_FAIL_ALLOC
+FAIL_ALLOC_LDFLAGS := $(addprefix -Wl$(comma)--wrap=,malloc calloc realloc strdup strndup asprintf)
 else
 BUILD   := $(BUILD_ROOT)
 SANFLAGS :=
@@ -40,21 +46,23 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) check 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) $(FAIL_ALLOC_CFLAGS) -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread -lm
 
-# The layers (docs/ARCHITECTURE.md): state_machine <- effects <- server,
-# state_machine <- store <- server, and state_machine <- graph. libreflexor.a is
-# the embeddable part: state_machine, graph, effects. The store (store/: the
-# dispatcher and its two backends, store/sqlite and store/pg) is linked into the
-# server, the unit tests and bench_store beside it.
+# The layers (docs/ARCHITECTURE.md): state_machine <- base <- graph | effects <-
+# store <- server. libreflexor.a is the embeddable part: state_machine, base
+# (internal to it: the clock, ids and deadlines graph/ and effects/ share),
+# graph, effects. The store (store/: the dispatcher and its two backends,
+# store/sqlite and store/pg) is linked into the server, the unit tests and
+# bench_store beside it.
 SM_SRC   := $(wildcard state_machine/*.c)
+BASE_SRC := $(wildcard base/*.c)
 GRAPH_SRC := $(wildcard graph/*.c)
 FX_SRC   := $(wildcard effects/*.c)
 STORE_SRC := $(wildcard store/*.c store/*/*.c)
 SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(GRAPH_SRC) $(FX_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(BASE_SRC) $(GRAPH_SRC) $(FX_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
 SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
 
@@ -64,8 +72,8 @@ UNIT_SRC := $(filter-out tests/unit/check_main.c,$(wildcard tests/unit/check_*.c
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/unit/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps deps-all deps-check run test check integration nginx-test bench valgrind fuzz format format-check \
-        layer-check clean
+.PHONY: all deps deps-all deps-check run test check integration nginx-test bench valgrind fuzz \
+        format format-check layer-check signal-safe-check clean
 .DEFAULT_GOAL := all
 
 INTEG    := $(BUILD)/tests/check_integration
@@ -88,7 +96,7 @@ $(BUILD)/libreflexor.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/reflexor: $(BUILD)/server/main.o $(SRV_OBJ) $(STORE_OBJ) $(BUILD)/libreflexor.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) $(FAIL_ALLOC_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libreflexor.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -150,7 +158,7 @@ nginx-test: $(BUILD)/reflexor
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
 test: deps-all node_modules/.package-lock.json
-	$(MAKE) deps-check format-check layer-check
+	$(MAKE) deps-check format-check layer-check signal-safe-check
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
 	$(MAKE) valgrind
@@ -189,8 +197,8 @@ fuzz:
 	  -artifact_prefix=build/fuzz/ \
 	  build/fuzz/corpus
 
-FORMAT_FILES = $(wildcard state_machine/*.[ch] graph/*.[ch] effects/*.[ch] server/*.[ch] \
-                 store/*.[ch] store/*/*.[ch] \
+FORMAT_FILES = $(wildcard state_machine/*.[ch] base/*.[ch] graph/*.[ch] effects/*.[ch] \
+                 server/*.[ch] store/*.[ch] store/*/*.[ch] \
                  tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
 	@scripts/need.sh clang-format
@@ -201,11 +209,17 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 # state_machine/ stays pure (SPEC section 1): no header from another layer or
-# library but jansson, and no pthread, uuid, clock, socket or file symbol. store/
-# includes only itself and state_machine/, its backends never each other, and the
-# rest of the tree only store/store.h.
+# library but jansson, and no pthread, uuid, clock, socket or file symbol.
+# base/ includes nothing above it (graph/, effects/, store/, server/). store/
+# includes only itself, base/ and state_machine/, its backends never each
+# other, and the rest of the tree only store/store.h.
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
+
+# The command tools' supervisor is a fork of the multi-threaded server that
+# never execs: it may call only async-signal-safe functions (nm -u, allowlist).
+signal-safe-check: $(BUILD)/effects/toolkit_supervisor.o
+	@scripts/signal_safe_check.sh $^
 
 clean:
 	rm -rf build

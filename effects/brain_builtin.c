@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "effects/builtin_reply.h"
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "state_machine/rx_alloc.h"
 #include "state_machine/rx_context.h"
 

@@ -17,7 +17,7 @@
  * user message starting with "/slow" streams at least
  * BRAIN_BUILTIN_SLOW_FACTOR times slower, so a stop can be tried by hand.
  *
- * Depends on effects/brain.h, effects/builtin_reply, effects/idgen,
+ * Depends on effects/brain.h, effects/builtin_reply, base/idgen,
  * state_machine/ and jansson; nothing from server/.
  * Threads: one brain may run any number of asks concurrently (it only reads
  * its config).

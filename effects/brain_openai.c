@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/openai_config.h"
 #include "effects/openai_http.h"
 #include "effects/openai_stream.h"

@@ -41,7 +41,7 @@
  *
  * Depends on effects/openai_config (the config), effects/openai_http (the
  * transfer; curl_global_init must have been called once, before any thread
- * starts), effects/openai_stream, effects/idgen, the toolkit interface,
+ * starts), effects/openai_stream, base/idgen, the toolkit interface,
  * state_machine/ and jansson; nothing from server/.
  * Threads: one brain may run any number of asks concurrently.
  * Ownership: the config json_t given to brain_openai_create is borrowed (the

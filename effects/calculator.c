@@ -25,16 +25,15 @@ struct parser {
 static __attribute__((format(printf, 3, 4))) int fail(struct parser *p, int rc,
                                                       const char *fmt, ...)
 {
-    char text[RX_ERR_LEN];
     va_list ap;
 
     if (p->rc)
         return p->rc;
     p->rc = rc;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    rx_error_setv(p->err, rc, fmt, ap);
     va_end(ap);
-    return rx_error_set(p->err, rc, "%s", text);
+    return rc;
 }
 
 static void skip_space(struct parser *p)

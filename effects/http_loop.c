@@ -6,7 +6,7 @@
 
 #include <errno.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 
 /* Longest wait in one poll: the deadline is asked again at least this often. */
 #define POLL_SLICE_MS 1000

@@ -10,7 +10,7 @@
  * that restarts on each byte, an MCP timeout that restarts on each progress
  * notification).
  *
- * Depends on libcurl and effects/now; nothing from server/.
+ * Depends on libcurl and base/now; nothing from server/.
  * Threads: one loop per transfer; any number may run at once.
  * Ownership: the easy handle is borrowed: it is added to the loop's multi
  * handle and removed again before http_loop_run returns.

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/sse_parse.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_json.h"

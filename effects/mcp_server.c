@@ -17,7 +17,8 @@
 #include "effects/log.h"
 #include "effects/mcp_rpc.h"
 #include "effects/mcp_server_internal.h"
-#include "effects/now.h"
+#include "base/now.h"
+#include "state_machine/rx_json.h"
 
 #define BACKOFF_FIRST_MS 500
 #define BACKOFF_MAX_MS   30000
@@ -513,11 +514,7 @@ static void *supervisor_main(void *arg)
         set_status(s, MCP_DOWN, why);
         log_warn("mcp %s: down: %s; trying again in %d ms", s->cfg.name, why, backoff);
 
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += backoff / 1000;
-        until.tv_nsec += (long)(backoff % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L)
-            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        until = now_deadline(CLOCK_MONOTONIC, backoff * NOW_NS_PER_MS);
         pthread_mutex_lock(&s->lock);
         while (!s->stopping && pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
             ;

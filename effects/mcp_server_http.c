@@ -12,7 +12,7 @@
 #include "effects/log.h"
 #include "effects/mcp_http.h"
 #include "effects/mcp_server_internal.h"
-#include "effects/now.h"
+#include "base/now.h"
 
 static struct mcp_http *http_of(struct mcp_server *s)
 {

@@ -15,7 +15,7 @@
 #include "effects/log.h"
 #include "effects/mcp_server_internal.h"
 #include "effects/mcp_stdio.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "state_machine/rx_json.h"
 
 /* stderr lines logged per window, so a chatty server cannot flood our log. */

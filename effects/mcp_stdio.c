@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "state_machine/rx_buf.h"
 
 extern char **environ;

@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "effects/http_loop.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "state_machine/rx_json.h"
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)

@@ -14,7 +14,7 @@
  * {"detail"}, else its first line).
  *
  * Depends on libcurl (curl_global_init must have been called once, before any
- * thread starts), effects/brain.h (the ask's cancel and sleep), effects/now,
+ * thread starts), effects/brain.h (the ask's cancel and sleep), base/now,
  * effects/http_loop (the wait on the transfer, the cancel and the stall clock),
  * effects/openai_stream and state_machine/ (rx_buf, rx_common); nothing from
  * server/.

@@ -57,16 +57,15 @@ static int fail(struct openai_stream *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct openai_stream *st, int code, const char *fmt, ...)
 {
-    char text[RX_ERR_LEN];
     va_list ap;
 
     if (st->error_code)
         return st->error_code;
     st->error_code = code;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    rx_error_setv(&st->error, code, fmt, ap);
     va_end(ap);
-    return rx_error_set(&st->error, code, "%s", text);
+    return code;
 }
 
 /* A failed append: name the bound that was passed, or report ENOMEM. */

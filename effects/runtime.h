@@ -148,7 +148,8 @@ struct runtime *runtime_create(const struct runtime_config *cfg,
  * Returns 0, or -ENOMEM / -EAGAIN (no worker thread at all) from the first
  * start that failed. That is a partial reconcile: the cancels are done, the keys before
  * the failed one have started, it and the keys after it have not, and nothing
- * retries them until the next reconcile (the next accepted input). If
+ * here retries them: the caller reconciles again (server/: a session marks
+ * itself and the housekeeping thread tries again within a second). If
  * effects_at itself fails (-ENOMEM), nothing is cancelled or started.
  */
 int runtime_reconcile(struct runtime *rt, const struct rx_state *s,

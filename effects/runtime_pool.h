@@ -6,6 +6,9 @@
  * were queued. An effect occupies its worker until it returns, blocking
  * included, so `max` bounds the effects running at once, not those started.
  *
+ * Not graph/rx_pool (fork-join, unbounded, the caller helps): see there why
+ * the two stay apart.
+ *
  * The runtime (effects/runtime.c) queues effects and takes back those not yet
  * on a worker through runtime_internal.h; this header is the pool's public
  * side: make, share, measure and destroy it.

@@ -19,6 +19,8 @@
  * Every result, of any tool, is cut at `result_max` bytes (default
  * TOOLKIT_RESULT_MAX_DEFAULT) with a note saying how much was left out.
  *
+ * Split in three: toolkit.c (registry, MCP, calls), toolkit_config.c (the
+ * config's `tools`), toolkit_internal.h (the registry they share).
  * Depends on effects/calculator, toolkit_clock, toolkit_command,
  * toolkit_result, mcp_hub and jansson; nothing from server/.
  * Threads: set the toolkit up (toolkit_add_*, toolkit_set_result_max)

@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit_result.h"
 
 /* "UTC", "Z", "GMT", or an offset "+02:00" / "-0530" / "+2", maybe after UTC/GMT. */

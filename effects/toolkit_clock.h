@@ -5,7 +5,7 @@
  * "GMT", or "+02:00" / "-0530" / "+2", maybe after UTC or GMT ("GMT+1"), up
  * to 14 hours. The time comes from now_wall_ms(), the one clock.
  *
- * Depends on effects/now and effects/toolkit_result; jansson.
+ * Depends on base/now and effects/toolkit_result; jansson.
  * Ownership: `args` is borrowed; *result is malloc'd and the caller's
  * (toolkit_result.h).
  */

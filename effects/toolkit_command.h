@@ -13,7 +13,8 @@
  * (setsid, setpgid, a daemon's double fork), and every descriptor is closed.
  * A descendant still holding stdout does not keep the call waiting.
  *
- * How: each run forks a supervisor, a small process that does not exec. It
+ * How: each run forks a supervisor (toolkit_supervisor.c), a small process
+ * that does not exec. It
  * makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every orphaned
  * descendant is re-parented to it rather than to init, then forks and execs
  * the program in a process group of its own, with the pipes as its stdio
@@ -43,13 +44,14 @@
  * under valgrind each supervisor, as a fork that never execs, reports the
  * server's heap at its exit: run with --child-silent-after-fork=yes.
  *
- * Depends on Linux (prctl, /proc, close_range, getdents64), effects/now
- * (deadlines) and effects/toolkit_result; nothing from server/ or
+ * Depends on Linux, base/now (deadlines), effects/toolkit_result and
+ * effects/toolkit_supervisor (the forked side); nothing from server/ or
  * state_machine/ but rx_buf and rx_common.
  * Threads: any number of runs may go on at once. The parent's descriptors
  * are close-on-exec; a supervisor, which inherits every descriptor of the
  * server, closes all but its own at once. Between fork and exit the
- * supervisor calls only async-signal-safe functions and plain system calls.
+ * supervisor calls only async-signal-safe functions and plain system calls
+ * (make signal-safe-check reads its object's undefined symbols).
  * Ownership: struct toolkit_command owns argv and each string in it,
  * released by toolkit_command_release; *result is malloc'd and the caller's.
  */

@@ -8,6 +8,12 @@
  * queued job has a worker of its own, so a task that blocks never holds
  * another back, and it never shrinks before rx_pool_destroy.
  * Several threads may call rx_pool_run at once (one batch each).
+ * Not effects/runtime_pool, on purpose: that one is fire-and-forget under a
+ * configured bound (limits.max_running_effects), FIFO across sessions, and
+ * takes a queued effect back on cancel; this one is fork-join (the caller
+ * waits for its batch, runs job 0 and whatever no worker took yet) and
+ * unbounded, since a step's tasks must all run at once (SPEC 8). They share
+ * only a worker loop; one pool with both modes would be larger than the two.
  * Ownership: heap object (rx_pool_create/_destroy); the jobs array is the
  * caller's and must stay valid until rx_pool_run returns; the pool owns its
  * workers.

@@ -7,26 +7,12 @@
 #include "graph/rx_reducer.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/rx_uuid.h"
+#include "base/idgen.h"
 
 #include "state_machine/rx_alloc.h"
-
-__attribute__((format(printf, 3, 4))) static int fail(struct rx_error *e, int code,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-
-    if (e) {
-        va_start(ap, fmt);
-        vsnprintf(e->text, sizeof(e->text), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static bool is_empty(json_t *v)
 {
@@ -38,7 +24,7 @@ int rx_reducer_last_value(json_t *current, json_t *update, json_t **out,
 {
     (void)current;
     if (!update)
-        return fail(err, -EINVAL, "no update value");
+        return rx_error_set(err, -EINVAL, "no update value");
     *out = json_incref(update);
     return 0;
 }
@@ -48,14 +34,14 @@ int rx_reducer_append(json_t *current, json_t *update, json_t **out, struct rx_e
     json_t *res;
 
     if (!json_is_array(update))
-        return fail(err, -EINVAL, "append needs an array update");
+        return rx_error_set(err, -EINVAL, "append needs an array update");
     if (!is_empty(current) && !json_is_array(current))
-        return fail(err, -EINVAL, "append needs an array value");
+        return rx_error_set(err, -EINVAL, "append needs an array value");
     /* json_copy of an array is shallow: the items are shared, not copied. */
     res = is_empty(current) ? json_array() : json_copy(current);
     if (!res || json_array_extend(res, update)) {
         json_decref(res);
-        return fail(err, -ENOMEM, "out of memory");
+        return rx_error_set(err, -ENOMEM, "out of memory");
     }
     *out = res;
     return 0;
@@ -64,13 +50,13 @@ int rx_reducer_append(json_t *current, json_t *update, json_t **out, struct rx_e
 int rx_reducer_max(json_t *current, json_t *update, json_t **out, struct rx_error *err)
 {
     if (!json_is_number(update))
-        return fail(err, -EINVAL, "max needs a number update");
+        return rx_error_set(err, -EINVAL, "max needs a number update");
     if (is_empty(current)) {
         *out = json_incref(update);
         return 0;
     }
     if (!json_is_number(current))
-        return fail(err, -EINVAL, "max needs a number value");
+        return rx_error_set(err, -EINVAL, "max needs a number value");
     if (json_number_value(update) > json_number_value(current))
         *out = json_incref(update);
     else
@@ -82,7 +68,7 @@ static int uuid_next(void *ctx, char out[RX_REDUCER_ID_LEN])
 {
     (void)ctx;
     _Static_assert(RX_REDUCER_ID_LEN >= RX_UUID_LEN, "a UUID must fit an id");
-    rx_uuid_new(out);
+    idgen_uuid(out);
     return 0;
 }
 
@@ -146,13 +132,13 @@ static int coerce(json_t *m, size_t i, json_t **out, struct rx_error *err)
 
     if (json_is_string(m)) {
         *out = json_pack("{s:s,s:O}", "type", "human", "content", m);
-        return *out ? 0 : fail(err, -ENOMEM, "out of memory");
+        return *out ? 0 : rx_error_set(err, -ENOMEM, "out of memory");
     }
     if (json_is_array(m)) {
         name = json_string_value(json_array_get(m, 0));
         if (json_array_size(m) != 2 || !name)
-            return fail(err, -EINVAL,
-                        "message %zu: a list must be a [role, content] pair", i);
+            return rx_error_set(err, -EINVAL,
+                                "message %zu: a list must be a [role, content] pair", i);
         type = type_of_role(name);
         if (!type)
             goto err_role;
@@ -163,7 +149,8 @@ static int coerce(json_t *m, size_t i, json_t **out, struct rx_error *err)
         return 0;
     }
     if (!json_is_object(m))
-        return fail(err, -EINVAL, "message %zu is not an object, a string or a pair", i);
+        return rx_error_set(err, -EINVAL,
+                            "message %zu is not an object, a string or a pair", i);
     name = json_string_value(json_object_get(m, "type"));
     if (!name)
         name = json_string_value(json_object_get(m, "role"));
@@ -186,12 +173,12 @@ static int coerce(json_t *m, size_t i, json_t **out, struct rx_error *err)
 
 err_nomem:
     json_decref(copy);
-    return fail(err, -ENOMEM, "out of memory");
+    return rx_error_set(err, -ENOMEM, "out of memory");
 err_role:
-    return fail(err, -EINVAL,
-                "message %zu: unknown role '%s' (use human, user, ai, assistant, "
-                "system, developer, tool or function)",
-                i, name);
+    return rx_error_set(err, -EINVAL,
+                        "message %zu: unknown role '%s' (use human, user, ai, assistant, "
+                        "system, developer, tool or function)",
+                        i, name);
 }
 
 /*
@@ -210,10 +197,11 @@ static int normalize(json_t *list, const char *side, const struct rx_reducer_ids
     int rc;
 
     if (!lone && !json_is_array(list))
-        return fail(err, -EINVAL, "messages %s must be an array or an object", side);
+        return rx_error_set(err, -EINVAL, "messages %s must be an array or an object",
+                            side);
     right = json_array();
     if (!right)
-        return fail(err, -ENOMEM, "out of memory");
+        return rx_error_set(err, -ENOMEM, "out of memory");
     n = lone ? 1 : json_array_size(list);
     for (i = 0; i < n; i++) {
         m = lone ? list : json_array_get(list, i);
@@ -224,22 +212,22 @@ static int normalize(json_t *list, const char *side, const struct rx_reducer_ids
         } else if (json_is_object(m)) {
             c = json_incref(m);
         } else {
-            rc = fail(err, -EINVAL, "message %zu is not an object", i);
+            rc = rx_error_set(err, -EINVAL, "message %zu is not an object", i);
             goto err_release;
         }
         id = json_object_get(c, "id");
         if (!json_is_string(id)) {
             if (id && !json_is_null(id)) {
-                rc = fail(err, -EINVAL, "message %zu has a non-string id", i);
+                rc = rx_error_set(err, -EINVAL, "message %zu has a non-string id", i);
                 goto err_release;
             }
             if (is_remove(c)) {
-                rc = fail(err, -EINVAL, "remove marker %zu has no id", i);
+                rc = rx_error_set(err, -EINVAL, "remove marker %zu has no id", i);
                 goto err_release;
             }
             rc = ids->next(ids->ctx, buf);
             if (rc) {
-                fail(err, rc, "no id for message %zu", i);
+                rx_error_set(err, rc, "no id for message %zu", i);
                 goto err_release;
             }
             if (c == m) {
@@ -261,7 +249,7 @@ static int normalize(json_t *list, const char *side, const struct rx_reducer_ids
     return 0;
 
 err_nomem:
-    rc = fail(err, -ENOMEM, "out of memory");
+    rc = rx_error_set(err, -ENOMEM, "out of memory");
 err_release:
     json_decref(c);
     json_decref(right);
@@ -280,7 +268,7 @@ static int merge_by_id(json_t *current, json_t *update, const struct rx_reducer_
     if (!ids)
         ids = &default_ids;
     if (!is_empty(current) && !json_is_array(current))
-        return fail(err, -EINVAL, "messages value must be an array");
+        return rx_error_set(err, -EINVAL, "messages value must be an array");
     /* LangGraph gives ids to the current list first, then to the update. */
     if (is_empty(current)) {
         merged = json_array();
@@ -335,7 +323,7 @@ static int merge_by_id(json_t *current, json_t *update, const struct rx_reducer_
         pos = json_object_get(index, id);
         if (!pos) {
             if (is_remove(m)) {
-                rc = fail(err, -ENOENT, "cannot remove unknown id '%s'", id);
+                rc = rx_error_set(err, -ENOENT, "cannot remove unknown id '%s'", id);
                 goto err_release;
             }
             if (json_object_set_new(index, id,
@@ -385,7 +373,7 @@ static int merge_by_id(json_t *current, json_t *update, const struct rx_reducer_
     goto err_release;
 
 err_nomem:
-    rc = fail(err, -ENOMEM, "out of memory");
+    rc = rx_error_set(err, -ENOMEM, "out of memory");
 err_release:
     json_decref(res);
     json_decref(removed);
@@ -454,22 +442,22 @@ int rx_reducer_apply(const struct rx_reducer *r, const char *key, json_t *curren
         break;
     case RX_REDUCER_CUSTOM:
         if (!r->fn) {
-            rc = fail(&local, -EINVAL, "custom reducer without a function");
+            rc = rx_error_set(&local, -EINVAL, "custom reducer without a function");
             break;
         }
         rc = r->fn(r, current, update, &res, &local);
         if (!rc && !res)
-            rc = fail(&local, -EINVAL, "custom reducer returned no value");
+            rc = rx_error_set(&local, -EINVAL, "custom reducer returned no value");
         break;
     default:
-        rc = fail(&local, -EINVAL, "unknown reducer kind %d", (int)r->kind);
+        rc = rx_error_set(&local, -EINVAL, "unknown reducer kind %d", (int)r->kind);
         break;
     }
     if (rc) {
         json_decref(res);
         if (!local.text[0])
             snprintf(local.text, sizeof(local.text), "%s", strerror(-rc));
-        return fail(err, rc, "key '%s': %s", key, local.text);
+        return rx_error_set(err, rc, "key '%s': %s", key, local.text);
     }
     *out = res;
     return 0;
@@ -489,13 +477,13 @@ int rx_reducer_merge(json_t *state, json_t *update, const struct rx_reducer *sch
     int rc = 0;
 
     if (!json_is_object(state) || !json_is_object(update))
-        return fail(err, -EINVAL, "state and update must be objects");
+        return rx_error_set(err, -EINVAL, "state and update must be objects");
     count = json_object_size(update);
     if (!count)
         return 0;
     slots = rx_malloc(count * sizeof(*slots));
     if (!slots)
-        return fail(err, -ENOMEM, "out of memory");
+        return rx_error_set(err, -ENOMEM, "out of memory");
     memset(slots, 0, count * sizeof(*slots));
 
     /* Phase 1: every new value, while the state is untouched. */
@@ -518,7 +506,7 @@ int rx_reducer_merge(json_t *state, json_t *update, const struct rx_reducer *sch
         if (json_object_get(state, slots[i].key))
             continue;
         if (json_object_set_new(state, slots[i].key, json_null())) {
-            rc = fail(err, -ENOMEM, "out of memory");
+            rc = rx_error_set(err, -ENOMEM, "out of memory");
             goto out_remove_inserted;
         }
         slots[i].inserted = true;

@@ -8,8 +8,8 @@
  * rx_reducer_merge applies a partial update key by key: keys absent from the
  * update keep their value.
  *
- * Depends on state_machine/ and graph/rx_uuid only; no I/O, clock, threads
- * or mutable globals. The only outside call is rx_uuid (libuuid) for messages
+ * Depends on state_machine/ and base/idgen only; no I/O, clock, threads
+ * or mutable globals. The only outside call is idgen_uuid (libuuid) for messages
  * without an id, and a caller may replace it with struct rx_reducer_ids for
  * deterministic tests.
  *

@@ -2,7 +2,8 @@
 #   make examples-check   run every example and check its output (in make test)
 #   make bench            invoke overhead of rx_graph, with and without the SQLite
 #                         checkpointer, and its bytes on disk over 500 chat turns
-#   make graph-layer-check graph/ includes nothing from effects/ or server/ (in make test)
+#   make graph-layer-check graph/ includes nothing from effects/ or server/ (in make test;
+#                         state_machine/ and base/ are its floor)
 
 .PHONY: examples-check bench-graph graph-layer-check
 
@@ -29,11 +30,12 @@ bench-graph: $(BUILD)/bench/bench_graph
 
 BENCH_RUN += bench-graph
 
-# SPEC 1: state_machine <- graph. graph/ may use threads and libuuid, but no
-# other layer's header (state_machine/ is checked by layer-check).
+# SPEC 1: state_machine <- base <- graph. graph/ may use threads and libuuid
+# (through base/), but no header of effects/ or server/ (state_machine/ and
+# base/ are checked by layer-check).
 graph-layer-check:
 	@! grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](effects|server)/' \
 	  graph/*.[ch] || { echo 'graph-layer-check: graph/ must not include effects/ or server/'; exit 1; }
-	@echo "graph-layer-check: graph/ depends on state_machine/ and itself only"
+	@echo "graph-layer-check: graph/ depends on state_machine/, base/ and itself only"
 
 TEST_EXTRA += examples-check graph-layer-check

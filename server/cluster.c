@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "server/session.h"
 #include "server/session_follow.h"

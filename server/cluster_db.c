@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 
 /* ---- connections ------------------------------------------------------------------ */
 
@@ -107,13 +107,7 @@ bool cluster__nap(struct cluster *c, int64_t ms)
     struct timespec ts;
     bool stop;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    ts = now_deadline(CLOCK_REALTIME, ms * NOW_NS_PER_MS);
     pthread_mutex_lock(&c->slock);
     if (!c->stopping && ms > 0)
         pthread_cond_timedwait(&c->scond, &c->slock, &ts);

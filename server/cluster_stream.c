@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/session.h"
 #include "server/session_follow.h"
 #include "server/session_table.h"

@@ -13,7 +13,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit.h"
 #include "server/api.h"
 #include "server/cluster.h"
@@ -292,7 +292,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     if (!req)
-        return MHD_NO; /* out of memory in on_uri */
+        return reply_out_of_memory(conn); /* on_uri could not make one */
     if (!req->begun_ms) {
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/lg_msg.h"
 #include "state_machine/rx_json.h"
 

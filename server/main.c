@@ -16,7 +16,8 @@
 #include "effects/brain_builtin.h"
 #include "effects/brain_openai.h"
 #include "effects/toolkit.h"
-#include "effects/now.h"
+#include "base/fail_alloc.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/lg.h"
@@ -266,7 +267,8 @@ static void raise_fd_limit(int connections)
  * The housekeeping thread: every second it looks for streams whose peer went
  * away (SPEC 4: noticed within seconds, not at the next ping); every
  * interval_ms it pings every open stream so proxies keep idle ones open; once
- * an hour it applies the retention policy.
+ * an hour it applies the retention policy. It also starts again the effects
+ * a session could not start (out of memory: session_table_reconcile_due).
  */
 #define HOUSEKEEPING_TICK_MS 1000
 
@@ -304,6 +306,18 @@ static void housekeeping(struct pinger *p)
         sse_ping_everything();
     }
     sweep_if_due(p);
+    session_table_reconcile_due(p->sessions);
+}
+
+/* RX_FAIL_ALLOC (sanitizer build): stop counting, and say what was counted. */
+static void log_fail_alloc(void)
+{
+    bool failed = false;
+    long n = fail_alloc_disarm(&failed);
+
+    if (n >= 0)
+        log_info("fail-alloc: %ld allocations while serving; the one chosen %s", n,
+                 failed ? "failed" : "never came");
 }
 
 static void *pinger_main(void *arg)
@@ -313,12 +327,9 @@ static void *pinger_main(void *arg)
     pthread_mutex_lock(&p->lock);
     p->next_ping_ms = now_mono_ms() + p->interval_ms;
     while (!p->stop) {
-        struct timespec ts;
+        struct timespec ts =
+            now_deadline(CLOCK_REALTIME, HOUSEKEEPING_TICK_MS * NOW_NS_PER_MS);
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += HOUSEKEEPING_TICK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
         if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT && !p->stop) {
             pthread_mutex_unlock(&p->lock);
             housekeeping(p);
@@ -524,6 +535,7 @@ int main(int argc, char **argv)
     printf("Reflexor listening on http://%s:%d/ (brain: %s)\n", cfg.listen_host, srv.port,
            cfg.brain);
     fflush(stdout);
+    fail_alloc_arm(); /* RX_FAIL_ALLOC: what is tested is serving, not starting */
 
     while (!sigwait(&sigs, &sig) && sig != SIGINT && sig != SIGTERM) {
         if (sig == SIGHUP)
@@ -533,6 +545,7 @@ int main(int argc, char **argv)
                      strsignal(sig));
     }
     log_info("%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_fail_alloc();
     /* Stop taking work, stop the work, end the streams, then close. */
     http_server_quiesce(&srv);
     session_table_cancel_all(sessions);

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/reply.h"
 #include "server/session.h"
 #include "server/session_import.h"
@@ -76,7 +76,7 @@ static enum MHD_Result reply_error_allow(struct MHD_Connection *conn,
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
     if (oai_error_encode(&b, e)) {
         rx_buf_release(&b);
-        return MHD_NO;
+        return reply_out_of_memory(conn);
     }
     ret = queue_json(conn, e->status, b.data, b.len, sid, allow);
     rx_buf_release(&b);

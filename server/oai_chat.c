@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/reply.h"
 #include "server/run.h"
 #include "server/sse.h"

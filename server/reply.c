@@ -34,13 +34,27 @@ void reply_set_node(const char *name)
     __atomic_store_n(&node_named, true, __ATOMIC_RELEASE);
 }
 
+enum MHD_Result reply_out_of_memory(struct MHD_Connection *conn)
+{
+    static const char body[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
+    /* Constant bytes, not copied: nothing of ours is allocated for it. */
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    return reply_queue(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, r);
+}
+
 enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
                             struct MHD_Response *r)
 {
     enum MHD_Result ret;
 
     if (!r)
-        return MHD_NO;
+        return reply_out_of_memory(conn);
     if (__atomic_load_n(&node_named, __ATOMIC_ACQUIRE))
         MHD_add_response_header(r, "X-Reflexor-Node", node_name);
     if (status >= 400)
@@ -63,7 +77,7 @@ enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t 
 
     json_decref(j);
     if (!text)
-        return MHD_NO;
+        return reply_out_of_memory(conn);
     ret = reply_text(conn, status, "application/json", text, strlen(text));
     free(text);
     return ret;
@@ -92,8 +106,6 @@ enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
 
 enum MHD_Result reply_stream(struct MHD_Connection *conn, struct MHD_Response *r)
 {
-    if (!r)
-        return reply_error(conn, 500, "internal", NULL, "out of memory");
     return reply_queue(conn, MHD_HTTP_OK, r);
 }
 
@@ -118,7 +130,7 @@ enum MHD_Result reply_buf(struct MHD_Connection *conn, unsigned status, struct r
 
     if (!r) {
         free(data);
-        return MHD_NO;
+        return reply_out_of_memory(conn);
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");

@@ -6,8 +6,12 @@
  * Each call queues one response on `conn` and returns MHD's verdict. Every
  * answer, the client protocols' (server/oai, server/lg) included, is queued
  * by reply_queue: one place counts error answers for /metrics.
- * Ownership: reply_json steals `j` (NULL: out of memory, the connection is
- * closed); reply_stream takes the response (NULL: answered 500). Text is copied.
+ * Out of memory: an answer that cannot be built is a 500 of constant bytes
+ * (reply_out_of_memory), never a closed connection, unless MHD itself has
+ * no memory for a response.
+ * Ownership: reply_json steals `j` (NULL: out of memory, answered 500);
+ * reply_queue and reply_stream take the response (NULL: answered 500). Text
+ * is copied.
  */
 #ifndef REPLY_H
 #define REPLY_H
@@ -24,12 +28,12 @@
  * Cache-Control: no-store; NULL on ENOMEM. Add headers, then reply_queue.
  */
 struct MHD_Response *reply_response(const char *type, const void *data, size_t len);
-/*
- * Queue `r` with `status` and let go of it (NULL: out of memory, MHD_NO, the
- * connection is closed). An error status (400 and up) is counted.
- */
 /* In a cluster: every answer names the node (X-Reflexor-Node). Once. */
 void reply_set_node(const char *name);
+/*
+ * Queue `r` with `status` and let go of it (NULL: out of memory, answered
+ * 500). An error status (400 and up) is counted.
+ */
 enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
                             struct MHD_Response *r);
 enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,
@@ -44,6 +48,8 @@ enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
 enum MHD_Result reply_buf(struct MHD_Connection *conn, unsigned status, struct rx_buf *b);
 /* 200 with a streaming response (SSE); the response is destroyed here. */
 enum MHD_Result reply_stream(struct MHD_Connection *conn, struct MHD_Response *r);
+/* 500 {"error":"internal","message":"out of memory"}, allocating nothing of ours. */
+enum MHD_Result reply_out_of_memory(struct MHD_Connection *conn);
 /* 405 with an Allow header listing `allow`. */
 enum MHD_Result reply_method_not_allowed(struct MHD_Connection *conn, const char *allow);
 

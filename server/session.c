@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "server/event.h"
 #include "effects/log.h"
@@ -86,6 +86,22 @@ static void relay(struct session *s, struct msgstream *m, bool reasoning)
     *done = b->len;
 }
 
+/*
+ * A streaming answer that has no buffer gets one: none could be made when
+ * it started (out of memory), and without one every chunk would fail and
+ * the brain, run again, would never finish it. Lock held. 0, -ENOENT (not a
+ * streaming answer) or -ENOMEM (the brain is run again later).
+ */
+static int stream_reopen(struct session *s, const char *message_id, struct msgstream **m)
+{
+    const struct rx_message *msg = rx_state_find_assistant(&s->state, message_id);
+
+    if (!msg || msg->status != RX_STATUS_STREAMING)
+        return -ENOENT;
+    *m = session_stream_open(s, message_id);
+    return *m ? 0 : -ENOMEM;
+}
+
 static int host_stream(struct session *s, const struct effect *fx, const char *message_id,
                        const char *delta, bool reasoning)
 {
@@ -100,10 +116,8 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
         err = -ECANCELED;
         goto out_unlock;
     }
-    if (!m) {
-        err = -ENOENT;
+    if (!m && (err = stream_reopen(s, message_id, &m)))
         goto out_unlock;
-    }
     /* A lapsed lease: another node may own it already. The brain stops here. */
     if (!session_may_act(s)) {
         err = -ECANCELED;
@@ -287,12 +301,24 @@ bool session_may_act(const struct session *s)
     return !s->follower && (!env->may_act || env->may_act(env->cluster));
 }
 
+void session__reconcile(struct session *s, const struct effect *cause)
+{
+    int err = 0;
+
+    if (!s->deleted && session_may_act(s) && s->table->env.cfg->effects)
+        err = runtime_reconcile(s->rt, &s->state, cause);
+    if (err && !s->reconcile_due)
+        log_warn("session %s: cannot start its effects (%s): trying again", s->id,
+                 strerror(-err));
+    s->reconcile_due = err != 0;
+    if (err)
+        __atomic_store_n(&s->table->reconcile_due, 1, __ATOMIC_RELEASE);
+}
+
 void session_reconcile(struct session *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (session_may_act(s) && s->table->env.cfg->effects &&
-        runtime_reconcile(s->rt, &s->state, NULL))
-        log_warn("session %s: out of memory starting effects", s->id);
+    session__reconcile(s, NULL);
     pthread_mutex_unlock(&s->lock);
 }
 

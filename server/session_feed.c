@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "server/event.h"
 #include "server/session_internal.h"
 
@@ -162,10 +162,7 @@ static void *feed_main(void *arg)
             f->due = s;
         }
         if (f->due && !f->stop) {
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += FEED_POLL_MS * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
+            ts = now_deadline(CLOCK_REALTIME, FEED_POLL_MS * NOW_NS_PER_MS);
             pthread_cond_timedwait(&f->wake, &f->lock, &ts);
         }
     }

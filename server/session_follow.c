@@ -213,9 +213,7 @@ int session_take(struct session *s)
             !session_stream_open(s, s->state.assistant.items[i].id))
             log_warn("session %s: no buffer for message %s", s->id,
                      s->state.assistant.items[i].id);
-    if (session_may_act(s) && s->table->env.cfg->effects &&
-        runtime_reconcile(s->rt, &s->state, NULL))
-        log_warn("session %s: out of memory starting effects", s->id);
+    session__reconcile(s, NULL);
     took = true;
 out_unlock:
     pthread_mutex_unlock(&s->lock);

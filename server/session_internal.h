@@ -53,14 +53,15 @@ struct session {
     int64_t applied;         /* accepted inputs applied to `state` */
     struct pending *pending; /* on their way to the log, oldest first */
     struct pending *pend_last;
-    pthread_cond_t moved;            /* broadcast when the pipeline moves or opens */
-    uint64_t gen;                    /* bumped when `state` is rebuilt from the log */
-    int fail_err;                    /* why: what inputs applied before then answer */
-    int readers;                     /* waiting for a settled state to show */
-    int fx_waiting;                  /* effects' inputs waiting to go alone */
-    bool exclusive;                  /* an effect's input is on its way: it goes alone */
-    bool settle_due;                 /* effects need a settle: no new input until then */
-    bool rebuilt;                    /* rebuilt since the last settle */
+    pthread_cond_t moved; /* broadcast when the pipeline moves or opens */
+    uint64_t gen;         /* bumped when `state` is rebuilt from the log */
+    int fail_err;         /* why: what inputs applied before then answer */
+    int readers;          /* waiting for a settled state to show */
+    int fx_waiting;       /* effects' inputs waiting to go alone */
+    bool exclusive;       /* an effect's input is on its way: it goes alone */
+    bool settle_due;      /* effects need a settle: no new input until then */
+    bool reconcile_due;   /* a reconcile failed (ENOMEM): session_table_reconcile_due */
+    bool rebuilt;         /* rebuilt since the last settle */
     const struct effect *last_cause; /* of the last input published */
     size_t
         snapshot_bytes; /* the last snapshot's size (session_pipeline.c snapshot_due) */
@@ -93,7 +94,8 @@ struct session_table {
     struct session **buckets;
     size_t nbuckets; /* a power of two */
     size_t count;
-    int live; /* sessions not yet freed, in the table or not */
+    int live;          /* sessions not yet freed, in the table or not */
+    int reconcile_due; /* atomic: some session's reconcile is to be tried again */
     pthread_cond_t all_freed;
 };
 
@@ -118,6 +120,14 @@ bool session_may_act(const struct session *s);
 void session_stop(struct session *s);
 /* Start the effects its state wants now, without waiting for an input. */
 void session_reconcile(struct session *s);
+/*
+ * Reconcile its effects with its state (runtime_reconcile; `cause` as
+ * there), if it may act. A reconcile that fails (out of memory, no worker)
+ * leaves effects the state wants unstarted, and nothing else would start
+ * them before the next input: the session is marked, and the housekeeping
+ * thread tries again (session_table_reconcile_due). Lock held.
+ */
+void session__reconcile(struct session *s, const struct effect *cause);
 
 /* session.c, for session_pipeline.c. Lock held for each. */
 

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
+#include "base/idgen.h"
 #include "effects/log.h"
-#include "effects/now.h"
+#include "base/now.h"
 #include "effects/toolkit.h"
 #include "server/config.h"
 #include "server/event.h"
@@ -178,13 +178,9 @@ static void pending_free(struct pending *p)
  */
 static void settle(struct session *s)
 {
-    const struct config *cfg = s->table->env.cfg;
-
     s->settle_due = false;
     msgstream_settle(&s->streams, &s->state);
-    if (!s->deleted && session_may_act(s) && cfg->effects &&
-        runtime_reconcile(s->rt, &s->state, s->rebuilt ? NULL : s->last_cause))
-        log_warn("session %s: out of memory starting effects", s->id);
+    session__reconcile(s, s->rebuilt ? NULL : s->last_cause);
     if (s->runs)
         run__settled(s);
     s->rebuilt = false;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects/idgen.h"
-#include "effects/now.h"
+#include "base/idgen.h"
+#include "base/now.h"
 #include "server/config.h"
 #include "effects/log.h"
 #include "server/event.h"
@@ -407,6 +407,26 @@ out_drop:
     if (store_delete_session(t->env.store, fresh))
         log_warn("session %s: half-made fork left in the log", fresh);
     return err;
+}
+
+void session_table_reconcile_due(struct session_table *t)
+{
+    bool again = false;
+
+    if (!__atomic_exchange_n(&t->reconcile_due, 0, __ATOMIC_ACQ_REL))
+        return;
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        /* Unsettled, it is reconciled when it settles: on a durable state. */
+        if (s->reconcile_due && s->seq == s->applied)
+            session__reconcile(s, NULL);
+        again |= s->reconcile_due;
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (again)
+        __atomic_store_n(&t->reconcile_due, 1, __ATOMIC_RELEASE);
 }
 
 int session_table_sweep(struct session_table *t, int64_t older_than_ms)

@@ -104,6 +104,13 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 /* Retention: drop sessions idle since before `older_than_ms`. Number removed. */
 int session_table_sweep(struct session_table *t, int64_t older_than_ms);
 /*
+ * Try again the reconciles that failed (session__reconcile): every settled
+ * session whose effects could not all start. O(1) when there is none; the
+ * housekeeping thread calls it every second. Takes the table's lock, then
+ * each marked session's.
+ */
+void session_table_reconcile_due(struct session_table *t);
+/*
  * Rename: `title` (borrowed; session_title_is_valid) is stored, then shown,
  * and never replaced by the title from the first message. 0, -ENOENT, -ENOMEM,
  * or the store's -ENOSPC / -EIO (nothing changed).

@@ -4,11 +4,14 @@
  * Pure: macros, one constant and one struct; no functions with effects.
  * Every module's fallible actions return 0 or a negative errno and carry
  * RX_WUR; a sentence for humans goes into a caller's struct rx_error (NULL
- * allowed), filled with rx_error_set().
+ * allowed), filled with rx_error_set() (or rx_error_setv() from a function
+ * that takes a format of its own).
  * Ownership: struct rx_error is caller-allocated and owns nothing.
  */
 #ifndef RX_COMMON_H
 #define RX_COMMON_H
+
+#include <stdarg.h>
 
 /* The one warn-unused-result marker (fallible actions and constructors). */
 #define RX_WUR __attribute__((warn_unused_result))
@@ -28,5 +31,8 @@ struct rx_error {
  */
 int rx_error_set(struct rx_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* rx_error_set for a caller that is itself printf-like: `ap` is its va_list. */
+int rx_error_setv(struct rx_error *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif

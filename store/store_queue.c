@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <time.h>
 
+#include "base/now.h"
+
 void store_queue_init(struct store_queue *q)
 {
     pthread_mutex_init(&q->lock, NULL);
@@ -58,19 +60,6 @@ void store_queue_push(struct store_queue *q, struct store_write *w)
     pthread_mutex_unlock(&q->lock);
 }
 
-/* The realtime clock `ns` from now: pthread_cond_timedwait's deadline. */
-static struct timespec deadline_in(int64_t ns)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += (time_t)(ns / 1000000000);
-    t.tv_nsec += (long)(ns % 1000000000);
-    t.tv_sec += t.tv_nsec / 1000000000;
-    t.tv_nsec %= 1000000000;
-    return t;
-}
-
 bool store_queue_wait(struct store_queue *q, int ms)
 {
     struct timespec until;
@@ -81,7 +70,7 @@ bool store_queue_wait(struct store_queue *q, int ms)
         pthread_cond_wait(&q->cond, &q->lock);
         return false;
     }
-    until = deadline_in((int64_t)ms * 1000000);
+    until = now_deadline(CLOCK_REALTIME, (int64_t)ms * NOW_NS_PER_MS);
     return pthread_cond_timedwait(&q->cond, &q->lock, &until) == ETIMEDOUT && !q->head &&
            !q->stopping;
 }
@@ -95,7 +84,7 @@ void store_queue_gather(struct store_queue *q, size_t want, int64_t last_commit_
     /* A commit that does not sync is cheap, and nothing waits for it. */
     if (!durable || q->queued >= want || wait_ns <= 0)
         return;
-    until = deadline_in(wait_ns < max_ns ? wait_ns : max_ns);
+    until = now_deadline(CLOCK_REALTIME, wait_ns < max_ns ? wait_ns : max_ns);
     q->wake_at = want;
     while (q->queued < want && !q->stopping &&
            pthread_cond_timedwait(&q->cond, &q->lock, &until) == 0)

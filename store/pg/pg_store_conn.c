@@ -4,6 +4,7 @@
  * run (bounded in time, its error turned into an errno), transactions and
  * results. See pg_store.h; shared through pg_store_internal.h.
  */
+#include "base/now.h"
 #include "store/pg/pg_store_internal.h"
 
 #include <errno.h>
@@ -17,14 +18,6 @@
 #include <libpq-fe.h>
 
 /* ---- connections ------------------------------------------------------------ */
-
-int64_t pg_store__now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * Connect. Our bounds first, the caller's string after: expanded in place
@@ -74,7 +67,7 @@ int pg_store__conn_get(struct pg_store *pg, struct pg_conn *pc)
         return 0;
     if (pc->c)
         pg_store__conn_drop(pg, pc, PQerrorMessage(pc->c));
-    if (pg_store__now_ms() < pc->retry_at_ms) {
+    if (now_mono_ms() < pc->retry_at_ms) {
         /* Down, and not yet time to try: fail fast with the reason. */
         pthread_mutex_lock(&pg->base.hlock);
         snprintf(pg->base.err, sizeof(pg->base.err), "%s", pg->why);
@@ -85,7 +78,7 @@ int pg_store__conn_get(struct pg_store *pg, struct pg_conn *pc)
     if (!c || PQstatus(c) != CONNECTION_OK) {
         snprintf(msg, sizeof(msg), "%s", c ? PQerrorMessage(c) : "out of memory");
         PQfinish(c);
-        pc->retry_at_ms = pg_store__now_ms() + pc->backoff_ms;
+        pc->retry_at_ms = now_mono_ms() + pc->backoff_ms;
         pc->backoff_ms = pc->backoff_ms * 2 > PG_STORE_BACKOFF_MAX_MS
                              ? PG_STORE_BACKOFF_MAX_MS
                              : pc->backoff_ms * 2;
@@ -120,7 +113,7 @@ static bool state_is_lost(const char *state)
 static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
                          const int *lens, const int *bin)
 {
-    int64_t deadline = pg_store__now_ms() + PG_STORE_CALL_MS;
+    int64_t deadline = now_mono_ms() + PG_STORE_CALL_MS;
     PGresult *r, *last = NULL;
 
     if (!PQsendQueryParams(c, sql, n, NULL, vals, lens, bin, 0))
@@ -128,7 +121,7 @@ static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *v
     for (;;) {
         while (PQisBusy(c)) {
             struct pollfd pfd = {PQsocket(c), POLLIN, 0};
-            int64_t left = deadline - pg_store__now_ms();
+            int64_t left = deadline - now_mono_ms();
             int ready = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
             if (ready < 0 && errno == EINTR)

@@ -146,7 +146,6 @@ void pg_store__one_line(char *s);
    store_health until a connection succeeds (pg_store__mark_up). hlock taken. */
 void pg_store__mark_down(struct pg_store *pg, const char *what, const char *msg);
 void pg_store__mark_up(struct pg_store *pg);
-int64_t pg_store__now_ms(void);
 /*
  * The connection, connected: 0, or -EIO at once while its backoff runs or
  * when connecting fails (health goes down with the reason). The

@@ -6,6 +6,7 @@
  * write in queue order. Private to store/pg/pg_store*.c through
  * pg_store_internal.h; see pg_store.h and store.h for the design.
  */
+#include "base/now.h"
 #include "store/pg/pg_store.h"
 #include "store/pg/pg_store_internal.h"
 
@@ -386,7 +387,7 @@ static void wait_for_writes(struct pg_store *pg)
         pthread_mutex_unlock(&pg->queue.lock);
         if (pg->w.c && (!PQconsumeInput(pg->w.c) || PQstatus(pg->w.c) != CONNECTION_OK))
             pg_store__conn_drop(pg, &pg->w, PQerrorMessage(pg->w.c));
-        if (!pg->w.c && pg_store__now_ms() >= pg->w.retry_at_ms)
+        if (!pg->w.c && now_mono_ms() >= pg->w.retry_at_ms)
             (void)pg_store__conn_get(pg, &pg->w);
         pthread_mutex_lock(&pg->queue.lock);
     }

@@ -105,16 +105,9 @@ static json_t *state_when(const char *sid, bool (*pred)(json_t *, void *), void 
     return j;
 }
 
-static json_t *last_assistant(json_t *state)
-{
-    json_t *a = json_object_get(state, "assistantMessages");
-
-    return json_array_get(a, json_array_size(a) - 1);
-}
-
 static bool has_complete_answer(json_t *state, void *arg)
 {
-    json_t *m = last_assistant(state);
+    json_t *m = itest_last_assistant(state);
     const char *st = json_string_value(json_object_get(m, "status"));
 
     (void)arg;
@@ -125,7 +118,8 @@ static bool has_complete_answer(json_t *state, void *arg)
 
 static bool has_streaming(json_t *state, void *arg)
 {
-    const char *st = json_string_value(json_object_get(last_assistant(state), "status"));
+    const char *st =
+        json_string_value(json_object_get(itest_last_assistant(state), "status"));
 
     (void)arg;
     return st && !strcmp(st, "streaming");
@@ -153,7 +147,7 @@ START_TEST(test_streamed_answer_matches_final)
                           NULL),
                      200);
     st = state_when(sid, has_streaming, NULL);
-    mid = json_string_value(json_object_get(last_assistant(st), "id"));
+    mid = json_string_value(json_object_get(itest_last_assistant(st), "id"));
     session_url(url, sizeof(url), sid, "/messages/");
     strcat(url, mid);
     ck_assert_int_eq(itest_sse_open(&msg, url, NULL), 0);
@@ -176,8 +170,8 @@ START_TEST(test_streamed_answer_matches_final)
     json_decref(st);
     /* The final state holds the same text. */
     st = state_when(sid, has_complete_answer, NULL);
-    ck_assert_str_eq(json_string_value(json_object_get(last_assistant(st), "content")),
-                     text);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(itest_last_assistant(st), "content")), text);
     json_decref(st);
     free(sid);
 }
@@ -222,7 +216,7 @@ START_TEST(test_arithmetic_calls_calculator)
     ck_assert_str_eq(
         json_string_value(json_object_get(json_object_get(rec, "result"), "content")),
         "84");
-    answer = json_string_value(json_object_get(last_assistant(st), "content"));
+    answer = json_string_value(json_object_get(itest_last_assistant(st), "content"));
     ck_assert_msg(strstr(answer, "84"), "answer lacks the value: %s", answer);
     /* The stream told the story: the brain's call, the toolkit's answer, effects. */
     {
@@ -610,7 +604,7 @@ END_TEST
 
 static bool stopped_with_text(json_t *state, void *arg)
 {
-    json_t *m = last_assistant(state);
+    json_t *m = itest_last_assistant(state);
     const char *st = json_string_value(json_object_get(m, "status"));
 
     (void)arg;
@@ -631,7 +625,7 @@ START_TEST(test_cancel_keeps_partial_text)
                           NULL),
                      200);
     st = state_when(sid, has_streaming, NULL);
-    mid = json_string_value(json_object_get(last_assistant(st), "id"));
+    mid = json_string_value(json_object_get(itest_last_assistant(st), "id"));
     session_url(url, sizeof(url), sid, "/messages/");
     strcat(url, mid);
     ck_assert_int_eq(itest_sse_open(&msg, url, NULL), 0);
@@ -642,7 +636,7 @@ START_TEST(test_cancel_keeps_partial_text)
     ck_assert_int_gt(stopped, 0);
     json_decref(st);
     st = state_when(sid, stopped_with_text, NULL);
-    content = json_string_value(json_object_get(last_assistant(st), "content"));
+    content = json_string_value(json_object_get(itest_last_assistant(st), "content"));
     ck_assert_msg(*content, "the partial text was lost");
     ck_assert_str_eq(content, json_string_value(json_object_get(
                                   itest_sse_event(&msg, (size_t)stopped), "content")));
@@ -853,14 +847,15 @@ START_TEST(test_message_json_for_plain_clients)
         200);
     st = state_when(sid, has_complete_answer, NULL);
     session_url(url, sizeof(url), sid, "/messages/");
-    strcat(url, json_string_value(json_object_get(last_assistant(st), "id")));
+    strcat(url, json_string_value(json_object_get(itest_last_assistant(st), "id")));
     ck_assert_int_eq(itest_request("GET", url, NULL, NULL, &r), 0);
     ck_assert_int_eq(r.status, 200);
     j = itest_resp_json(&r);
     ck_assert(json_is_true(json_object_get(j, "isComplete")));
     ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "complete");
-    ck_assert_str_eq(json_string_value(json_object_get(j, "content")),
-                     json_string_value(json_object_get(last_assistant(st), "content")));
+    ck_assert_str_eq(
+        json_string_value(json_object_get(j, "content")),
+        json_string_value(json_object_get(itest_last_assistant(st), "content")));
     json_decref(j);
     json_decref(st);
     itest_resp_release(&r);
@@ -1146,7 +1141,7 @@ START_TEST(test_openai_round_trip_through_server)
                           NULL),
                      200);
     st = state_when(sid, tool_answered, NULL);
-    answer = json_string_value(json_object_get(last_assistant(st), "content"));
+    answer = json_string_value(json_object_get(itest_last_assistant(st), "content"));
     ck_assert_str_eq(answer, "2+3 = 5");
     ck_assert_str_eq(
         json_string_value(json_object_get(

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/now.h"
 #include "effects/sse_parse.h"
 
 extern char **environ;
@@ -490,8 +491,10 @@ long itest_post_input(const struct itest_server *s, const char *sid, const char 
     long status;
 
     snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s/moorex", s->base, sid);
-    if (itest_request("POST", url, json, NULL, &r))
+    if (itest_request("POST", url, json, NULL, &r)) {
+        itest_resp_release(&r); /* a failed request has a body too */
         return -1;
+    }
     status = r.status;
     if (answer)
         *answer = itest_resp_json(&r);
@@ -662,24 +665,10 @@ static bool event_matches(json_t *data, void *arg)
            !strcmp(json_string_value(json_object_get(data, m->key)), m->value);
 }
 
-static struct timespec deadline_in(int timeout_ms)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 int itest_sse_wait_for(struct itest_sse *e, size_t from, bool (*pred)(json_t *, void *),
                        void *arg, int timeout_ms)
 {
-    struct timespec ts = deadline_in(timeout_ms);
+    struct timespec ts = now_deadline(CLOCK_REALTIME, timeout_ms * NOW_NS_PER_MS);
     int found = -1;
 
     pthread_mutex_lock(&e->lock);
@@ -773,14 +762,28 @@ char *itest_new_session(const struct itest_server *s)
     json_t *j;
 
     snprintf(url, sizeof(url), "%s/api/reflexor/sessions", s->base);
-    if (itest_request("POST", url, "", NULL, &r))
+    if (itest_request("POST", url, "", NULL, &r)) {
+        itest_resp_release(&r); /* a failed request has a body too */
         return NULL;
+    }
     j = r.status == 201 ? itest_resp_json(&r) : NULL;
     if (json_is_string(json_object_get(j, "id")))
         id = strdup(json_string_value(json_object_get(j, "id")));
     json_decref(j);
     itest_resp_release(&r);
     return id;
+}
+
+json_t *itest_last_assistant(json_t *state)
+{
+    json_t *a = json_object_get(state, "assistantMessages");
+
+    return json_array_get(a, json_array_size(a) - 1);
+}
+
+json_t *itest_tool_record(json_t *state, size_t i)
+{
+    return json_array_get(json_object_get(state, "toolCallRecords"), i);
 }
 
 long itest_get_status(const struct itest_server *s, const char *path)

@@ -53,7 +53,8 @@ struct itest_resp {
     char content_type[128];
 };
 
-/* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL. */
+/* One request; `body` may be NULL; `headers` NULL-terminated, may be NULL.
+ * 0, or -1 (no HTTP answer); either way release `r`. */
 int itest_request(const char *method, const char *url, const char *body,
                   const char *const *headers, struct itest_resp *r);
 /* The same with a time limit of its own (itest_request allows 30 s). */
@@ -121,6 +122,10 @@ long itest_raw_drain(int fd, int timeout_ms, char **out);
 
 /* POST /sessions: the new session's id (malloc'd), or NULL when not 201. */
 char *itest_new_session(const struct itest_server *s);
+/* In a session's state JSON: the newest assistant message, or NULL (borrowed). */
+json_t *itest_last_assistant(json_t *state);
+/* In a session's state JSON: tool call record i, or NULL (borrowed). */
+json_t *itest_tool_record(json_t *state, size_t i);
 /* GET base+path: the HTTP status, or -1 when the request failed. */
 long itest_get_status(const struct itest_server *s, const char *path);
 /* Remove a SQLite database file and its -wal and -shm files (and, with

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "base/now.h"
 #include "effects/runtime.h"
 #include "effects/toolkit.h"
 #include "tests/unit/helper_sm.h"
@@ -77,18 +78,10 @@ static struct world w;
 
 /* ---- waiting without clocks in the assertions -------------------------------- */
 
+/* `ms` from now on the monotonic clock the test condvars run on. */
 static struct timespec deadline_in(int ms)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
+    return now_deadline(CLOCK_MONOTONIC, ms * NOW_NS_PER_MS);
 }
 
 static bool past(const struct timespec *t)

@@ -1,11 +1,11 @@
 /*
- * rx_uuid - random ids. See rx_uuid.h.
+ * idgen - see idgen.h.
  */
-#include "graph/rx_uuid.h"
+#include "base/idgen.h"
 
 #include <uuid/uuid.h>
 
-void rx_uuid_new(char out[RX_UUID_LEN])
+void idgen_uuid(char out[RX_UUID_LEN])
 {
     uuid_t u;
 
