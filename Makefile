@@ -61,7 +61,7 @@ BASE_SRC := $(wildcard base/*.c)
 GRAPH_SRC := $(wildcard graph/*.c)
 FX_SRC   := $(wildcard effects/*.c)
 STORE_SRC := $(wildcard store/*.c store/*/*.c)
-SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
+SRV_SRC  := $(filter-out server/main.c,$(wildcard server/*.c server/protocols/*.c))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC) $(BASE_SRC) $(GRAPH_SRC) $(FX_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
 SRV_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(SRV_SRC))
@@ -198,7 +198,7 @@ fuzz:
 	  build/fuzz/corpus
 
 FORMAT_FILES = $(wildcard state_machine/*.[ch] base/*.[ch] graph/*.[ch] effects/*.[ch] \
-                 server/*.[ch] store/*.[ch] store/*/*.[ch] \
+                 server/*.[ch] server/protocols/*.[ch] store/*.[ch] store/*/*.[ch] \
                  tests/*/*.[ch] examples/*.[ch] bench/*.[ch])
 format:
 	@scripts/need.sh clang-format

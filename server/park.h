@@ -5,10 +5,10 @@
  * the park instead of routing again (server/http).
  *
  * Who uses it: a POST whose input waits for the log (server/api), a
- * non-streaming chat completion (server/oai) or run (server/lg) that waits
- * for the agent to finish. A park that is never suspended tells its owner
- * when the request ends (its release), whatever the response was: how a
- * LangGraph stream with on_disconnect "cancel" learns that its client left.
+ * non-streaming chat completion (server/protocols/oai) or run (server/protocols/lg) that
+ * waits for the agent to finish. A park that is never suspended tells its owner when the
+ * request ends (its release), whatever the response was: how a LangGraph stream with
+ * on_disconnect "cancel" learns that its client left.
  *
  * Shutdown: MHD_stop_daemon aborts with a suspended connection, so every
  * request that may suspend is counted (park_enter) before it checks

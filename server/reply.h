@@ -4,14 +4,12 @@
  *
  * Depends on libmicrohttpd, jansson and server/metrics (errors are counted).
  * Each call queues one response on `conn` and returns MHD's verdict. Every
- * answer, the client protocols' (server/oai, server/lg) included, is queued
- * by reply_queue: one place counts error answers for /metrics.
- * Out of memory: an answer that cannot be built is a 500 of constant bytes
- * (reply_out_of_memory), never a closed connection, unless MHD itself has
- * no memory for a response.
- * Ownership: reply_json steals `j` (NULL: out of memory, answered 500);
- * reply_queue and reply_stream take the response (NULL: answered 500). Text
- * is copied.
+ * answer, the client protocols' (server/protocols/oai, server/protocols/lg) included, is
+ * queued by reply_queue: one place counts error answers for /metrics. Out of memory: an
+ * answer that cannot be built is a 500 of constant bytes (reply_out_of_memory), never a
+ * closed connection, unless MHD itself has no memory for a response. Ownership:
+ * reply_json steals `j` (NULL: out of memory, answered 500); reply_queue and reply_stream
+ * take the response (NULL: answered 500). Text is copied.
  */
 #ifndef REPLY_H
 #define REPLY_H

@@ -1,6 +1,6 @@
 /*
- * run - one agent run on a session, for the client protocols (server/oai,
- * server/lg): inputs submitted on a client's behalf, then everything the
+ * run - one agent run on a session, for the client protocols (server/protocols/oai,
+ * server/protocols/lg): inputs submitted on a client's behalf, then everything the
  * agent does until the session is idle (its state wants no effect) or waits
  * for a person (a tool call awaiting approval), as SPEC 4.3 defines a run:
  * no effect wanted or running.

@@ -1,5 +1,5 @@
 /*
- * check_lg_frames - the kept events of a LangGraph run (server/lg_frames):
+ * check_lg_frames - the kept events of a LangGraph run (server/protocols/lg_frames):
  * the exact bytes of a frame, ids 1, 2, 3... in order, what a join after
  * each id gets, the byte bound (the oldest go, the newest always stays),
  * ids going on after a release, and refusals that leave the log as it was.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/lg_frames.h"
+#include "server/protocols/lg_frames.h"
 #include "server/sse.h"
 
 Suite *lg_frames_suite(void);

@@ -1,5 +1,5 @@
 /*
- * check_lg_msg - the LangGraph protocol's view of a session (server/lg_msg):
+ * check_lg_msg - the LangGraph protocol's view of a session (server/protocols/lg_msg):
  * a state as LangChain messages (order, each kind's exact shape, streaming
  * answers left out, a stopped one marked), the interrupt in agent-chat-ui's
  * shape, token chunks (escaping, reasoning), a run's input (every accepted
@@ -9,7 +9,7 @@
  */
 #include "tests/unit/helper_sm.h"
 
-#include "server/lg_msg.h"
+#include "server/protocols/lg_msg.h"
 
 Suite *lg_msg_suite(void);
 

@@ -1,6 +1,6 @@
 /*
- * check_oai_wire - the OpenAI wire, pure (server/oai_wire), and the
- * continuity memo (server/oai_memo).
+ * check_oai_wire - the OpenAI wire, pure (server/protocols/oai_wire), and the
+ * continuity memo (server/protocols/oai_memo).
  *
  * Every validation rule of a chat completion request is a row: the body and
  * the status, param and code of the error it must give (or 0 for a request
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_memo.h"
-#include "server/oai_wire.h"
+#include "server/protocols/oai_memo.h"
+#include "server/protocols/oai_wire.h"
 #include "server/session_import.h"
 #include "state_machine/rx_effects.h"
 

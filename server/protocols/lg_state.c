@@ -4,10 +4,10 @@
  * the pending interrupt, checkpoint) and its history. A checkpoint is an
  * input of the session's log: checkpoint_id is its seq in decimal, and the
  * state as of it is replayed from the log (store/store).
- * Depends on server/session, store/store, server/run, server/lg_msg,
- * server/lg_run.
+ * Depends on server/session, store/store, server/run, server/protocols/lg_msg,
+ * server/protocols/lg_run.
  */
-#include "server/lg_internal.h"
+#include "server/protocols/lg_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "server/event.h"
-#include "server/lg_msg.h"
-#include "server/lg_run.h"
+#include "server/protocols/lg_msg.h"
+#include "server/protocols/lg_run.h"
 #include "server/run.h"
 #include "server/session_table.h"
 #include "store/store.h"

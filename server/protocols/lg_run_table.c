@@ -4,7 +4,7 @@
  * frames, and what the finished ones keep at most limits.lg_runs_bytes).
  * Its lock is taken before a record's, never after.
  */
-#include "server/lg_run_internal.h"
+#include "server/protocols/lg_run_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * oai_internal - what server/oai.c (routes, sessions, continuity) and
- * server/oai_chat.c (one chat completion: its run, its stream or its park)
- * share. Private to server/oai*.
+ * oai_internal - what server/protocols/oai.c (routes, sessions, continuity) and
+ * server/protocols/oai_chat.c (one chat completion: its run, its stream or its park)
+ * share. Private to server/protocols/oai*.
  *
  * Ownership: `in` given to oai__chat_start is moved in (released on every
  * path); the session, the request and the memo are borrowed.
@@ -12,8 +12,8 @@
 #include <microhttpd.h>
 
 #include "server/door.h"
-#include "server/oai_memo.h"
-#include "server/oai_wire.h"
+#include "server/protocols/oai_memo.h"
+#include "server/protocols/oai_wire.h"
 #include "server/park.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_input.h"

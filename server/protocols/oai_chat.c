@@ -18,7 +18,7 @@
  * (dropped in `ended`), one for the parked request (dropped by park
  * release), one while starting; it holds a run reference.
  */
-#include "server/oai_internal.h"
+#include "server/protocols/oai_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,7 +33,7 @@
 #include "server/reply.h"
 #include "server/run.h"
 #include "server/sse.h"
-#include "server/timeline.h"
+#include "server/protocols/timeline.h"
 #include "state_machine/rx_machine.h"
 
 /* Frames a stream client may have waiting, at least: one per delta. */

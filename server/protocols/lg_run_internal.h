@@ -1,5 +1,5 @@
 /*
- * lg_run_internal - what the files of server/lg_run share: the record
+ * lg_run_internal - what the files of server/protocols/lg_run share: the record
  * itself, the registry's entry points and the event and waiter helpers.
  * Private to lg_run.c (record, engine callbacks), lg_run_table.c (the
  * registry) and lg_run_wait.c (streams and waiters); the rest of the
@@ -11,8 +11,8 @@
 
 #include <pthread.h>
 
-#include "server/lg_frames.h"
-#include "server/lg_run.h"
+#include "server/protocols/lg_frames.h"
+#include "server/protocols/lg_run.h"
 #include "server/sse.h"
 
 struct lg_waiter;

@@ -3,8 +3,8 @@
  * route shares, /info and the one assistant. See lg.h; threads are
  * lg_threads.c, runs lg_runs.c and lg_run*.c.
  */
-#include "server/lg.h"
-#include "server/lg_internal.h"
+#include "server/protocols/lg.h"
+#include "server/protocols/lg_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/lg_msg.h"
-#include "server/lg_run.h"
+#include "server/protocols/lg_msg.h"
+#include "server/protocols/lg_run.h"
 #include "server/reply.h"
 #include "server/session_table.h"
 #include "state_machine/rx_json.h"

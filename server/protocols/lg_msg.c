@@ -1,7 +1,7 @@
 /*
  * lg_msg - the LangGraph protocol's view of a session. See lg_msg.h.
  */
-#include "server/lg_msg.h"
+#include "server/protocols/lg_msg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/timeline.h"
+#include "server/protocols/timeline.h"
 #include "state_machine/rx_json.h"
 
 void lg_msg_iso(int64_t ms, char out[LG_ISO_LEN])

@@ -1,7 +1,7 @@
 /*
  * timeline - a session's records in conversation order. See timeline.h.
  */
-#include "server/timeline.h"
+#include "server/protocols/timeline.h"
 
 #include <stdint.h>
 

@@ -5,7 +5,7 @@
  * 4096 pairs of 64-bit words, a few microseconds per chat request, which is
  * cheaper to keep right than an index that must forget what the ring drops.
  */
-#include "server/oai_memo.h"
+#include "server/protocols/oai_memo.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * agent-chat-ui's shape (HITLRequest), token deltas as message chunks, and
  * a run's input or `command.resume` as machine inputs.
  *
- * Messages, in conversation order (server/timeline):
+ * Messages, in conversation order (server/protocols/timeline):
  *   user message       {"type":"human","content","id",...}
  *   assistant message  {"type":"ai","content","id","tool_calls":[],
  *                       "response_metadata":{"status":"complete"|"stopped"},
@@ -21,7 +21,7 @@
  *             "review_configs":[{"action_name","allowed_decisions":[...]}]},
  *    "id":"interrupt-<first call id>"}
  *
- * Depends on state_machine/ and server/timeline (pure) and jansson; no I/O,
+ * Depends on state_machine/ and server/protocols/timeline (pure) and jansson; no I/O,
  * clock, locks or MHD.
  * Ownership: states and JSON arguments are borrowed; every json_t returned is
  * a NEW reference (NULL on ENOMEM); strings handed out are malloc'd (free).

@@ -7,7 +7,7 @@
  * after an id that is gone starts at the oldest kept frame).
  *
  * Depends on server/sse (frames) and state_machine/rx_buf; no locks: the
- * owner (server/lg_run) guards the log with its run's lock.
+ * owner (server/protocols/lg_run) guards the log with its run's lock.
  * Invariants: frames f[start .. start+len) have ids first_id .. first_id+len-1;
  * `bytes` is the sum of their lengths; after an append, bytes <= max_bytes
  * or only the newest frame is left.

@@ -1,7 +1,7 @@
 /*
  * lg_frames - the kept events of one run. See lg_frames.h.
  */
-#include "server/lg_frames.h"
+#include "server/protocols/lg_frames.h"
 
 #include <errno.h>
 #include <stdio.h>

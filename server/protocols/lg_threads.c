@@ -7,11 +7,11 @@
  * Threads' metadata lives here, in memory (lost on restart): every thread
  * has {"graph_id":"agent","assistant_id":...}, which clients filter on
  * (agent-chat-ui lists threads by graph_id), under what its clients set.
- * Depends on server/session, server/session_table, server/lg_msg,
- * server/lg_run.
+ * Depends on server/session, server/session_table, server/protocols/lg_msg,
+ * server/protocols/lg_run.
  */
-#include "server/lg.h"
-#include "server/lg_internal.h"
+#include "server/protocols/lg.h"
+#include "server/protocols/lg_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "server/event.h"
-#include "server/lg_msg.h"
-#include "server/lg_run.h"
+#include "server/protocols/lg_msg.h"
+#include "server/protocols/lg_run.h"
 #include "server/run.h"
 #include "server/session_table.h"
 

@@ -4,14 +4,14 @@
  * that asked for it goes away) and the requests parked until it is over.
  * See lg_run.h.
  */
-#include "server/lg_run_internal.h"
+#include "server/protocols/lg_run_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/lg_internal.h"
-#include "server/lg_msg.h"
+#include "server/protocols/lg_internal.h"
+#include "server/protocols/lg_msg.h"
 #include "server/run.h"
 
 /*

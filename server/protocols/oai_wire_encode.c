@@ -3,7 +3,7 @@
  * See oai_wire.h. Every encoder appends all or nothing: on failure the
  * buffer is cut back to where it was.
  */
-#include "server/oai_wire.h"
+#include "server/protocols/oai_wire.h"
 
 #include <errno.h>
 #include <string.h>

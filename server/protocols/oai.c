@@ -1,13 +1,13 @@
 /*
  * oai - the OpenAI-compatible API (SPEC 4.3). See oai.h.
  *
- * This file routes, checks requests (server/oai_wire) and finds the session
- * a chat completion goes to; server/oai_chat runs it and answers.
+ * This file routes, checks requests (server/protocols/oai_wire) and finds the session
+ * a chat completion goes to; server/protocols/oai_chat runs it and answers.
  *
  * Continuity: OpenAI clients resend the whole conversation each turn. When a
  * completion ends, the fingerprint of the conversation as the client will
  * resend it (its messages, then the answer it was given) is remembered with
- * the session (server/oai_memo). A request whose history (every message
+ * the session (server/protocols/oai_memo). A request whose history (every message
  * before its trailing user messages) has a remembered fingerprint continues
  * that session: only the new user text is posted. When that session has
  * moved on since (the client edited an earlier turn, another client
@@ -20,8 +20,8 @@
  * X-Reflexor-Session names a session outright; its id comes back in that
  * header on every chat answer.
  */
-#include "server/oai.h"
-#include "server/oai_internal.h"
+#include "server/protocols/oai.h"
+#include "server/protocols/oai_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

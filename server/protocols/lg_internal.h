@@ -1,7 +1,7 @@
 /*
- * lg_internal - what the files of the LangGraph module share (server/lg.c,
+ * lg_internal - what the files of the LangGraph module share (server/protocols/lg.c,
  * lg_threads.c, lg_state.c, lg_runs.c, lg_run*.c): answers in the protocol's shapes and
- * the entry points of its files. Private to server/lg*; http.c uses lg.h.
+ * the entry points of its files. Private to server/protocols/lg*; http.c uses lg.h.
  *
  * Errors are the LangGraph server's {"detail": "..."}. Statuses are chosen
  * so the SDK does not retry what cannot succeed: 404 unknown ids, 409 a

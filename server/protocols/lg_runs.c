@@ -12,17 +12,17 @@
  * multitask_strategy (a run while the thread has one): enqueue (default)
  * waits its turn, reject answers 409, interrupt and rollback cancel the
  * runs in flight first (rollback cannot undo the log: it interrupts).
- * Depends on server/lg_run, server/lg_msg, server/session_table.
+ * Depends on server/protocols/lg_run, server/protocols/lg_msg, server/session_table.
  */
-#include "server/lg_internal.h"
+#include "server/protocols/lg_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/lg_msg.h"
-#include "server/lg_run.h"
+#include "server/protocols/lg_msg.h"
+#include "server/protocols/lg_run.h"
 #include "server/run.h"
 #include "server/session_table.h"
 

@@ -1,7 +1,7 @@
 /*
  * oai_memo - which session a conversation continues (SPEC 4.3 continuity):
  * the fingerprint of a conversation as the client will resend it (its
- * messages and the answer it was given, server/oai_wire) -> the session it
+ * messages and the answer it was given, server/protocols/oai_wire) -> the session it
  * happened in, how many user messages that session had then and the seq of
  * its last input then (for a fork when the session moved on).
  *
@@ -9,7 +9,7 @@
  * after a restart, or past the bound, a resent conversation starts a new
  * session unless the client names one (X-Reflexor-Session).
  *
- * Depends on server/oai_wire (the fingerprint) only. Thread-safe: one mutex,
+ * Depends on server/protocols/oai_wire (the fingerprint) only. Thread-safe: one mutex,
  * a leaf (callers may hold a session's lock).
  * Ownership: struct oai_memo is caller-allocated (oai_memo_init/_release);
  * entries are copied in and out.
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/oai_wire.h"
+#include "server/protocols/oai_wire.h"
 #include "server/session.h"
 
 /* Conversations remembered at most. */

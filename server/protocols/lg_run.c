@@ -3,7 +3,7 @@
  * the session's progress into its events. See lg_run.h; the registry is
  * lg_run_table.c, streams and waiters lg_run_wait.c.
  */
-#include "server/lg_run_internal.h"
+#include "server/protocols/lg_run_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include "base/idgen.h"
 #include "effects/log.h"
 #include "base/now.h"
-#include "server/lg_msg.h"
+#include "server/protocols/lg_msg.h"
 #include "state_machine/rx_json.h"
 
 const char *const lg_run__mt_names[] = {"reject", "enqueue", "interrupt", "rollback"};

@@ -6,7 +6,7 @@
  * JSON of chunks, completions, model lists and errors.
  *
  * Pure: no I/O, clock, threads or globals; depends on jansson and
- * state_machine/ only (server/oai is the HTTP side).
+ * state_machine/ only (server/protocols/oai is the HTTP side).
  *
  * Continuity fingerprint: each message counts as (role, text) with the role
  * folded (developer = system, function = tool) and the text normalized:

@@ -1,7 +1,7 @@
 /*
  * lg_run - the LangGraph runs the server knows: one record per run (its
  * object as GET .../runs/<rid> shows it), the run's events as SSE frames
- * (server/lg_frames: kept, bounded in bytes, for joins with Last-Event-ID),
+ * (server/protocols/lg_frames: kept, bounded in bytes, for joins with Last-Event-ID),
  * a channel its live streams follow, and the requests that wait for its end
  * (runs/wait, runs/<rid>/join, cancel?wait=1).
  *
@@ -25,8 +25,8 @@
  * Locks: the registry's lock, then a record's lock (never the other way);
  * the engine calls back with the session's lock held and takes the record's
  * lock under it, so no session_* or run_* call is made with either held.
- * Depends on server/run, server/park, server/sse, server/lg_frames,
- * server/lg_msg and libmicrohttpd.
+ * Depends on server/run, server/park, server/sse, server/protocols/lg_frames,
+ * server/protocols/lg_msg and libmicrohttpd.
  * Ownership: records are refcounted: lg_run_create, lg_run_find and the
  * lists give NEW references (lg_run_unref); the registry, the engine (until
  * `ended`) and each waiter hold their own. json_t arguments are stolen (_new)

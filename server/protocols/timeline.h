@@ -1,7 +1,7 @@
 /*
  * timeline - a session's records in conversation order, as the client
- * protocols show them (server/oai, server/lg): user messages, assistant
- * messages and the tool calls of one brain-call-tools (same calledAt) as one
+ * protocols show them (server/protocols/oai, server/protocols/lg): user messages,
+ * assistant messages and the tool calls of one brain-call-tools (same calledAt) as one
  * item, by time; ties: user, assistant, tools (rx_context's order).
  *
  * Pure: reads a state, allocates nothing. Unlike rx_context it shows the

@@ -3,7 +3,7 @@
  * The encoders (chunks, completions, errors, models, tool blocks) are in
  * oai_wire_encode.c.
  */
-#include "server/oai_wire.h"
+#include "server/protocols/oai_wire.h"
 
 #include <ctype.h>
 #include <errno.h>
