@@ -126,12 +126,16 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
     /* At the brain's own count: a resumed answer adds only what is new. */
     at = m->streamed[reasoning];
     m->streamed[reasoning] += n;
-    if (msgstream_append_at(m, reasoning, at, delta, n)) {
+    /* Past the bound, or out of memory: the live stream stops there (what
+       follows is a gap), and the complete answer in the state says it all. */
+    err = msgstream_append_at(m, reasoning, at, delta, n);
+    if (err) {
         if (!m->over_logged) /* once per message, not once per chunk */
-            log_warn("session %s: %s of %s is over limits.message_max; the rest is "
-                     "dropped",
-                     s->id, reasoning ? "reasoning" : "the answer", message_id);
+            log_warn("session %s: %s of %s: %s; the rest is not streamed", s->id,
+                     reasoning ? "the reasoning" : "the answer", message_id,
+                     err == -ENOMEM ? "out of memory" : "over limits.message_max");
         m->over_logged = true;
+        err = 0;
         goto out_unlock;
     }
     if (s->runs)
