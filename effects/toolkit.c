@@ -24,13 +24,6 @@
 
 /* -------------------------------------------------------------- helpers */
 
-static bool fd_is_readable(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-
-    return fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 /* --------------------------------------------------------------- registry */
 
 void toolkit__tool_release(struct tool *t)
@@ -417,7 +410,7 @@ static int call_tool(const struct toolkit *tk, const char *name, const char *par
     json_t *args = NULL;
     int rc;
 
-    if (fd_is_readable(cancel_fd))
+    if (toolkit_command_cancelled(cancel_fd))
         return -ECANCELED;
     t = name ? toolkit__find_tool(tk, name) : NULL;
     if (!t && name && tk->mcp && mcp_hub_has(tk->mcp, name))

@@ -45,7 +45,7 @@ void toolkit_command_release(struct toolkit_command *cmd)
     memset(cmd, 0, sizeof(*cmd));
 }
 
-static bool fd_is_readable(int fd)
+bool toolkit_command_cancelled(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
 
@@ -361,7 +361,7 @@ static enum run_end pump(struct child *c, int cancel_fd, int timeout_ms, int *st
             stop_and_reap(c);
             return END_NOMEM;
         }
-        if (fd_is_readable(cancel_fd)) {
+        if (toolkit_command_cancelled(cancel_fd)) {
             stop_and_reap(c);
             return END_CANCELLED;
         }

@@ -77,6 +77,9 @@ struct toolkit_command {
 /* Free argv and its strings, and zero the struct. */
 void toolkit_command_release(struct toolkit_command *cmd);
 
+/* Whether `fd` (a cancel eventfd; -1: none) is readable now: the call was
+   cancelled. Never blocks. */
+bool toolkit_command_cancelled(int fd);
 /*
  * Run `cmd` for tool `tool` (named in messages) with `input` (NUL-terminated)
  * on its stdin, until it ends, times out, or `cancel_fd` (or -1) becomes

@@ -454,29 +454,17 @@ static char *call_tool(const char *tool, const char *args)
     return sid;
 }
 
-static json_t *record0(json_t *state)
-{
-    return json_array_get(json_object_get(state, "toolCallRecords"), 0);
-}
-
-static json_t *last_assistant(json_t *state)
-{
-    json_t *a = json_object_get(state, "assistantMessages");
-
-    return json_array_get(a, json_array_size(a) - 1);
-}
-
 static bool record_answered(json_t *state, void *arg)
 {
     (void)arg;
-    return json_is_object(json_object_get(record0(state), "result"));
+    return json_is_object(json_object_get(itest_tool_record(state, 0), "result"));
 }
 
 /* The record answered and the brain's reply to it complete. */
 static bool reply_complete(json_t *state, void *arg)
 {
     return record_answered(state, arg) &&
-           str_is(str_at(last_assistant(state), "status"), "complete");
+           str_is(str_at(itest_last_assistant(state), "status"), "complete");
 }
 
 /* The session's state once pred holds (NEW; fails the test after ms). */
@@ -498,7 +486,8 @@ static json_t *wait_state(const char *sid, bool (*pred)(json_t *, void *), int m
 static char *call_ok(const char *tool, const char *args, const char *expect)
 {
     char *sid = call_tool(tool, args), *content;
-    json_t *st = wait_state(sid, reply_complete, WAIT_MS), *rec = record0(st);
+    json_t *st = wait_state(sid, reply_complete, WAIT_MS),
+           *rec = itest_tool_record(st, 0);
     json_t *res = json_object_get(rec, "result");
     const char *c = str_at(res, "content"), *reply;
 
@@ -507,7 +496,7 @@ static char *call_ok(const char *tool, const char *args, const char *expect)
         json_is_true(json_object_get(res, "isSuccess")) && c && strstr(c, expect),
         "%s %s: wanted a success with '%s', got %s", tool, args, expect, show(res));
     /* The builtin brain answers with the result (its start, when it is long). */
-    reply = str_at(last_assistant(st), "content");
+    reply = str_at(itest_last_assistant(st), "content");
     ck_assert_msg(reply && (strlen(c) > 200 || strstr(reply, expect)),
                   "the reply lacks the result: %s", reply ? reply : "(none)");
     content = strdup(c);
@@ -521,8 +510,9 @@ static char *call_err(const char *tool, const char *args)
 {
     char *sid = call_tool(tool, args), *error;
     json_t *st = wait_state(sid, reply_complete, WAIT_MS);
-    json_t *res = json_object_get(record0(st), "result");
-    const char *e = str_at(res, "error"), *reply = str_at(last_assistant(st), "content");
+    json_t *res = json_object_get(itest_tool_record(st, 0), "result");
+    const char *e = str_at(res, "error"),
+               *reply = str_at(itest_last_assistant(st), "content");
 
     ck_assert_msg(json_is_false(json_object_get(res, "isSuccess")) && e && *e,
                   "%s %s: wanted a toolkit-error, got %s", tool, args, show(res));
@@ -817,7 +807,7 @@ START_TEST(test_cancel_reaches_the_server)
     ck_assert_msg(cancel != NULL, "no notifications/cancelled for request %s",
                   show(json_object_get(call, "id")));
     st = wait_state(sid, record_answered, WAIT_MS);
-    res = json_object_get(record0(st), "result");
+    res = json_object_get(itest_tool_record(st, 0), "result");
     ck_assert_msg(json_is_false(json_object_get(res, "isSuccess")) &&
                       str_at(res, "error") && strstr(str_at(res, "error"), "cancel"),
                   "%s", show(res));
@@ -868,7 +858,7 @@ START_TEST(test_killed_server_is_restarted)
     ck_assert_msg(call != NULL, "no tools/call reached the server");
     ck_assert_int_eq(kill(old, SIGKILL), 0);
     st = wait_state(sid, record_answered, WAIT_MS);
-    res = json_object_get(record0(st), "result");
+    res = json_object_get(itest_tool_record(st, 0), "result");
     ck_assert_msg(json_is_false(json_object_get(res, "isSuccess")) &&
                       *(str_at(res, "error") ? str_at(res, "error") : ""),
                   "a call to a killed server: %s", show(res));
@@ -994,7 +984,7 @@ static bool echo_works(const char *tool, const char *message)
     snprintf(want, sizeof(want), "Echo: %s", message);
     sid = call_tool(tool, args);
     st = wait_state(sid, record_answered, WAIT_MS);
-    res = json_object_get(record0(st), "result");
+    res = json_object_get(itest_tool_record(st, 0), "result");
     ok = json_is_true(json_object_get(res, "isSuccess")) &&
          str_is(str_at(res, "content"), want);
     if (!ok)
@@ -1118,7 +1108,7 @@ START_TEST(test_garbage_before_the_answer)
     wait_up("garbage");
     sid = call_tool("garbage__poke", "{}");
     st = wait_state(sid, record_answered, WAIT_MS);
-    res = json_object_get(record0(st), "result");
+    res = json_object_get(itest_tool_record(st, 0), "result");
     if (json_is_true(json_object_get(res, "isSuccess")))
         ck_assert_str_eq(str_at(res, "content"), "poked");
     else
@@ -1198,13 +1188,13 @@ START_TEST(test_openai_brain_calls_mcp_tool)
                                       NULL),
                      200);
     st = wait_state(sid, reply_complete, WAIT_MS);
-    rec = record0(st);
+    rec = itest_tool_record(st, 0);
     res = json_object_get(rec, "result");
     ck_assert_str_eq(str_at(rec, "name"), "everything__echo");
     ck_assert_msg(json_is_true(json_object_get(res, "isSuccess")) &&
                       str_is(str_at(res, "content"), "Echo: from the llm"),
                   "%s", show(res));
-    reply = str_at(last_assistant(st), "content");
+    reply = str_at(itest_last_assistant(st), "content");
     ck_assert_msg(str_is(reply, "LLM saw: Echo: from the llm"), "reply: %s",
                   reply ? reply : "(none)");
     json_decref(st);
