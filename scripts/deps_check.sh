@@ -42,10 +42,12 @@ declare -A not_run=(
   [write]="a word in messages"
 )
 
-# The list and this check are not tests: their words are package names.
+# Not read: the list and this check, whose words are package names, and the
+# symbol checks, whose words are C functions (shutdown, kill, sleep...).
 files() {
   { git ls-files -- tests scripts mk Makefile 2>/dev/null || find tests scripts mk Makefile -type f; } |
-    grep -vx -e scripts/deps.sh -e scripts/deps_check.sh
+    grep -vx -e scripts/deps.sh -e scripts/deps_check.sh -e scripts/layer_check.sh \
+             -e scripts/signal_safe_check.sh
 }
 
 # The words that stand where a command is run: in shell and make text, the first
