@@ -212,9 +212,12 @@ format-check:
 # library but jansson, and no pthread, uuid, clock, socket or file symbol.
 # base/ includes nothing above it (graph/, effects/, store/, server/). store/
 # includes only itself, base/ and state_machine/, its backends never each
-# other, and the rest of the tree only store/store.h.
+# other, and the rest of the tree only store/store.h. scripts/header_check.sh:
+# every header's opening comment names each project header it includes (its
+# "Depends on" sentence) and says who owns what (its "Ownership:" line).
 layer-check: $(patsubst %.c,$(BUILD)/%.o,$(SM_SRC))
 	@scripts/layer_check.sh $^
+	@scripts/header_check.sh
 
 # The command tools' supervisor is a fork of the multi-threaded server that
 # never execs: it may call only async-signal-safe functions (nm -u, allowlist).

@@ -3,7 +3,7 @@
  * server's session and message ids, the effects' call ids, and the ids the
  * library's add_messages gives to id-less messages by default.
  *
- * Part of base/: depends on libuuid and state_machine/rx_common.h only,
+ * Part of base/. Depends on libuuid and state_machine/rx_common.h only;
  * never on graph/, effects/ or server/. The pure layer never makes ids: the
  * server assigns them before an input reaches the machine, so replay is
  * exact; the library's reducers take an injectable generator (struct

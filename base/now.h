@@ -2,8 +2,8 @@
  * now - the one clock: wall time for stamps, monotonic time for timeouts,
  * and the absolute deadlines pthread_cond_timedwait wants.
  *
- * Part of base/, the impure floor under graph/ and effects/: depends on the
- * C library and POSIX clocks only, never on graph/, effects/ or server/.
+ * Part of base/, the impure floor under graph/ and effects/. Depends on the
+ * C library and POSIX clocks only; never on graph/, effects/ or server/.
  * The pure layer never reads a clock; every timestamp an input carries comes
  * from now_wall_ms() at the moment the server queues it.
  * Ownership: nothing is allocated; results are returned by value.

@@ -39,10 +39,10 @@
  * answer goes ahead on the whole context. A cancelled ask returns -ECANCELED
  * and dispatches nothing more.
  *
- * Depends on effects/openai_config (the config), effects/openai_http (the
- * transfer; curl_global_init must have been called once, before any thread
- * starts), effects/openai_stream, base/idgen, the toolkit interface,
- * state_machine/ and jansson; nothing from server/.
+ * Depends on effects/brain (the interface it implements), openai_config (the
+ * config), openai_http (the transfer: curl_global_init must have been called
+ * once, before any thread starts), openai_stream, toolkit, log, base/idgen,
+ * base/now, state_machine/ and jansson; nothing from server/.
  * Threads: one brain may run any number of asks concurrently.
  * Ownership: the config json_t given to brain_openai_create is borrowed (the
  * brain keeps copies of what it needs); `tools` is borrowed and must outlive

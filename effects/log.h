@@ -5,6 +5,9 @@
  * comparison. Thread-safe: each line is written with one write(2).
  * It lives in effects/ (writing to stderr is an effect) so that the brains
  * and tools can say what went wrong, and the server uses the same lines.
+ * Depends on the C library and write(2) only; nothing else of the project.
+ * Ownership: nothing is allocated; the format and its arguments are borrowed
+ * for the call.
  */
 #ifndef LOG_H
 #define LOG_H

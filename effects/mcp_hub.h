@@ -12,7 +12,8 @@
  * those that went and starts the new ones.
  *
  * Depends on effects/mcp_server, mcp_config, mcp_names (the table of
- * names) and jansson; nothing from server/.
+ * names), log, state_machine/rx_buf (the metrics' text) and jansson;
+ * nothing from server/.
  * Threads: all functions may be called from any thread. The table of names
  * is rebuilt off the hub's lock (a hash, linear in the tools, under a lock
  * of its own that readers never take) and published by swapping a pointer;

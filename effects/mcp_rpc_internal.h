@@ -1,7 +1,7 @@
 /*
  * mcp_rpc_internal - the helpers the two files of the mcp_rpc module
  * (mcp_rpc.c, the messages; mcp_rpc_text.c, call results as text) share.
- * Pure, as mcp_rpc; included by those two files only.
+ * Pure, as mcp_rpc. Depends on jansson only; included by those two files only.
  * Ownership: every json_t passed in is borrowed; strings returned are
  * borrowed from it.
  */

@@ -2,10 +2,10 @@
  * openai_stream - an incremental parser for the body of a streamed OpenAI
  * Chat Completions reply (Server-Sent Events of `chat.completion.chunk`).
  *
- * Pure: no I/O, clock, threads or globals, nothing from curl or server/; the
- * SSE framing is effects/sse_parse's. It is fed the body in whatever pieces
- * the socket delivers (any split, even one byte at a time, gives the same
- * result) and:
+ * Pure: no I/O, clock, threads or globals. Depends on effects/sse_parse (the
+ * SSE framing), state_machine/ and jansson only; nothing from curl or
+ * server/. It is fed the body in whatever pieces the socket delivers (any
+ * split, even one byte at a time, gives the same result) and:
  *  - reads it as SSE (effects/sse_parse.h: lines end at LF, CRLF or a lone
  *    CR; `:` comments (keep-alives) skipped; the `data` lines of one event
  *    joined with "\n"); fields other than `data`, the event name included,

@@ -15,7 +15,9 @@
  * the pool's lock only, so a cancel (host lock, then pool lock) knows whether
  * a worker has it.
  *
- * Only for effects/runtime.c and effects/runtime_pool.c; nothing from server/.
+ * Only for effects/runtime.c and effects/runtime_pool.c. Depends on
+ * effects/runtime and state_machine/ (the effects a state wants); nothing
+ * from server/.
  * Ownership: a struct effect is made and freed by the runtime (runtime.c);
  * the pool only links it into its queue (borrowed) and hands it to
  * effect_run() on a worker, which frees it.

@@ -4,9 +4,10 @@
  * with it, the MCP client Streamable HTTP answers, the integration tests the
  * server's own streams).
  *
- * Pure: no I/O, clock, threads or globals; libc and state_machine/ (rx_buf,
- * rx_common) only, nothing from curl, jansson or server/. It follows the
- * WHATWG "event stream interpretation" rules, on bytes (no UTF-8 check):
+ * Pure: no I/O, clock, threads or globals. Depends on libc and
+ * state_machine/ (rx_buf, rx_common) only; nothing from curl, jansson or
+ * server/. It follows the WHATWG "event stream interpretation" rules, on
+ * bytes (no UTF-8 check):
  *  - it is fed the body in any split; one byte at a time gives the same
  *    events as the whole body at once;
  *  - a UTF-8 BOM at the start of the stream is skipped;

@@ -22,7 +22,8 @@
  * Split in three: toolkit.c (registry, MCP, calls), toolkit_config.c (the
  * config's `tools`), toolkit_internal.h (the registry they share).
  * Depends on effects/calculator, toolkit_clock, toolkit_command,
- * toolkit_result, mcp_hub and jansson; nothing from server/.
+ * toolkit_result, mcp_hub, state_machine/rx_buf (the metrics' text) and
+ * jansson; nothing from server/.
  * Threads: set the toolkit up (toolkit_add_*, toolkit_set_result_max)
  * before sharing it; after that its own tools are read-only, the MCP part
  * has its own lock, and any number of toolkit_call()s may run concurrently

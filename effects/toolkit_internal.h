@@ -3,8 +3,8 @@
  * registry, MCP and calls) and toolkit_config.c (the config's `tools`).
  * Private to effects/toolkit*.c; everyone else goes through toolkit.h.
  *
- * Depends on effects/toolkit_command (a command tool's argv and bounds) and
- * effects/mcp_hub, jansson.
+ * Depends on effects/toolkit (the interface whose struct it completes),
+ * toolkit_command (a command tool's argv and bounds), mcp_hub and jansson.
  * Invariants: items[0..len) are complete tools with distinct names; cap is
  * what items holds. Ownership: a tool owns its name, description,
  * parameters (one reference) and command; the toolkit owns its tools and

@@ -3,7 +3,10 @@
  * inputs, streams, messages, history, time travel and forks; the sessions
  * list's search, rename, export, import and feed are in api_sessions.c.
  *
- * Depends on server/session, server/session_table, server/reply and server/sse.
+ * Depends on server/door (the door it is), session, session_table,
+ * session_follow, session_import, cluster, reply, sse and metrics,
+ * effects/toolkit, effects/log, libcurl (api_forward.c) and state_machine/;
+ * never on server/http, which knows it only through api_door.
  * Called by server/http once the request's body is read and the client is
  * authorized; `path` is the URL after the prefix.
  * A POST whose input must first be durable (group commit) parks its
@@ -19,8 +22,6 @@
 #include <microhttpd.h>
 
 #include "server/door.h"
-#include "server/park.h"
-#include "state_machine/rx_buf.h"
 
 /* The door of the native API (server/door), under its prefix; see above. */
 extern const struct door_ops api_door;

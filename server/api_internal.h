@@ -4,8 +4,10 @@
  * (search, rename, export, import, the sessions feed) that api_sessions.c
  * serves. Private to those two files; http.c uses api.h.
  *
- * Depends on libmicrohttpd and server/ (like api.c). Ownership as in api.h:
- * `body` is borrowed.
+ * Depends on libmicrohttpd, server/door, server/session and
+ * state_machine/rx_buf; its files, on what api.h names.
+ * Ownership: as in api.h, `body` is borrowed; a request that parks leaves
+ * its park in *slot, the request's.
  */
 #ifndef API_INTERNAL_H
 #define API_INTERNAL_H

@@ -9,8 +9,15 @@
  * claims from requests and the listen thread), `hlock` (a leaf: node id,
  * lease, reason, URL: never held across I/O, so /healthz never waits for
  * the database), `slock` (stopping), `qlock` (the relay queue, a leaf).
+ * Depends on server/cluster and libpq; its files also on server/config, the
+ * sessions (server/session, session_table, session_follow), store/store.h,
+ * base/, effects/log and state_machine/.
  * Every call to the database is bounded in time (db_call): a database that
  * hangs costs a request at most DB_WAIT_MS, and never the lease's deadline.
+ * Ownership: struct cluster (cluster_start/cluster_stop) owns conninfo, url,
+ * its connections, threads and relay queue; cfg, store and table are
+ * borrowed. cluster__connect's connection and cluster__call's result are the
+ * caller's (PQfinish, PQclear).
  */
 #ifndef CLUSTER_INTERNAL_H
 #define CLUSTER_INTERNAL_H

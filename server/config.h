@@ -4,6 +4,8 @@
  *
  * Every field is documented in config/README.md. A bad value fails with one
  * line naming the file, the field and why (struct rx_error).
+ * Depends on jansson and state_machine/; config.c also on effects/mcp_server
+ * and effects/toolkit (the defaults of their limits).
  * Ownership: struct config is caller-allocated (config_init/_release) and
  * owns its strings and `json` (NEW reference to the parsed file, from which
  * brain and tool settings are read).

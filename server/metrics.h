@@ -3,8 +3,8 @@
  *
  * Lock-free: every counter is updated with atomic adds from any thread, and a
  * scrape reads them without walking sessions or taking a session's lock.
- * Depends on state_machine/rx_machine (the rejection reasons), rx_buf (the
- * text) and effects/runtime (its gauges).
+ * Depends on state_machine/rx_machine (the rejection reasons),
+ * state_machine/rx_buf (the text) and effects/runtime (its gauges).
  * Ownership: counters are process-wide statics; the caller owns the buffer.
  */
 #ifndef METRICS_H

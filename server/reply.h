@@ -2,7 +2,8 @@
  * reply - how the server answers a request: JSON bodies, JSON errors (SPEC
  * section 4: every error is JSON), plain text and streams.
  *
- * Depends on libmicrohttpd, jansson and server/metrics (errors are counted).
+ * Depends on libmicrohttpd, jansson, state_machine/rx_buf and server/metrics
+ * (errors are counted).
  * Each call queues one response on `conn` and returns MHD's verdict. Every
  * answer, the client protocols' (server/protocols/oai, server/protocols/lg) included, is
  * queued by reply_queue: one place counts error answers for /metrics. Out of memory: an

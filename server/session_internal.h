@@ -2,6 +2,10 @@
  * session_internal - what server/session.c, server/session_pipeline.c,
  * server/session_table.c and the table's helpers (session_feed.c,
  * session_search.c) share. Private to those files.
+ * Depends on server/session, session_table, session_feed, msgstream, sse,
+ * effects/runtime and state_machine/; its files also on server/run, event,
+ * metrics, config, session_follow and session_import, store/store.h, base/,
+ * effects/toolkit and effects/log.
  *
  * Lock order (docs/ARCHITECTURE.md): table -> session -> store. A session's
  * lock is taken under the table's lock only to read or cancel; inputs are
@@ -10,6 +14,10 @@
  * takes it afterwards, with no store lock held, to publish what became
  * durable; SSE locks (list -> channel -> client -> MHD) are taken inside any of them
  * and never the other way round.
+ * Ownership: a struct session is refcounted (session_create gives the first
+ * reference; session_destroy frees one never listed) and owns its state,
+ * title, pending inputs, streams and scratch buffer; the table holds one
+ * reference to each listed session. session_restore takes `state` (moved in).
  */
 #ifndef SESSION_INTERNAL_H
 #define SESSION_INTERNAL_H

@@ -5,6 +5,9 @@
  * before we see the path), backslashes and NULs are refused, and the resolved
  * path must stay under the root's real path, so a symlink out of the root is
  * refused too. Content types come from the file extension.
+ * Depends on libmicrohttpd and POSIX files only; nothing else of server/.
+ * Ownership: `root` and `url` are borrowed; *resp is a new MHD response, the
+ * caller's to queue and destroy; MIME types are static strings.
  */
 #ifndef STATIC_FILES_H
 #define STATIC_FILES_H

@@ -6,6 +6,9 @@
  * json_set_alloc_funcs reaches our records and jansson's values alike
  * (jansson test_chaos.c). There is no realloc in jansson's table, hence the
  * explicit old size.
+ * Depends on jansson and the C library only.
+ * Ownership: what rx_malloc, rx_realloc and rx_str(n)dup return is the
+ * caller's, to free with rx_free (the allocator a test installed, if any).
  */
 #ifndef RX_ALLOC_H
 #define RX_ALLOC_H

@@ -1,8 +1,9 @@
 /*
  * rx_buf - a growing byte buffer with a hard size bound.
  *
- * Pure: no I/O; only malloc/realloc. Used to encode JSON, SSE frames and
- * request bodies without building jansson trees on hot paths.
+ * Pure: no I/O. Depends on rx_alloc (jansson's allocator: malloc unless a
+ * test installs its own) only. Used to encode JSON, SSE frames and request
+ * bodies without building jansson trees on hot paths.
  *
  * Invariants: `data` is NULL (nothing allocated) or holds `len + 1` bytes with
  * data[len] == '\0'; `len <= max`.

@@ -2,6 +2,7 @@
  * rx_common - the conventions every layer shares, and nothing else.
  *
  * Pure: macros, one constant and one struct; no functions with effects.
+ * Depends on the C library only.
  * Every module's fallible actions return 0 or a negative errno and carry
  * RX_WUR; a sentence for humans goes into a caller's struct rx_error (NULL
  * allowed), filled with rx_error_set() (or rx_error_setv() from a function

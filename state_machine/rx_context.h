@@ -2,8 +2,9 @@
  * rx_context - the conversation handed to a brain (SPEC 3.5), as an
  * OpenAI-style `messages` array.
  *
- * Pure: no I/O, clock, threads or globals; includes nothing from effects/,
- * server/ or graph/ (the brains in effects/ call it).
+ * Pure: no I/O, clock, threads or globals. Depends on rx_state, rx_buf,
+ * rx_alloc and jansson only; nothing from effects/, server/ or graph/ (the
+ * brains in effects/ call it).
  * Shape: system prompt first; then, if a summary is set, a user message
  * "[Previous conversation summary]\n<summary>"; then, if older unloaded tool
  * calls exist, a system message listing them by id and name; then user

@@ -2,7 +2,8 @@
  * rx_effects - effects_at (SPEC 3.3): the effects a state wants, each under a
  * stable key. The runtime starts what is newly wanted and cancels what is gone.
  *
- * Pure: no I/O, clock, threads or globals.
+ * Pure: no I/O, clock, threads or globals. Depends on rx_state and rx_alloc
+ * only.
  * Ownership: struct rx_effect_set is caller-allocated (rx_effect_set_init /
  * _release) and owns its effects; tool call ids inside are copies.
  */

@@ -1,9 +1,10 @@
 /*
  * rx_index - an id -> position index over one list of records.
  *
- * Pure: no I/O; allocation through rx_alloc. Open addressing with linear
- * probing; the ids themselves stay in the records (the index stores positions
- * and hashes only), so it costs 8 bytes a slot and nothing while empty.
+ * Pure: no I/O. Depends on rx_alloc (allocation) only. Open addressing with
+ * linear probing; the ids themselves stay in the records (the index stores
+ * positions and hashes only), so it costs 8 bytes a slot and nothing while
+ * empty.
  * Records are only ever appended or replaced in place with the same id, so an
  * index never needs deletion.
  * Ownership: caller-allocated (rx_index_init/_release). The list is borrowed
@@ -15,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "state_machine/rx_buf.h"
 #include "state_machine/rx_common.h"
 
 /* The id of record i of `list`. */

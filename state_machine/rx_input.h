@@ -2,7 +2,8 @@
  * rx_input - the inputs of the Reflexor machine (SPEC 3.2): parse, validate
  * shape, encode.
  *
- * Pure: no I/O, clock or globals. Shape validation (types, required fields)
+ * Pure: no I/O, clock or globals. Depends on rx_state, rx_buf, rx_json,
+ * rx_alloc and jansson only. Shape validation (types, required fields)
  * happens here and names the offending field; rules that depend on the state
  * (duplicates, unknown ids, time) live in rx_machine.
  * Ownership: struct rx_input is caller-allocated (rx_input_parse fills it,

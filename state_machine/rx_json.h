@@ -12,7 +12,8 @@
  * about a fifth of the time: it scans each string once and copies it once,
  * where jansson's lexer copies every byte through a stream and a buffer.
  *
- * Pure: no I/O. rx_json_parse allocates the tree it returns (and scratch
+ * Pure: no I/O. Depends on jansson (its values and allocator), rx_buf and
+ * rx_alloc only. rx_json_parse allocates the tree it returns (and scratch
  * for strings with escapes and long numbers, freed before it returns, all
  * through jansson's allocator); the other functions allocate nothing.
  * Ownership: rx_json_parse puts a new reference in *out; the text is

@@ -2,7 +2,8 @@
  * rx_machine - the Reflexor transition (SPEC 3.2): validate an input against
  * the state, build a partial update, merge it through the per-key reducers.
  *
- * Pure: no I/O, clock, threads or globals; nothing from server/ or effects/.
+ * Pure: no I/O, clock, threads or globals. Depends on rx_input, rx_state,
+ * rx_json and rx_alloc only; nothing from server/ or effects/.
  * Atomic: every allocation happens while the update is built; the merge that
  * follows cannot fail. So a rejected input, an unchanged one and an -ENOMEM
  * all leave the state byte-for-byte as it was.

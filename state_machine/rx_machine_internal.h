@@ -4,9 +4,10 @@
  * approval, SPEC 3.6) share, and nothing else may see: the partial update an
  * input builds in phase 1 and the merge folds in phase 2 (rx_machine.c).
  *
- * Pure, like rx_machine. Ownership: a struct update owns every string and
- * array in it until the merge moves them into the state (setting the
- * update's pointer to NULL); update_release (rx_machine.c) frees the rest.
+ * Pure, like rx_machine. Depends on rx_machine, rx_input and rx_state only.
+ * Ownership: a struct update owns every string and array in it until the
+ * merge moves them into the state (setting the update's pointer to NULL);
+ * update_release (rx_machine.c) frees the rest.
  * The prep functions may grow a list's capacity (never its contents) and
  * fill `u`; on -ENOMEM or a verdict other than accepted the caller releases u.
  */

@@ -3,7 +3,8 @@
  * deny), the approval state of one tool call record, and the per-session map
  * of overrides (`toolPolicies` in the state).
  *
- * Pure: no I/O, clock, threads or globals; allocation through rx_alloc.
+ * Pure: no I/O, clock, threads or globals. Depends on rx_buf, rx_alloc
+ * (allocation) and jansson only.
  * rx_state.h includes this header: the enums are part of the state.
  *
  * Invariants of struct rx_policy_map (rx_policy_map_check): entries sorted by

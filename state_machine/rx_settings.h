@@ -4,7 +4,8 @@
  * temperature a brain uses for the session's later asks, each absent when the
  * server's default applies.
  *
- * Pure: no I/O, clock, threads or globals; allocation through rx_alloc.
+ * Pure: no I/O, clock, threads or globals. Depends on rx_buf, rx_alloc
+ * (allocation) and jansson only.
  * rx_state.h and rx_input.h include this header: the struct is part of both.
  *
  * Invariants (rx_settings_check): `model` is NULL or 1 to RX_SETTINGS_MODEL_MAX

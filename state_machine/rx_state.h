@@ -2,8 +2,9 @@
  * rx_state - the Reflexor session state (SPEC 3.1) as plain C records.
  *
  * Pure: no I/O, clock, threads or mutable globals (one read-only empty
- * string, the summary of every state without one); nothing from server/ or
- * effects/.
+ * string, the summary of every state without one). Depends on rx_index,
+ * rx_policy, rx_settings, rx_buf, rx_alloc and jansson only; nothing from
+ * server/ or effects/.
  * The state is mutated in place by rx_machine (never copied per input), so a
  * long conversation costs what its newest input touches.
  *

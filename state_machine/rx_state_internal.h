@@ -3,8 +3,9 @@
  * invariants) and state_machine/rx_state_json.c (encoding, decoding) share,
  * and nothing else may see.
  *
- * Pure, like rx_state. Ownership: as in rx_state.h; the release helpers free
- * a record's strings, not the record.
+ * Pure, like rx_state. Depends on rx_state only.
+ * Ownership: as in rx_state.h; the release helpers free a record's strings,
+ * not the record.
  */
 #ifndef RX_STATE_INTERNAL_H
 #define RX_STATE_INTERNAL_H

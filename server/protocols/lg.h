@@ -7,6 +7,10 @@
  * `path` is the URL after the prefix. A request that waits for the agent
  * (runs/wait) leaves a park in *slot (server/park.h); a streaming one
  * answers with an SSE response at once.
+ * Depends on server/door (the door it is); its files also on server/run,
+ * session_table, reply, sse, event and config, server/protocols/lg_run,
+ * lg_frames, lg_msg and timeline, store/store.h, base/, effects/log and
+ * state_machine/; never on server/http, which knows it only through lg_door.
  * Ownership: `body` is borrowed.
  */
 #ifndef LG_H
@@ -15,8 +19,6 @@
 #include <microhttpd.h>
 
 #include "server/door.h"
-#include "server/park.h"
-#include "state_machine/rx_buf.h"
 
 /* The door of the LangGraph API (server/door), under its prefix; see above. */
 extern const struct door_ops lg_door;

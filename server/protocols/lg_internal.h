@@ -8,7 +8,8 @@
  * conflict, 422 a body it could not use (all in its no-retry list).
  * Every answer carries CORS headers for a local origin (a browser client
  * such as agent-chat-ui on http://localhost:3000).
- * Depends on libmicrohttpd, jansson, server/http, server/session.
+ * Depends on libmicrohttpd, jansson, server/door, server/park, server/session
+ * and state_machine/rx_buf; never on server/http.
  * Ownership: json_t passed to the reply helpers is stolen; strings and
  * bodies are borrowed.
  */

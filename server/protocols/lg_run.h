@@ -25,8 +25,8 @@
  * Locks: the registry's lock, then a record's lock (never the other way);
  * the engine calls back with the session's lock held and takes the record's
  * lock under it, so no session_* or run_* call is made with either held.
- * Depends on server/run, server/park, server/sse, server/protocols/lg_frames,
- * server/protocols/lg_msg and libmicrohttpd.
+ * Depends on server/run, server/door, server/park, server/sse,
+ * server/protocols/lg_frames, server/protocols/lg_msg and libmicrohttpd.
  * Ownership: records are refcounted: lg_run_create, lg_run_find and the
  * lists give NEW references (lg_run_unref); the registry, the engine (until
  * `ended`) and each waiter hold their own. json_t arguments are stolen (_new)

@@ -4,7 +4,11 @@
  * Private to lg_run.c (record, engine callbacks), lg_run_table.c (the
  * registry) and lg_run_wait.c (streams and waiters); the rest of the
  * module uses lg_run.h.
- * Locks and ownership as in lg_run.h.
+ * Depends on server/protocols/lg_run, lg_frames (the kept frames) and
+ * server/sse (the live channel).
+ * Locks as in lg_run.h. Ownership: as in lg_run.h; a record owns its texts,
+ * frames, channel and one reference to each of last, streamed, emitted and
+ * final.
  */
 #ifndef LG_RUN_INTERNAL_H
 #define LG_RUN_INTERNAL_H

@@ -7,6 +7,10 @@
  * `path` is the URL after the prefix. A request that waits for the agent
  * (not streaming) leaves a park in *slot (server/park.h); a streaming one
  * answers with an SSE response at once.
+ * Depends on server/door (the door it is); its files also on server/run,
+ * session, session_table, session_import, reply and sse,
+ * server/protocols/oai_wire, oai_memo and timeline, base/, effects/log and
+ * state_machine/; never on server/http, which knows it only through oai_door.
  * Ownership: `body` is borrowed.
  */
 #ifndef OAI_H
@@ -15,8 +19,6 @@
 #include <microhttpd.h>
 
 #include "server/door.h"
-#include "server/park.h"
-#include "state_machine/rx_buf.h"
 
 /* The door of the OpenAI-compatible API (server/door), under its prefix; see above. */
 extern const struct door_ops oai_door;

@@ -2,6 +2,8 @@
  * oai_internal - what server/protocols/oai.c (routes, sessions, continuity) and
  * server/protocols/oai_chat.c (one chat completion: its run, its stream or its park)
  * share. Private to server/protocols/oai*.
+ * Depends on libmicrohttpd, server/door, server/park,
+ * server/protocols/oai_memo and oai_wire, and state_machine/.
  *
  * Ownership: `in` given to oai__chat_start is moved in (released on every
  * path); the session, the request and the memo are borrowed.

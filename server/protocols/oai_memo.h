@@ -9,8 +9,9 @@
  * after a restart, or past the bound, a resent conversation starts a new
  * session unless the client names one (X-Reflexor-Session).
  *
- * Depends on server/protocols/oai_wire (the fingerprint) only. Thread-safe: one mutex,
- * a leaf (callers may hold a session's lock).
+ * Depends on server/protocols/oai_wire (the fingerprint) and server/session
+ * (SESSION_ID_MAX) only. Thread-safe: one mutex, a leaf (callers may hold a
+ * session's lock).
  * Ownership: struct oai_memo is caller-allocated (oai_memo_init/_release);
  * entries are copied in and out.
  */

@@ -5,7 +5,7 @@
  * activity drawn as Open WebUI's <details type="tool_calls"> block, and the
  * JSON of chunks, completions, model lists and errors.
  *
- * Pure: no I/O, clock, threads or globals; depends on jansson and
+ * Pure: no I/O, clock, threads or globals. Depends on jansson and
  * state_machine/ only (server/protocols/oai is the HTTP side).
  *
  * Continuity fingerprint: each message counts as (role, text) with the role

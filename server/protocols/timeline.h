@@ -4,8 +4,9 @@
  * assistant messages and the tool calls of one brain-call-tools (same calledAt) as one
  * item, by time; ties: user, assistant, tools (rx_context's order).
  *
- * Pure: reads a state, allocates nothing. Unlike rx_context it shows the
- * whole history (no summary cut) and streaming answers too.
+ * Pure: reads a state, allocates nothing. Depends on state_machine/rx_state
+ * only. Unlike rx_context it shows the whole history (no summary cut) and
+ * streaming answers too.
  * Ownership: items point into the state (borrowed, valid until its next
  * transition).
  */

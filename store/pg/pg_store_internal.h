@@ -6,8 +6,9 @@
  * binary array parameters. Private to store/pg; everyone else uses
  * store/store.h.
  *
- * Depends on libpq, store/store_backend.h, store/store_notifier.h,
- * store/store_queue.h and state_machine/ only; never on store/sqlite.
+ * Depends on libpq, store/pg/pg_store.h, store/store.h,
+ * store/store_backend.h, store/store_notifier.h, store/store_queue.h,
+ * base/now and state_machine/ only; never on store/sqlite.
  * Connections: `w` is the writer thread's alone (group commit; no lock);
  * `a` (under alock) carries create, delete, fork, import, title and
  * retention, so none of them waits for a batch to commit, nor a batch for

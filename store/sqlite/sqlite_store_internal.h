@@ -6,8 +6,9 @@
  * reads, the writer's threads and the full-text index. Private to
  * store/sqlite; everyone else uses store/store.h.
  *
- * Depends on SQLite, store/store_backend.h, store/store_notifier.h,
- * store/store_queue.h and state_machine/ only; never on store/pg.
+ * Depends on SQLite, store/store.h, store/store_backend.h,
+ * store/store_notifier.h, store/store_queue.h and state_machine/ only; never
+ * on store/pg.
  * Locks, in the order they may nest: `lock` or `rlock`, then the base's
  * `hlock`; the queue's lock (store/store_queue), the notifier's lock
  * (store/store_notifier) and `cklock`
