@@ -20,6 +20,11 @@
 #include "base/now.h"
 #include "state_machine/rx_json.h"
 
+/* A cancellation is best effort: a server that does not take it at once must
+   not hold the cancelled call, nor a shutdown that cancels every call, for
+   its whole timeout_ms. */
+#define NOTIFY_CANCEL_MS 1000
+
 #define BACKOFF_FIRST_MS 500
 #define BACKOFF_MAX_MS   30000
 /* A server listing more pages than this is cut off there. */
@@ -230,23 +235,24 @@ void mcp_server_handle_message(struct mcp_server *s, json_t *msg)
 /* ---------------------------------------------------------------- requests */
 
 /* Send one message that wants no answer (a notification). */
-static int send_text(struct mcp_server *s, json_t *msg, struct rx_error *err)
+static int send_text(struct mcp_server *s, json_t *msg, int wait_ms, struct rx_error *err)
 {
     char *text = json_dumps(msg, JSON_COMPACT);
     int rc;
 
     if (!text)
         return rx_error_set(err, -ENOMEM, "out of memory");
-    rc = s->tp->send(s, text, err);
+    rc = s->tp->send(s, text, wait_ms, err);
     free(text);
     return rc;
 }
 
-static void send_notification(struct mcp_server *s, json_t *msg /* stolen */)
+/* wait_ms: how long the server may take to accept it (see NOTIFY_CANCEL_MS). */
+static void send_notification(struct mcp_server *s, json_t *msg /* stolen */, int wait_ms)
 {
     struct rx_error err = {""};
 
-    if (!msg || send_text(s, msg, &err))
+    if (!msg || send_text(s, msg, wait_ms, &err))
         log_warn("mcp %s: a notification was not delivered: %s", s->cfg.name,
                  msg ? err.text : "out of memory");
     json_decref(msg);
@@ -309,7 +315,8 @@ static int request(struct mcp_server *s, json_int_t id, const char *method,
     if ((rc == -ECANCELED || rc == -ETIMEDOUT) && strcmp(method, "initialize"))
         send_notification(s,
                           mcp_rpc_cancelled(id, rc == -ECANCELED ? "cancelled by the user"
-                                                                 : "no answer in time"));
+                                                                 : "no answer in time"),
+                          NOTIFY_CANCEL_MS);
     if (rc == -ETIMEDOUT)
         rx_error_set(err, rc, "no answer to %s from '%s' within %d ms", method,
                      s->cfg.name, s->cfg.timeout_ms);
@@ -349,7 +356,8 @@ int mcp_server_initialize(struct mcp_server *s, int cancel_fd, struct rx_error *
     memcpy(s->version, version, sizeof(version));
     s->generation++;
     pthread_mutex_unlock(&s->lock);
-    send_notification(s, mcp_rpc_notification("notifications/initialized", NULL));
+    send_notification(s, mcp_rpc_notification("notifications/initialized", NULL),
+                      s->cfg.timeout_ms);
     return 0;
 }
 

@@ -78,9 +78,10 @@ static void http_set_version(struct mcp_server *s, const char *version)
     mcp_http_set_version(http_of(s), version);
 }
 
-static int http_send(struct mcp_server *s, const char *text, struct rx_error *err)
+static int http_send(struct mcp_server *s, const char *text, int wait_ms,
+                     struct rx_error *err)
 {
-    struct waiter w = {.s = s, .fixed = now_mono_ms() + s->cfg.timeout_ms};
+    struct waiter w = {.s = s, .fixed = now_mono_ms() + wait_ms};
     struct mcp_http_result res;
 
     return mcp_http_post(http_of(s), text, s->stop_pipe[0], waiter_deadline, &w,

@@ -58,8 +58,10 @@ struct mcp_server_transport {
     int (*open)(struct mcp_server *s, struct rx_error *err);
     /* After initialize: the negotiated version. */
     void (*set_version)(struct mcp_server *s, const char *version);
-    /* Send one message that wants no answer. 0 or -errno with err. */
-    int (*send)(struct mcp_server *s, const char *text, struct rx_error *err);
+    /* Send one message that wants no answer, waiting at most wait_ms for the
+       server to take it, and not past a stop. 0 or -errno with err. */
+    int (*send)(struct mcp_server *s, const char *text, int wait_ms,
+                struct rx_error *err);
     /* Send request p (linked in s->pending) and wait for its answer, at most
        until p->deadline. 0 (p->done), -EIO with err, -ETIMEDOUT, -ECANCELED. */
     int (*exchange)(struct mcp_server *s, struct pending *p, const char *text,

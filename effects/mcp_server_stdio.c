@@ -157,9 +157,11 @@ static void stdio_set_version(struct mcp_server *s, const char *version)
     (void)version; /* nothing travels with each message on a pipe */
 }
 
-static int stdio_send(struct mcp_server *s, const char *text, struct rx_error *err)
+static int stdio_send(struct mcp_server *s, const char *text, int wait_ms,
+                      struct rx_error *err)
 {
-    int rc = mcp_stdio_send(&link_of(s)->io, text, strlen(text), s->cfg.timeout_ms);
+    int rc =
+        mcp_stdio_send(&link_of(s)->io, text, strlen(text), wait_ms, s->stop_pipe[0]);
 
     if (rc)
         rx_error_set(err, rc, "cannot write to the server: %s", strerror(-rc));
@@ -197,6 +199,7 @@ static int stdio_exchange(struct mcp_server *s, struct pending *p, const char *t
                           const char *method, int cancel_fd, struct rx_error *err)
 {
     int evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), rc;
+    bool done;
 
     (void)method;
     if (evfd < 0)
@@ -205,11 +208,17 @@ static int stdio_exchange(struct mcp_server *s, struct pending *p, const char *t
        p->done, which the wait reads first. */
     pthread_mutex_lock(&s->lock);
     p->evfd = evfd;
+    done = p->done;
     pthread_mutex_unlock(&s->lock);
-    rc = mcp_stdio_send(&link_of(s)->io, text, strlen(text), s->cfg.timeout_ms);
-    if (rc)
+    /* Already failed (the program died, and may have been started again
+       meanwhile): not sent, or the new program would run a call we reported
+       as failed. */
+    rc = done ? 0
+              : mcp_stdio_send(&link_of(s)->io, text, strlen(text), s->cfg.timeout_ms,
+                               cancel_fd);
+    if (rc && rc != -ECANCELED)
         rx_error_set(err, -EIO, "cannot write to the server: %s", strerror(-rc));
-    rc = rc ? -EIO : wait_answer(s, p, cancel_fd);
+    rc = rc == -ECANCELED ? rc : rc ? -EIO : wait_answer(s, p, cancel_fd);
     pthread_mutex_lock(&s->lock);
     p->evfd = -1;
     pthread_mutex_unlock(&s->lock);

@@ -162,10 +162,12 @@ out_close:
 }
 
 /*
- * Lock held. Write all of p, waiting for room until `deadline` or until
- * mcp_stdio_kill wakes us: a kill never waits for a writer's timeout.
+ * Lock held. Write all of p, waiting for room until `deadline`, until
+ * mcp_stdio_kill wakes us (a kill never waits for a writer's timeout) or
+ * until `cancel_fd` is readable (the caller gave up: a cancelled call, a stop).
  */
-static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t deadline)
+static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t deadline,
+                     int cancel_fd)
 {
     int rc;
 
@@ -183,17 +185,20 @@ static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t dead
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno == EAGAIN) {
-            struct pollfd pfd[2] = {{.fd = io->in_fd, .events = POLLOUT},
-                                    {.fd = io->wake_fd, .events = POLLIN}};
+            struct pollfd pfd[3] = {{.fd = io->in_fd, .events = POLLOUT},
+                                    {.fd = io->wake_fd, .events = POLLIN},
+                                    {.fd = cancel_fd, .events = POLLIN}};
             int64_t left = deadline - now_mono_ms();
 
             if (left <= 0)
                 return -ETIMEDOUT;
             __atomic_store_n(&io->waiting, true, __ATOMIC_RELEASE);
-            rc = poll(pfd, 2, (int)left) < 0 && errno != EINTR ? -errno : 0;
+            rc = poll(pfd, 3, (int)left) < 0 && errno != EINTR ? -errno : 0;
             __atomic_store_n(&io->waiting, false, __ATOMIC_RELEASE);
             if (rc)
                 return rc;
+            if (pfd[2].revents)
+                return -ECANCELED;
             continue;
         }
         return -EPIPE;
@@ -201,16 +206,17 @@ static int write_all(struct mcp_stdio *io, const char *p, size_t n, int64_t dead
     return 0;
 }
 
-int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n, int timeout_ms)
+int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n, int timeout_ms,
+                   int cancel_fd)
 {
     int64_t deadline = now_mono_ms() + timeout_ms;
     int rc = -EPIPE;
 
     pthread_mutex_lock(&io->write_lock);
     if (io->in_fd >= 0) {
-        rc = write_all(io, msg, n, deadline);
+        rc = write_all(io, msg, n, deadline, cancel_fd);
         if (!rc)
-            rc = write_all(io, "\n", 1, deadline);
+            rc = write_all(io, "\n", 1, deadline, cancel_fd);
     }
     pthread_mutex_unlock(&io->write_lock);
     return rc;

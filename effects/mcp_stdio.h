@@ -72,11 +72,12 @@ int mcp_stdio_spawn(struct mcp_stdio *io, char *const argv[], char *const env[],
 
 /*
  * Write one message and its newline, waiting at most timeout_ms for a
- * program that does not read. 0, -EPIPE (no child, or it closed its stdin),
- * -ETIMEDOUT.
+ * program that does not read, and no longer than until `cancel_fd` (-1:
+ * none) is readable. 0, -EPIPE (no child, or it closed its stdin),
+ * -ETIMEDOUT, -ECANCELED.
  */
-int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n,
-                   int timeout_ms) RX_WUR;
+int mcp_stdio_send(struct mcp_stdio *io, const char *msg, size_t n, int timeout_ms,
+                   int cancel_fd) RX_WUR;
 
 /*
  * Write one short message and its newline only if that takes no wait: for

@@ -27,7 +27,7 @@ import process from 'node:process';
 import { readMessages } from './jsonl.mjs';
 
 const MODES = ['tools', 'same', 'flood', 'fork-exit', 'nul', 'bad-version', 'garbage',
-  'list-error', 'up-then-exit', 'close-stdout'];
+  'list-error', 'up-then-exit', 'close-stdout', 'deaf'];
 const mode = process.argv[2];
 const n = Number(process.argv[3] ?? 0);
 if (!MODES.includes(mode)) {
@@ -69,6 +69,11 @@ function listed() {
       spawn('sleep', ['30'], { stdio: ['ignore', 'inherit', 'ignore'] }).unref();
       process.exit(0);
     }, 200);
+  } else if (mode === 'deaf') {
+    // Up, then never read again: a call's write waits for room in the pipe.
+    process.stdin.pause();
+    process.stdin.removeAllListeners('data');
+    setInterval(() => {}, 1000);
   } else if (mode === 'up-then-exit') {
     setTimeout(() => process.exit(4), 50);
   }
@@ -124,5 +129,5 @@ function handle(msg) {
 
 readMessages(handle);
 process.stdin.on('end', () => {
-  if (mode !== 'flood') process.exit(0);
+  if (mode !== 'flood' && mode !== 'deaf') process.exit(0);
 });

@@ -437,6 +437,37 @@ START_TEST(test_request_flood_without_reading)
 }
 END_TEST
 
+/* ---- a call cancelled while a server that stopped reading holds its write -- */
+
+START_TEST(test_stop_while_a_call_waits_to_be_written)
+{
+    enum { BIG = 256 * 1024 }; /* more than a pipe holds: the write must wait */
+    json_t *server = hostile("deaf", 0, 30000), *cfg;
+    char *text, *body = malloc(BIG + 256), *p;
+
+    ck_assert_ptr_nonnull(body);
+    json_object_set_new(server, "approval", json_string("auto"));
+    cfg = json_pack("{s:{s:o}, s:{s:b}}", "mcpServers", "deaf", server, "api",
+                    "allow_agent_inputs", 1);
+    text = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    ck_assert_msg(itest_server_start(&srv, text, NULL) == 0, "server did not start");
+    free(text);
+    json_decref(wait_tools("deaf", 1, WAIT_MS));
+    p = body + sprintf(body, "{\"type\":\"brain-call-tools\",\"calledBrainAt\":0,"
+                             "\"toolCalls\":{\"c1\":{\"name\":\"deaf__poke\","
+                             "\"parameters\":\"{\\\"x\\\":\\\"");
+    memset(p, 'x', BIG);
+    strcpy(p + BIG, "\\\"}\"}}}");
+    ck_assert_int_eq(itest_post_input(&srv, "default", body, NULL), 200);
+    free(body);
+    sleep(1); /* the call is on its way into the pipe nobody reads */
+    /* The shutdown cancels the call: its write gives up at once, and the
+       cancellation notice waits a moment at most, not the 30 s timeout. */
+    stop_in_time();
+}
+END_TEST
+
 /* ---- item 5: the program exits, a child keeps its stdout ------------------- */
 
 START_TEST(test_exit_noticed_while_a_child_holds_stdout)
@@ -535,6 +566,7 @@ Suite *mcp_hostile_suite(void)
     suite_add_tcase(s, many);
     tcase_set_timeout(io, 120 * slow());
     tcase_add_test(io, test_request_flood_without_reading);
+    tcase_add_test(io, test_stop_while_a_call_waits_to_be_written);
     tcase_add_test(io, test_exit_noticed_while_a_child_holds_stdout);
     tcase_add_test(io, test_nul_in_one_tool_skips_that_tool);
     suite_add_tcase(s, io);
