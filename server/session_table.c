@@ -562,7 +562,10 @@ int session_table_import_text(struct session_table *t, const char *text, size_t 
     if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL))) {
         log.check = check;
         log.check_arg = arg;
-        if (!(err = session_import_replay_text(text, len, &log, e)))
+        /* Asked once more at the end: a short import is never asked on its
+           way, and one that ends after a shutdown began must start nothing. */
+        if (!(err = session_import_replay_text(text, len, &log, e)) &&
+            !(err = check ? check(arg) : 0))
             err = import_made(t, &log, out);
     }
     session_import_release(&log);

@@ -44,10 +44,11 @@ static void shed_frames_locked(struct lg_run *lr)
 
     lg_frames_release(&lr->frames);
     lr->kept = false;
-    if (lr->counted) {
-        lr->bytes -= b < lr->bytes ? b : lr->bytes;
+    /* The record's own size always loses them, counted in the sum yet or not
+       (it may be measured before it is counted): the sum only when counted. */
+    lr->bytes -= b < lr->bytes ? b : lr->bytes;
+    if (lr->counted)
         reg_bytes -= b < reg_bytes ? b : reg_bytes;
-    }
 }
 
 /*
