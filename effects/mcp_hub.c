@@ -358,13 +358,17 @@ static json_t *describe_server(const struct mcp_names *t, struct mcp_server *srv
 
 int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
 {
-    struct mcp_names *t = table_get(hub);
+    struct mcp_names *t;
     struct mcp_server **srvs = NULL;
     size_t n;
-    int rc = tools ? describe_tools(t, tools) : 0;
+    int rc;
 
-    /* The configured servers, each with a reference: a reload may stop them. */
+    /* The names and the configured servers (each with a reference: a reload
+       may stop them) taken together, as a reload swaps them together: the
+       tools of a server just removed are never shown without it. */
     pthread_mutex_lock(&hub->lock);
+    t = hub->table;
+    mcp_names_ref(t);
     n = hub->n_servers;
     srvs = calloc(n ? n : 1, sizeof(*srvs));
     for (size_t i = 0; srvs && i < n; i++) {
@@ -372,6 +376,7 @@ int mcp_hub_describe(struct mcp_hub *hub, json_t *tools, json_t *servers)
         mcp_server_ref(srvs[i]);
     }
     pthread_mutex_unlock(&hub->lock);
+    rc = tools ? describe_tools(t, tools) : 0;
     if (!srvs)
         rc = -ENOMEM;
     for (size_t i = 0; srvs && i < n; i++) {
