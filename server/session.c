@@ -336,19 +336,8 @@ static bool auto_title(struct session *s)
     const char *c;
     size_t n;
 
-    if (s->title || !s->state.user.len)
+    if (s->title || !(n = rx_state_title(&s->state, &c)))
         return false;
-    c = s->state.user.items[0].content;
-    c += strspn(c, " \t\r\n");
-    n = strcspn(c, "\r\n");
-    if (n > 60) {
-        n = 60;
-        while (n > 30 && c[n] != ' ')
-            n--;
-        /* Never cut inside a UTF-8 sequence. */
-        while (n && ((unsigned char)c[n] & 0xC0) == 0x80)
-            n--;
-    }
     s->title = strndup(c, n);
     return s->title != NULL;
 }

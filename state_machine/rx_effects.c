@@ -92,6 +92,30 @@ static int want_tool(struct rx_effect_set *set, const char *id)
     return 0;
 }
 
+bool rx_effects_any(const struct rx_state *s)
+{
+    bool pending = false;
+    int64_t t = s->latest_result_at;
+
+    for (size_t i = s->tools.settled; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        if (!c->result.present) {
+            pending = true;
+            if (c->approval != RX_APPROVAL_PENDING)
+                return true;
+        }
+    }
+    if (s->user.len && s->user.items[s->user.len - 1].received_at > t)
+        t = s->user.items[s->user.len - 1].received_at;
+    if (!pending && t > s->called_brain_at)
+        return true;
+    for (size_t i = s->assistant.settled; i < s->assistant.len; i++)
+        if (s->assistant.items[i].status == RX_STATUS_STREAMING)
+            return true;
+    return false;
+}
+
 int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
 {
     int64_t t = 0;

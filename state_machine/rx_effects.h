@@ -44,6 +44,13 @@ void rx_effect_set_release(struct rx_effect_set *set);
  */
 int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out) RX_WUR;
 
+/*
+ * Whether `s` wants any effect at all: rx_effects_at's set is not empty.
+ * Allocates nothing; what the store keeps of a session to know, without
+ * reading it, that a restart must resume it (SPEC 6.2).
+ */
+bool rx_effects_any(const struct rx_state *s);
+
 /* The effect with this key, or NULL (borrowed). */
 const struct rx_effect *rx_effect_set_find(const struct rx_effect_set *set,
                                            const char *key);

@@ -212,6 +212,28 @@ size_t rx_state_awaiting_approval(const struct rx_state *s)
     return n;
 }
 
+size_t rx_state_title(const struct rx_state *s, const char **text)
+{
+    const char *c;
+    size_t n;
+
+    if (!s->user.len)
+        return 0;
+    c = s->user.items[0].content;
+    c += strspn(c, " \t\r\n");
+    n = strcspn(c, "\r\n");
+    if (n > 60) {
+        n = 60;
+        while (n > 30 && c[n] != ' ')
+            n--;
+        /* Never cut inside a UTF-8 sequence. */
+        while (n && ((unsigned char)c[n] & 0xC0) == 0x80)
+            n--;
+    }
+    *text = c;
+    return n;
+}
+
 enum rx_policy rx_state_tool_policy(const struct rx_state *s, const char *tool)
 {
     return rx_policy_map_get(&s->policies, tool);

@@ -142,6 +142,13 @@ struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id
 size_t rx_state_pending_tools(const struct rx_state *s);
 /* Number of tool calls awaiting a person: approval PENDING and result null. */
 size_t rx_state_awaiting_approval(const struct rx_state *s);
+/*
+ * The title a session takes from its first user message: its first line,
+ * cut at a word near 60 bytes (never inside a UTF-8 sequence). Its length,
+ * with *text pointing into the message (borrowed); 0 when there is no user
+ * message yet.
+ */
+size_t rx_state_title(const struct rx_state *s, const char **text);
 /* The session's override for `tool` (toolPolicies), or RX_POLICY_UNSET. */
 enum rx_policy rx_state_tool_policy(const struct rx_state *s, const char *tool);
 

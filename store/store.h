@@ -186,6 +186,19 @@ struct store_write {
     const char *snapshot; /* NULL: none with this input */
     size_t snapshot_len;
     store_done_fn done;
+    /*
+     * What the sessions list and a restart read without loading the session
+     * (SPEC 6.2), as of the state once this input is applied: its messages
+     * (user + assistant), whether it wants any effect (rx_effects_any: a
+     * restart loads and resumes it at once), and the title it takes from
+     * its first message (rx_state_title; NULL: none yet, or already sent).
+     * The session's row holds the last write's values; the title is kept
+     * once set.
+     */
+    int64_t messages;
+    bool busy;
+    const char *title; /* not NUL-terminated, title_len bytes */
+    size_t title_len;
     /* The store's. */
     struct store_write *next;
     int err;
@@ -251,12 +264,14 @@ struct store_cursor {
     const char *id; /* borrowed */
 };
 
-/* One stored session, as store_list_sessions lists it. */
+/* One stored session, as store_list_sessions and store_sessions_page list it. */
 struct store_session_info {
     char *id;    /* owned by the list */
-    char *title; /* the one a person gave (store_set_title), or NULL; the list's */
+    char *title; /* the one a person gave (store_set_title), else the one from its
+                    first message (store_write.title), else NULL; the list's */
     int64_t created_at;
     int64_t updated_at;
+    int64_t messages; /* store_write.messages of its last input (0: none) */
 };
 
 /* Sessions listed: caller-allocated, zeroed before the first use. */
@@ -275,6 +290,39 @@ int store_list_sessions(struct store *st, const struct store_cursor *after, size
                         struct store_list *out) RX_WUR;
 /* Free what the list holds; it is empty (and zeroed) afterwards. */
 void store_list_release(struct store_list *l);
+
+/*
+ * A page of the sessions list as people see it (SPEC 6.2), newest first:
+ * the sessions with updated_at < `before` (< 0: no bound), in (updated_at,
+ * id) descending order, `limit` of them (>= 1) and every further one that
+ * shares the last one's updated_at (so a next page asked with before = that
+ * updated_at loses none), appended to `out`. With `n` words (0 to
+ * STORE_SEARCH_WORDS_MAX), only the sessions store_search would find for
+ * them; a search finds every input whose write was answered before it
+ * began. Read without holding up a commit; served by an index on
+ * (updated_at, id), so a page costs the same among a million sessions.
+ * 0, -EINVAL (n out of range), -ENOMEM or -EIO; on failure `out` is as it
+ * was.
+ */
+int store_sessions_page(struct store *st, const char *const *words, size_t n,
+                        int64_t before, size_t limit, struct store_list *out) RX_WUR;
+/*
+ * The sessions whose last input left effects wanted (store_write.busy), in
+ * no order, appended to `out`: what a restart must load and resume at
+ * once. Served by an index on them: it costs what they are, not what the
+ * log holds. 0, -ENOMEM or -EIO.
+ */
+int store_sessions_busy(struct store *st, struct store_list *out) RX_WUR;
+/* How many sessions are stored, in *n. 0 or -EIO. */
+int store_sessions_count(struct store *st, int64_t *n) RX_WUR;
+/*
+ * One session's row: created_at, title and messages as store_sessions_page
+ * lists them, into `out` (its strings the caller's: free them with
+ * store_session_info_release). 0, -ENOENT, -ENOMEM or -EIO.
+ */
+int store_session_info(struct store *st, const char *sid,
+                       struct store_session_info *out) RX_WUR;
+void store_session_info_release(struct store_session_info *info);
 
 /*
  * One session's current state (as store_load builds it) into caller-allocated
