@@ -553,15 +553,8 @@ static enum MHD_Result api_route(struct door *srv, struct MHD_Connection *conn,
     } else {
         return reply_error(conn, 404, "not-found", NULL, "no such route");
     }
+    /* Not in memory (cold, or made on another node a moment ago): read now. */
     s = session_table_get(srv->sessions, sid);
-    /* In a cluster, one made on another node a moment ago: read it now. */
-    if (!s && __atomic_load_n(&srv->cluster, __ATOMIC_ACQUIRE)) {
-        int err = session_table_adopt(srv->sessions, sid);
-
-        /* -EEXIST: the listen thread adopted it meanwhile. */
-        if (!err || err == -EEXIST)
-            s = session_table_get(srv->sessions, sid);
-    }
     if (!s)
         return reply_error(conn, 404, "not-found", NULL, "no session '%s'", sid);
     ret = session_route(srv, conn, method, s, rest, body, pending);

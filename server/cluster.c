@@ -188,16 +188,12 @@ static int claim_row(struct cluster *c, PGconn **db, const char *sid, int64_t de
 /* After a claim committed: the session in memory follows the log, then acts. */
 static int take(struct cluster *c, const char *sid)
 {
+    /* Not in memory (made elsewhere, or cold): read it now. */
     struct session *s = session_table_get(c->table, sid);
     int err;
 
-    if (!s) {
-        /* Made elsewhere, not heard of yet: read it now. */
-        if ((err = session_table_adopt(c->table, sid)) && err != -EEXIST)
-            return err;
-        if (!(s = session_table_get(c->table, sid)))
-            return -ENOENT;
-    }
+    if (!s)
+        return -ENOENT;
     err = session_take(s);
     session_unref(s);
     return err;
@@ -343,9 +339,9 @@ static void scan(struct cluster *c)
     pthread_mutex_lock(&c->ctl_lock);
     r = cluster__call(c, &c->ctl,
                       "SELECT s.id FROM sessions s LEFT JOIN owners o ON o.session_id ="
-                      " s.id WHERE o.node IS NULL OR NOT EXISTS (SELECT 1 FROM nodes n"
-                      " WHERE n.id = o.node AND n.expires_at > clock_timestamp())"
-                      " ORDER BY random() LIMIT " CLAIM_BATCH,
+                      " s.id WHERE s.busy AND (o.node IS NULL OR NOT EXISTS (SELECT 1"
+                      " FROM nodes n WHERE n.id = o.node AND n.expires_at >"
+                      " clock_timestamp())) ORDER BY random() LIMIT " CLAIM_BATCH,
                       0, NULL, PGRES_TUPLES_OK, scan_deadline(c));
     if (r && !rows_strings(r, &orphans))
         for (size_t i = 0; i < orphans.n && lease_left(c) > 0; i++)
@@ -362,7 +358,7 @@ static void scan(struct cluster *c)
                 continue;
             if ((s = session_table_get(c->table, orphans.ids[i])))
                 session_unref(s);
-            else if (session_table_adopt(c->table, orphans.ids[i]) < 0)
+            else
                 log_warn("cluster: session %s: cannot read it", orphans.ids[i]);
         }
         if (session_table_each(c->table, align_one, &(struct align){c, &mine}))

@@ -45,12 +45,9 @@ static void on_log(struct cluster *c, char *p)
     *sp = '\0';
     seq = strtoll(sp + 1, &text, 10);
     text = *text == ' ' ? text + 1 : NULL;
-    if (!(s = session_table_get(c->table, p))) {
-        /* Not heard of yet: reading it whole takes this input too. */
-        if (session_table_adopt(c->table, p) < 0)
-            log_debug("cluster: input %lld of unknown session %s", (long long)seq, p);
+    /* Not in memory: its next touch reads it whole, this input too (SPEC 6.2). */
+    if (!(s = session_table_peek(c->table, p)))
         return;
-    }
     if (session_follow_input(s, seq, text, text ? strlen(text) : 0))
         log_warn("cluster: session %s: cannot follow input %lld", p, (long long)seq);
     session_unref(s);
@@ -70,7 +67,7 @@ static void on_token(struct cluster *c, char *p)
         *rest++ = '\0';
     }
     off = strtoull(f[3], &end, 10);
-    if (*end || !(s = session_table_get(c->table, f[0])))
+    if (*end || !(s = session_table_peek(c->table, f[0])))
         return;
     session_follow_token(s, f[1], f[2][0] == 'r', off, rest, strlen(rest));
     session_unref(s);
@@ -117,38 +114,24 @@ static void on_session(struct cluster *c, char *p)
     }
 }
 
-/* A resync's walk over the table: catch up, forget what the log lost. */
+/* A resync's walk over the sessions in memory: catch up, forget what the log lost. */
 struct resync {
-    struct owned_ids {
-        char **ids;
-        size_t n;
-    } listed; /* the log's sessions, sorted */
     struct cluster *c;
     bool failed; /* something could not be read: try again later */
 };
-
-static int cmp_id(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 static void resync_one(struct session *s, void *arg)
 {
     struct resync *rs = arg;
     const char *id = session_id(s);
     int64_t created;
+    int err = store_session_created(rs->c->store, id, &created);
 
-    if (!bsearch(&id, rs->listed.ids, rs->listed.n, sizeof(char *), cmp_id)) {
-        /* Not in the list: deleted meanwhile, or made after it was read. */
-        int err = store_session_created(rs->c->store, id, &created);
-
-        if (err == -ENOENT)
-            session_table_forget(rs->c->table, id);
-        else if (err)
-            rs->failed = true;
+    if (err == -ENOENT) {
+        session_table_forget(rs->c->table, id); /* deleted meanwhile */
         return;
     }
-    if (session_follow_catchup(s)) {
+    if (err || session_follow_catchup(s)) {
         log_warn("cluster: session %s: cannot catch up with the log yet", id);
         rs->failed = true;
     }
@@ -156,38 +139,16 @@ static void resync_one(struct session *s, void *arg)
 
 /*
  * After a gap in the notifications (the listen connection was lost): what
- * was missed, from the database. False when some of it could not be read:
- * the caller tries again.
+ * was missed, from the database, for the sessions in memory (SPEC 6.2: the
+ * others are read whole at their next touch). False when some of it could
+ * not be read: the caller tries again.
  */
 static bool resync(struct cluster *c)
 {
-    struct resync rs = {{NULL, 0}, c, false};
-    PGresult *r;
-    int i;
+    struct resync rs = {c, false};
 
-    pthread_mutex_lock(&c->api_lock);
-    r = cluster__call(c, &c->api, "SELECT id FROM sessions", 0, NULL, PGRES_TUPLES_OK,
-                      now_mono_ms() + CLUSTER_DB_WAIT_MS);
-    pthread_mutex_unlock(&c->api_lock);
-    if (!r || !(rs.listed.ids = calloc((size_t)PQntuples(r) + 1, sizeof(char *)))) {
-        PQclear(r);
-        return false;
-    }
-    for (i = 0; i < PQntuples(r); i++) {
-        const char *id = PQgetvalue(r, i, 0);
-        struct session *s = session_table_get(c->table, id);
-
-        rs.listed.ids[rs.listed.n++] = PQgetvalue(r, i, 0); /* borrowed from r */
-        if (s)
-            session_unref(s);
-        else if (session_table_adopt(c->table, id) < 0)
-            rs.failed = true;
-    }
-    qsort(rs.listed.ids, rs.listed.n, sizeof(char *), cmp_id);
     if (session_table_each(c->table, resync_one, &rs))
         rs.failed = true;
-    free(rs.listed.ids);
-    PQclear(r);
     return !rs.failed;
 }
 

@@ -71,6 +71,9 @@ int config_init(struct config *c)
     c->lg_runs_bytes = 64 << 20;
     c->message_max = 256 << 10;
     c->max_sessions = 10000;
+    c->resident_sessions = 10000;
+    c->resident_bytes = (size_t)256 << 20;
+    c->sessions_idle_ms = 300000;
     c->max_connections = 4096;
     c->sse_queue_max = 1024;
     c->sse_queue_bytes = 8 << 20;
@@ -182,7 +185,8 @@ static const struct {
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools mcpServers openai langgraph cluster"},
+         "retention brain tools mcpServers openai langgraph cluster sessions"},
+    {"sessions", "idle_ms"},
     {"openai", "prefix models tool_details on_disconnect"},
     {"langgraph", "prefix"},
     {"cluster", "lease_ms advertise"},
@@ -192,7 +196,7 @@ static const struct {
      "body_max import_max message_max max_sessions max_connections http_threads "
      "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
      "max_running_effects session_running_effects tool_result_max mcp_tools_max "
-     "imports_running lg_metadata_max lg_runs_bytes"},
+     "imports_running lg_metadata_max lg_runs_bytes resident_sessions resident_bytes"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -392,6 +396,9 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
     INT_FIELD("limits.lg_runs_bytes", c->lg_runs_bytes, 0, 1L << 40);
     INT_FIELD("limits.message_max", c->message_max, 64, 1L << 30);
     INT_FIELD("limits.max_sessions", c->max_sessions, 1, 10000000);
+    INT_FIELD("limits.resident_sessions", c->resident_sessions, 1, 10000000);
+    INT_FIELD("limits.resident_bytes", c->resident_bytes, 1L << 20, 1L << 40);
+    INT_FIELD("sessions.idle_ms", c->sessions_idle_ms, 0, 86400000);
     INT_FIELD("limits.max_connections", c->max_connections, 4, 1000000);
     INT_FIELD("limits.http_threads", c->http_threads, 0, 64);
     INT_FIELD("limits.sse_queue_max", c->sse_queue_max, 4, 1000000);
@@ -516,6 +523,9 @@ int config_apply_reload(struct config *c, const struct config *fresh)
     __atomic_store_n(&c->imports_running, fresh->imports_running, __ATOMIC_RELAXED);
     __atomic_store_n(&c->lg_metadata_max, fresh->lg_metadata_max, __ATOMIC_RELAXED);
     __atomic_store_n(&c->lg_runs_bytes, fresh->lg_runs_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->resident_sessions, fresh->resident_sessions, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->resident_bytes, fresh->resident_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->sessions_idle_ms, fresh->sessions_idle_ms, __ATOMIC_RELAXED);
     return 0;
 }
 

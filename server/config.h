@@ -36,7 +36,10 @@ struct config {
     size_t lg_metadata_max; /* bytes of one LangGraph thread's metadata (413 past it) */
     size_t lg_runs_bytes;   /* bytes finished LangGraph run records may keep, in all */
     size_t message_max;
-    int max_sessions;
+    int max_sessions;       /* sessions at once with --db :memory: (nowhere to evict to) */
+    int resident_sessions;  /* sessions in memory past which idle ones are evicted */
+    size_t resident_bytes;  /* their states' bytes past which idle ones are evicted */
+    int sessions_idle_ms;   /* an idle session may leave memory after this */
     int max_connections;
     int http_threads; /* libmicrohttpd threads; 0: one per CPU, at most 4 */
     int sse_queue_max;
@@ -88,7 +91,8 @@ int config_set_str(char **field, const char *value) RX_WUR;
 /*
  * SIGHUP: take `fresh`'s auth token and limits (body_max, import_max, message_max,
  * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes,
- * imports_running, lg_metadata_max, lg_runs_bytes) into the
+ * imports_running, lg_metadata_max, lg_runs_bytes, resident_sessions,
+ * resident_bytes, sessions_idle_ms) into the
  * running `c`, for new work. Other threads may be reading `c`: the token
  * pointer is swapped atomically (read it with config_auth_token) and the old
  * string is kept until config_release; each limit is one atomic store.

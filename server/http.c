@@ -139,13 +139,15 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
 
 static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *conn)
 {
+    struct session_figures sf;
     struct runtime_gauges fx;
     struct rx_buf b;
     enum MHD_Result ret;
 
     runtime_gauges(&fx);
+    session_table_figures(srv->door.sessions, &sf);
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
-    if (metrics_render(&b, session_table_count(srv->door.sessions), sse_clients_open(),
+    if (metrics_render(&b, &sf, sse_clients_open(),
                        sse_clients_dropped(), &fx) ||
         toolkit_metrics(session_table_tools(srv->door.sessions), &b)) {
         rx_buf_release(&b);

@@ -268,7 +268,8 @@ static void raise_fd_limit(int connections)
  * away (SPEC 4: noticed within seconds, not at the next ping); every
  * interval_ms it pings every open stream so proxies keep idle ones open; once
  * an hour it applies the retention policy. It also starts again the effects
- * a session could not start (out of memory: session_table_reconcile_due).
+ * a session could not start (out of memory: session_table_reconcile_due),
+ * and evicts idle sessions from memory (session_table_evict, SPEC 6.2).
  */
 #define HOUSEKEEPING_TICK_MS 1000
 
@@ -307,6 +308,7 @@ static void housekeeping(struct pinger *p)
     }
     sweep_if_due(p);
     session_table_reconcile_due(p->sessions);
+    session_table_evict(p->sessions);
 }
 
 /* RX_FAIL_ALLOC (sanitizer build): stop counting, and say what was counted. */

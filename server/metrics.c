@@ -8,6 +8,21 @@ static long rejected[RX_REASON__COUNT];
 static long http_errors[600];
 static long effect_count[2], effect_failed[2];
 static long effect_ms_bits[2]; /* effect_ms as whole ms, summed atomically */
+/* Session loads by time taken: the bounds of the histogram's buckets, in ms. */
+static const int64_t load_le_ms[] = {1, 2, 5, 10, 20, 50, 100, 250, 1000};
+#define LOAD_BUCKETS (sizeof(load_le_ms) / sizeof(load_le_ms[0]))
+static long load_count[LOAD_BUCKETS + 1]; /* the last: over every bound */
+static long load_ms_sum;
+
+void metrics_session_loaded(int64_t ms)
+{
+    size_t i = 0;
+
+    while (i < LOAD_BUCKETS && ms > load_le_ms[i])
+        i++;
+    __atomic_add_fetch(&load_count[i], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&load_ms_sum, (long)ms, __ATOMIC_RELAXED);
+}
 
 void metrics_input(enum rx_verdict v, enum rx_reason r)
 {
@@ -32,17 +47,55 @@ void metrics_effect_done(int kind, double ms, int failed)
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse_dropped,
-                   const struct runtime_gauges *fx)
+/* The sessions' figures (SPEC 6.2), and how long loads took, cumulatively. */
+static int render_sessions(struct rx_buf *b, const struct session_figures *f)
+{
+    long total = 0;
+    int err = rx_buf_printf(
+        b,
+        "# HELP reflexor_sessions Sessions stored (in memory with --db :memory:).\n"
+        "# TYPE reflexor_sessions gauge\nreflexor_sessions %lld\n"
+        "# HELP reflexor_sessions_resident Sessions in memory.\n"
+        "# TYPE reflexor_sessions_resident gauge\nreflexor_sessions_resident %zu\n"
+        "# HELP reflexor_sessions_resident_bytes What the sessions in memory hold, "
+        "about.\n"
+        "# TYPE reflexor_sessions_resident_bytes gauge\n"
+        "reflexor_sessions_resident_bytes %zu\n"
+        "# HELP reflexor_sessions_loaded_total Sessions read from the store on a "
+        "touch.\n"
+        "# TYPE reflexor_sessions_loaded_total counter\n"
+        "reflexor_sessions_loaded_total %lld\n"
+        "# HELP reflexor_sessions_evicted_total Idle sessions that left memory.\n"
+        "# TYPE reflexor_sessions_evicted_total counter\n"
+        "reflexor_sessions_evicted_total %lld\n"
+        "# HELP reflexor_session_load_seconds Time to read a session from the store.\n"
+        "# TYPE reflexor_session_load_seconds histogram\n",
+        (long long)f->stored, f->resident, f->bytes, (long long)f->loads,
+        (long long)f->evictions);
+
+    for (size_t i = 0; i < LOAD_BUCKETS && !err; i++) {
+        total += LOAD(load_count[i]);
+        err = rx_buf_printf(b, "reflexor_session_load_seconds_bucket{le=\"%g\"} %ld\n",
+                            (double)load_le_ms[i] / 1000.0, total);
+    }
+    total += LOAD(load_count[LOAD_BUCKETS]);
+    return err ? err
+               : rx_buf_printf(b,
+                               "reflexor_session_load_seconds_bucket{le=\"+Inf\"} %ld\n"
+                               "reflexor_session_load_seconds_sum %.3f\n"
+                               "reflexor_session_load_seconds_count %ld\n",
+                               total, (double)LOAD(load_ms_sum) / 1000.0, total);
+}
+
+int metrics_render(struct rx_buf *b, const struct session_figures *sessions,
+                   long sse_clients, long sse_dropped, const struct runtime_gauges *fx)
 {
     static const char *const kind[] = {"brain", "tool"};
-    int err = 0;
+    int err = render_sessions(b, sessions);
 
     err = err ? err
               : rx_buf_printf(
                     b,
-                    "# HELP reflexor_sessions Sessions in memory.\n"
-                    "# TYPE reflexor_sessions gauge\nreflexor_sessions %zu\n"
                     "# HELP reflexor_sse_streams Open SSE streams.\n"
                     "# TYPE reflexor_sse_streams gauge\nreflexor_sse_streams %ld\n"
                     "# HELP reflexor_sse_dropped_total SSE clients dropped for a full "
@@ -67,7 +120,7 @@ int metrics_render(struct rx_buf *b, size_t sessions, long sse_clients, long sse
                     "reflexor_inputs_total{verdict=\"rejected\"} %ld\n"
                     "# HELP reflexor_inputs_rejected_total Rejected inputs by reason.\n"
                     "# TYPE reflexor_inputs_rejected_total counter\n",
-                    sessions, sse_clients, sse_dropped, fx->running, fx->waiting,
+                    sse_clients, sse_dropped, fx->running, fx->waiting,
                     fx->draining, LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
                     LOAD(inputs[RX_REJECTED]));
     for (int r = 1; r < RX_REASON__COUNT && !err; r++)

@@ -236,6 +236,7 @@ struct session *session_create(struct session_table *t, const char *id)
     s->table = t;
     s->refs = 1;
     s->created_at = now_wall_ms();
+    s->bytes = sizeof(*s) + len + 1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->moved, NULL);
     rx_buf_init(&s->scratch, RX_BUF_STATE_MAX);
@@ -289,6 +290,8 @@ void session_unref(struct session *s)
 void session_stop(struct session *s)
 {
     pthread_mutex_lock(&s->lock);
+    session__resize(s, 0);
+    s->counted = false;
     s->deleted = true;
     runtime_cancel_all(s->rt);
     run__session_stopped(s);
@@ -367,6 +370,7 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
 {
     rx_state_release(&s->state);
     s->state = *state;
+    session__resize(s, sizeof(*s) + rx_state_bytes(&s->state));
     s->seq = s->applied = seq;
     s->created_at = created_at;
     s->last_stamp = s->state.updated_at;

@@ -15,15 +15,12 @@
 /* How often the thread looks at held-back updates while there are some. */
 #define FEED_POLL_MS 100
 
-/* The title a session has no title for yet, as the list shows it. */
-#define FEED_UNTITLED "New chat"
-
 void session_feed_entry(struct session *s, struct event_session *e)
 {
     e->id = s->id;
     e->created_at = s->created_at;
     e->updated_at = s->state.updated_at ? s->state.updated_at : s->created_at;
-    e->title = s->title ? s->title : FEED_UNTITLED;
+    e->title = s->title ? s->title : SESSION_FEED_UNTITLED;
     e->message_count = (int64_t)(s->state.user.len + s->state.assistant.len);
 }
 

@@ -32,6 +32,8 @@
 
 /* At most one session-updated per session in this many milliseconds. */
 #define SESSION_FEED_COALESCE_MS 1000
+/* The title a session has no title for yet, as the list shows it. */
+#define SESSION_FEED_UNTITLED "New chat"
 
 struct session_feed {
     struct sse_channel ch;

@@ -39,7 +39,7 @@ struct pending;
 struct run;
 
 struct session {
-    struct session *next, *prev; /* in the table's list, newest first */
+    struct session *next, *prev; /* in the table's list, last touched first */
     struct session *chain;       /* in the table's bucket of `hash` */
     struct session_table *table;
     uint32_t hash;        /* rx_index_hash(id) */
@@ -75,6 +75,9 @@ struct session {
         snapshot_bytes; /* the last snapshot's size (session_pipeline.c snapshot_due) */
     size_t logged_since_snapshot; /* bytes of inputs logged since */
     int64_t created_at;
+    int64_t touched_ms; /* monotonic ms of its last session_table_get (table's lock) */
+    size_t bytes;       /* what its state holds, about (session_resident.c) */
+    bool counted;       /* its bytes are in the table's total (listed, not stopped) */
     char *title; /* given by a person (rename, import) or from the first message */
     /* The sessions feed (session_feed.c): what it last announced, and when. */
     size_t feed_count;           /* messageCount announced */
@@ -91,12 +94,21 @@ struct session {
     char id[]; /* sized to the id (at most SESSION_ID_MAX): 28 bytes less for a UUID */
 };
 
+struct table_loading;
+
 struct session_table {
     struct session_env env;
     struct session_feed feed;   /* GET .../events */
     pthread_mutex_t title_lock; /* one rename at a time: store, then memory */
     pthread_mutex_t lock;       /* guards the list, the buckets and the counts */
-    struct session *head;
+    /* The resident set (session_resident.c): the sessions in memory, last
+       touched first; with a store, the others are loaded on first touch. */
+    struct session *head, *tail;
+    struct table_loading *loading; /* ids being read from the store */
+    pthread_cond_t loaded;         /* broadcast when a load ends */
+    size_t bytes;                  /* atomic: the resident sessions' `bytes` */
+    int64_t stored;                /* atomic: sessions in the store, as counted here */
+    int64_t loads, evictions;      /* atomic: totals, for /metrics */
     /* id -> session: a POST finds its session in O(1) among 100 000 (chained,
        grown to keep at most about two sessions a bucket). */
     struct session **buckets;
@@ -106,6 +118,57 @@ struct session_table {
     int reconcile_due; /* atomic: some session's reconcile is to be tried again */
     pthread_cond_t all_freed;
 };
+
+/* ---- session_table.c, for session_resident.c ---- */
+
+/* Whether `id` may name a session: plain characters, 1 to SESSION_ID_MAX. */
+bool session_id_is_plain(const char *id);
+
+/* A session to list (session_table__add). */
+struct table_add {
+    const char *id;
+    int64_t created_at; /* of a rebuilt one; a fresh one is made now */
+    const char *title;  /* given by a person, or from its first message; NULL: none */
+    struct rx_state *state; /* rebuilt (moved in on success); NULL: fresh, stored now */
+    int64_t seq;            /* inputs folded into `state` */
+    bool follower;          /* another node owns it (session_follow.h) */
+    bool quiet;             /* loaded, not made: the sessions feed is not told */
+};
+/*
+ * List a session (a fresh one is recorded in the store first). 0 and a new
+ * reference in *out (when not NULL); -EINVAL (id not plain), -EEXIST,
+ * -ENFILE (limits.max_sessions, only with no store), -ENOMEM, or the
+ * store's -ENOSPC / -EIO. On failure `state` is still the caller's.
+ */
+int session_table__add(struct session_table *t, const struct table_add *a,
+                       struct session **out) RX_WUR;
+
+/* ---- session_resident.c: the table's index and the resident set ---- */
+
+/* The listed session `id`, or NULL. Table's lock held. */
+struct session *session_table__find(struct session_table *t, const char *id);
+/* List `s` (touched now; its bytes counted). Table's lock held. */
+void session_table__link(struct session_table *t, struct session *s);
+/* Unlist `s`. Table's lock held. */
+void session_table__unlink(struct session_table *t, struct session *s);
+/*
+ * A new reference to `id`, read from the store when it is not in memory
+ * (the one load of it: a touch racing it waits for it), or NULL (unknown,
+ * or the store could not read it: logged). Takes the table's lock, not
+ * held across the store's reads.
+ */
+struct session *session_table__touch(struct session_table *t, const char *id);
+/*
+ * Evict idle sessions: those untouched for sessions.idle_ms, and the least
+ * recently touched while more than limits.resident_sessions or
+ * limits.resident_bytes are in memory. Never one with work in flight
+ * (session__is_idle). Nothing without a store. Returns how many left.
+ */
+size_t session_table__evict(struct session_table *t);
+/* Whether `s` may leave memory now. Both locks held (table, then session). */
+bool session__is_idle(struct session *s);
+/* `s` holds `bytes` now (and its table's total follows). Lock held. */
+void session__resize(struct session *s, size_t bytes);
 
 /* A new session of `t` with one reference, not yet in the table; `id` is a
    checked one (at most SESSION_ID_MAX bytes). NULL on ENOMEM. */

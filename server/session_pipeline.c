@@ -34,6 +34,7 @@
 #include "server/metrics.h"
 #include "server/session_import.h"
 #include "store/store.h"
+#include "state_machine/rx_effects.h"
 #include "state_machine/rx_json.h"
 
 /* ---- events ---------------------------------------------------------------- */
@@ -354,9 +355,20 @@ static bool snapshot_due(struct session *s)
 static int pending_fill(struct session *s, struct pending *p, const struct rx_input *in,
                         const struct rx_outcome *o)
 {
+    const char *title = NULL;
+    size_t input_len, title_len = 0;
+
     if (rx_input_encode(in, &p->input))
         return -ENOMEM;
-    s->logged_since_snapshot += p->input.len;
+    input_len = p->input.len;
+    /* The title from the first message, kept after the input's text: the
+       store reads it after the state may have been rebuilt. */
+    if (!s->title && s->state.user.len == 1 &&
+        (title_len = rx_state_title(&s->state, &title)) &&
+        rx_buf_append(&p->input, title, title_len))
+        return -ENOMEM;
+    s->logged_since_snapshot += input_len;
+    session__resize(s, s->bytes + input_len);
     if (snapshot_due(s)) {
         if (rx_state_encode(&s->state, &p->snapshot))
             return -ENOMEM;
@@ -368,8 +380,13 @@ static int pending_fill(struct session *s, struct pending *p, const struct rx_in
     p->w.sid = s->id;
     p->w.seq = s->applied;
     p->w.updated_at = in->timestamp;
+    /* What the list and a restart read of it without loading it (SPEC 6.2). */
+    p->w.messages = (int64_t)(s->state.user.len + s->state.assistant.len);
+    p->w.busy = rx_effects_any(&s->state);
     p->w.input = p->input.data;
-    p->w.input_len = p->input.len;
+    p->w.input_len = input_len;
+    p->w.title = title_len ? p->input.data + input_len : NULL;
+    p->w.title_len = title_len;
     p->w.done = pending_stored;
     frames_make(s, in, o, s->applied, &p->fr);
     return 0;

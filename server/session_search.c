@@ -2,18 +2,23 @@
  * session_search - the sessions list, searched and paged
  * (session_table_search, see session_table.h).
  *
- * Which sessions match comes from the store's full-text index when there is
- * a store, or from a scan of the sessions in memory when there is none (the
+ * With a store, the list is the store's (SPEC 6.2: it holds every session,
+ * memory only those in use): a page comes from store_sessions_page, in the
+ * order of its index, and matches from its full-text index; a session that
+ * is in memory shows its title and count from there (fresher than its row,
+ * which is written with its inputs). The page's order and `next` are the
+ * row's updated_at, which the store rewrites when it moves by a second or
+ * the messages change (store.h).
+ *
+ * With no store (--db :memory:) the sessions in memory are scanned for the
  * same words, matched at token boundaries, so both answer alike for ASCII
- * text). Order and pages come from the table either way: the index knows
- * which sessions, the sessions know their updatedAt (the store's copy is
- * only rewritten when it moves by a second, see store.h). The table's lock is
- * held only to take a reference to each candidate; each is then read under
- * its own lock.
+ * text; the table's lock is held only to take a reference to each
+ * candidate, each is then read under its own lock.
  */
 #include "server/session_table.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,10 +172,10 @@ static int hit_cmp(const void *a, const void *b)
 }
 
 /*
- * A reference to each session of the table that is in `ids` (NULL: all),
- * with the table's lock held only for that. 0 or -ENOMEM.
+ * A reference to each session of the table, with the table's lock held
+ * only for that. 0 or -ENOMEM.
  */
-static int candidates(struct session_table *t, json_t *ids, struct hit **out, size_t *n)
+static int candidates(struct session_table *t, struct hit **out, size_t *n)
 {
     struct hit *v;
     size_t k = 0;
@@ -179,8 +184,6 @@ static int candidates(struct session_table *t, json_t *ids, struct hit **out, si
     v = calloc(t->count ? t->count : 1, sizeof(*v));
     if (v) {
         for (struct session *s = t->head; s; s = s->next) {
-            if (ids && !json_object_get(ids, s->id))
-                continue;
             session_ref(s);
             v[k++].s = s;
         }
@@ -193,28 +196,51 @@ static int candidates(struct session_table *t, json_t *ids, struct hit **out, si
     return 0;
 }
 
-/* The store's matches as a set of ids (a JSON object). */
-static int store_matches(struct store *st, const struct query *q, json_t **set)
+/* A stored session's entry; one in memory shows its own title and count. */
+static json_t *stored_entry(struct session_table *t, const struct store_session_info *r)
 {
-    json_t *ids = NULL, *id;
-    size_t i;
-    int err = store_search(st, q->words, q->n, &ids);
+    struct event_session e = {r->id, r->created_at, r->updated_at,
+                              r->title ? r->title : SESSION_FEED_UNTITLED, r->messages};
+    struct session *s = session_table_peek(t, r->id);
+    json_t *o;
+
+    if (!s)
+        return event_session_json(&e);
+    pthread_mutex_lock(&s->lock);
+    {
+        struct event_session m;
+
+        session_feed_entry(s, &m);
+        e.title = m.title;
+        e.message_count = m.message_count;
+        o = event_session_json(&e); /* under the lock: m.title is the session's */
+    }
+    pthread_mutex_unlock(&s->lock);
+    session_unref(s);
+    return o;
+}
+
+/* session_table_search with a store: its page, as it orders it. */
+static int stored_page(struct session_table *t, const struct query *q, int64_t before,
+                       int limit, struct session_page *page)
+{
+    struct store_list l = {0};
+    json_t *arr;
+    int err = store_sessions_page(t->env.store, q->words, q->n, before, (size_t)limit, &l);
 
     if (err)
         return err;
-    *set = json_object();
-    json_array_foreach(ids, i, id)
-    {
-        if (!*set || json_object_set_new(*set, json_string_value(id), json_true())) {
+    if (!(arr = json_array()))
+        err = -ENOMEM;
+    for (size_t i = 0; !err && i < l.n; i++)
+        if (json_array_append_new(arr, stored_entry(t, &l.v[i])))
             err = -ENOMEM;
-            break;
-        }
-    }
-    json_decref(ids);
-    if (err) {
-        json_decref(*set);
-        *set = NULL;
-    }
+    /* A page as long as asked may have more after it: `next` asks. */
+    page->next = !err && l.n >= (size_t)limit ? l.v[l.n - 1].updated_at : -1;
+    page->list = err ? NULL : arr;
+    if (err)
+        json_decref(arr);
+    store_list_release(&l);
     return err;
 }
 
@@ -275,7 +301,6 @@ int session_table_search(struct session_table *t, const char *text, int64_t befo
                          int limit, struct session_page *page)
 {
     struct query q;
-    json_t *set = NULL;
     struct hit *v = NULL;
     size_t n = 0, take;
     int err;
@@ -284,11 +309,13 @@ int session_table_search(struct session_table *t, const char *text, int64_t befo
         limit = 1;
     if ((err = query_parse(text, &q)))
         goto out_release;
-    if (q.n && t->env.store && (err = store_matches(t->env.store, &q, &set)))
+    if (t->env.store) {
+        err = stored_page(t, &q, before, limit, page);
         goto out_release;
-    if ((err = candidates(t, set, &v, &n)))
+    }
+    if ((err = candidates(t, &v, &n)))
         goto out_release;
-    n = filter(v, n, &q, q.n && !t->env.store, before);
+    n = filter(v, n, &q, q.n, before);
     qsort(v, n, sizeof(*v), hit_cmp);
     take = (size_t)limit < n ? (size_t)limit : n;
     /* Those that share the last one's updatedAt too: `next` must lose none. */
@@ -303,7 +330,16 @@ int session_table_search(struct session_table *t, const char *text, int64_t befo
 
 out_release:
     free(v);
-    json_decref(set);
     query_release(&q);
     return err;
+}
+
+json_t *session_table_list(struct session_table *t)
+{
+    struct session_page page = {NULL, -1};
+
+    if (session_table_search(t, NULL, -1, t->env.store ? SESSION_LIST_MAX : INT_MAX,
+                             &page))
+        return NULL;
+    return page.list;
 }

@@ -39,10 +39,11 @@ struct session_table *session_table_create(const struct session_env *env)
     pthread_mutex_init(&t->title_lock, NULL);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->all_freed, NULL);
+    pthread_cond_init(&t->loaded, NULL);
     return t;
 }
 
-static bool id_is_valid(const char *id)
+bool session_id_is_plain(const char *id)
 {
     size_t n = strlen(id);
 
@@ -55,108 +56,46 @@ static bool id_is_valid(const char *id)
            strcmp(id, ".") && strcmp(id, "..");
 }
 
-/* Lock held. */
-static struct session *table_find(struct session_table *t, const char *id)
-{
-    uint32_t h = rx_index_hash(id);
-
-    for (struct session *s = t->buckets[h & (t->nbuckets - 1)]; s; s = s->chain)
-        if (s->hash == h && !strcmp(s->id, id))
-            return s;
-    return NULL;
-}
-
-/* Twice the buckets once there are two sessions a bucket (a bucket is 8 of
-   an idle session's bytes, a chain of two one more compare). Without the
-   memory it stays as it is: the chains grow longer, lookups still work. */
-static void table_grow(struct session_table *t)
-{
-    size_t n = t->nbuckets * 2;
-    struct session **b;
-
-    if (t->count < 2 * t->nbuckets || !(b = calloc(n, sizeof(*b))))
-        return;
-    for (struct session *s = t->head; s; s = s->next) {
-        s->chain = b[s->hash & (n - 1)];
-        b[s->hash & (n - 1)] = s;
-    }
-    free(t->buckets);
-    t->buckets = b;
-    t->nbuckets = n;
-}
-
-/* Lock held. */
-static void table_link(struct session_table *t, struct session *s)
-{
-    struct session **b;
-
-    s->hash = rx_index_hash(s->id);
-    s->prev = NULL;
-    s->next = t->head;
-    if (t->head)
-        t->head->prev = s;
-    t->head = s;
-    b = &t->buckets[s->hash & (t->nbuckets - 1)];
-    s->chain = *b;
-    *b = s;
-    t->count++;
-    table_grow(t);
-}
-
-/* Lock held. */
-static void table_unlink(struct session_table *t, struct session *s)
-{
-    struct session **p = &t->buckets[s->hash & (t->nbuckets - 1)];
-
-    while (*p != s)
-        p = &(*p)->chain;
-    *p = s->chain;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        t->head = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    t->count--;
-}
-
 /*
- * Add a session to the table: a fresh one (state NULL, recorded in the store)
- * or one rebuilt from the store or an import (`state` moved in, `seq` inputs
- * folded, `title` the one a person gave it or NULL; borrowed). The sessions
- * feed hears of it before anyone can find it. -ENFILE is the session limit
- * (limits.max_sessions), kept apart from the store's -ENOSPC (no room on
- * disk) and -EIO (store unusable) so that a full disk is never answered as
- * "too many sessions". On failure `state` is still the caller's.
+ * Add a session to the table (session_internal.h): a fresh one (state NULL,
+ * recorded in the store) or one rebuilt from the store or an import. The
+ * sessions feed hears of a made one before anyone can find it. -ENFILE is
+ * the session limit of --db :memory: (limits.max_sessions; with a store,
+ * memory only caches sessions and the disk is the limit), kept apart from
+ * the store's -ENOSPC (no room on disk) and -EIO (store unusable) so that a
+ * full disk is never answered as "too many sessions".
  */
-static int table_add(struct session_table *t, const char *id, int64_t created_at,
-                     const char *title, struct rx_state *state, int64_t seq,
-                     bool follower, struct session **out)
+int session_table__add(struct session_table *t, const struct table_add *a,
+                       struct session **out)
 {
-    struct session *s;
+    struct session *s = NULL;
     int err = 0;
 
-    if (!id_is_valid(id))
+    if (!session_id_is_plain(a->id))
         return -EINVAL;
     pthread_mutex_lock(&t->lock);
-    if (table_find(t, id)) {
+    if (session_table__find(t, a->id)) {
         err = -EEXIST;
-    } else if (t->count >= (size_t)t->env.cfg->max_sessions) {
+    } else if (!t->env.store && t->count >= (size_t)t->env.cfg->max_sessions) {
         err = -ENFILE;
-    } else if (!(s = session_create(t, id)) || (title && !(s->title = strdup(title)))) {
+    } else if (!(s = session_create(t, a->id)) ||
+               (a->title && !(s->title = strdup(a->title)))) {
         if (s)
             session_destroy(s);
         err = -ENOMEM;
-    } else if (!state && t->env.store &&
-               (err = store_create_session(t->env.store, id, s->created_at))) {
+    } else if (!a->state && t->env.store &&
+               (err = store_create_session(t->env.store, a->id, s->created_at))) {
         session_destroy(s); /* never listed: not counted in `live` */
     } else {
-        if (state)
-            session_restore(s, state, seq, created_at);
-        s->follower = follower;
-        table_link(t, s);
+        if (a->state)
+            session_restore(s, a->state, a->seq, a->created_at);
+        s->follower = a->follower;
+        session_table__link(t, s);
         t->live++;
-        session_feed_created(&t->feed, s);
+        if (!a->quiet) {
+            __atomic_add_fetch(&t->stored, 1, __ATOMIC_RELAXED);
+            session_feed_created(&t->feed, s);
+        }
         if (out) {
             session_ref(s);
             *out = s;
@@ -176,9 +115,9 @@ static bool table_remove(struct session_table *t, const char *id)
     struct session *s;
 
     pthread_mutex_lock(&t->lock);
-    s = id ? table_find(t, id) : t->head;
+    s = id ? session_table__find(t, id) : t->head;
     if (s)
-        table_unlink(t, s);
+        session_table__unlink(t, s);
     pthread_mutex_unlock(&t->lock);
     if (!s)
         return false;
@@ -219,16 +158,20 @@ int session_table_create_session(struct session_table *t, const char *id,
         idgen_uuid(fresh);
         id = fresh;
     }
-    return table_add(t, id, 0, NULL, NULL, 0, false, out);
+    return session_table__add(t, &(struct table_add){.id = id}, out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
 {
+    return session_table__touch(t, id);
+}
+
+struct session *session_table_peek(struct session_table *t, const char *id)
+{
     struct session *s;
 
     pthread_mutex_lock(&t->lock);
-    s = table_find(t, id);
-    if (s)
+    if ((s = session_table__find(t, id)))
         session_ref(s);
     pthread_mutex_unlock(&t->lock);
     return s;
@@ -252,7 +195,10 @@ int session_table_delete(struct session_table *t, const char *id)
         log_warn("session %s: not deleted, the log refused: %s", id, why.text);
         return err;
     }
-    /* In a cluster the deletion's notification may have removed it already. */
+    if (t->env.store && !err)
+        __atomic_sub_fetch(&t->stored, 1, __ATOMIC_RELAXED);
+    /* In a cluster the deletion's notification may have removed it already;
+       a session not in memory is only in the log. */
     return table_remove(t, id) || (t->env.store && !err) ? 0 : -ENOENT;
 }
 
@@ -285,6 +231,7 @@ void session_table_destroy(struct session_table *t)
     pthread_mutex_unlock(&t->lock);
     session_feed_release(&t->feed);
     pthread_cond_destroy(&t->all_freed);
+    pthread_cond_destroy(&t->loaded);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->title_lock);
     free(t->buckets);
@@ -295,10 +242,29 @@ size_t session_table_count(struct session_table *t)
 {
     size_t n;
 
+    if (t->env.store)
+        return (size_t)__atomic_load_n(&t->stored, __ATOMIC_RELAXED);
     pthread_mutex_lock(&t->lock);
     n = t->count;
     pthread_mutex_unlock(&t->lock);
     return n;
+}
+
+void session_table_figures(struct session_table *t, struct session_figures *f)
+{
+    pthread_mutex_lock(&t->lock);
+    f->resident = t->count;
+    pthread_mutex_unlock(&t->lock);
+    f->stored = t->env.store ? __atomic_load_n(&t->stored, __ATOMIC_RELAXED)
+                             : (int64_t)f->resident;
+    f->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
+    f->loads = __atomic_load_n(&t->loads, __ATOMIC_RELAXED);
+    f->evictions = __atomic_load_n(&t->evictions, __ATOMIC_RELAXED);
+}
+
+void session_table_evict(struct session_table *t)
+{
+    (void)session_table__evict(t);
 }
 
 struct store *session_table_store(struct session_table *t)
@@ -311,66 +277,42 @@ const struct toolkit *session_table_tools(struct session_table *t)
     return t->env.tools;
 }
 
-json_t *session_table_list(struct session_table *t)
-{
-    json_t *arr = json_array();
-
-    if (!arr)
-        return NULL;
-    pthread_mutex_lock(&t->lock);
-    for (struct session *s = t->head; s; s = s->next) {
-        struct event_session e;
-        json_t *o;
-
-        pthread_mutex_lock(&s->lock);
-        session_feed_entry(s, &e);
-        o = event_session_json(&e);
-        pthread_mutex_unlock(&s->lock);
-        if (json_array_append_new(arr, o)) {
-            json_decref(arr);
-            arr = NULL;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&t->lock);
-    return arr;
-}
-
 /* ---- the log: recovery, forks, retention ---------------------------------------- */
 
-static int load_one(void *ctx, const char *sid, int64_t created_at, const char *title,
-                    struct rx_state *state, int64_t seq)
-{
-    struct session_table *t = ctx;
-    int err =
-        table_add(t, sid, created_at, title, state, seq, t->env.relay != NULL, NULL);
-
-    if (err) {
-        log_error("session %s: cannot restore: %s", sid, strerror(-err));
-        return err;
-    }
-    return 0;
-}
-
+/*
+ * Start-up (SPEC 6.2): read no session's state but those with work in
+ * flight, which the store names without reading every session; each is
+ * loaded as a touch loads it, then reconciled (session_table__touch), so
+ * pending tools run again, unanswered messages are answered and
+ * interrupted answers resume under their id. The rest load on first touch.
+ */
 int session_table_load(struct session_table *t)
 {
+    struct store_list busy = {0};
     struct rx_error why;
+    int64_t stored = 0;
+    size_t resumed = 0;
     int err;
 
     if (!t->env.store)
         return 0;
-    err = store_load(t->env.store, load_one, t);
-    if (err) {
+    if ((err = store_sessions_count(t->env.store, &stored)) ||
+        (err = store_sessions_busy(t->env.store, &busy))) {
         store_last_error(t->env.store, &why);
-        log_error("cannot load the sessions: %s", why.text);
+        log_error("cannot read the sessions: %s",
+                  why.text[0] ? why.text : strerror(-err));
         return err;
     }
-    log_info("restored %zu session(s)", session_table_count(t));
-    /* Effects wanted by a restored state start now, without waiting for an input. */
-    pthread_mutex_lock(&t->lock);
-    for (struct session *s = t->head; s; s = s->next)
-        session_reconcile(s);
-    pthread_mutex_unlock(&t->lock);
+    __atomic_store_n(&t->stored, stored, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < busy.n; i++) {
+        struct session *s = session_table__touch(t, busy.v[i].id);
+
+        resumed += s != NULL;
+        session_unref(s);
+    }
+    log_info("%lld session(s) stored; %zu with work in flight resumed", (long long)stored,
+             resumed);
+    store_list_release(&busy);
     return 0;
 }
 
@@ -384,9 +326,6 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 
     if (!t->env.store)
         return -ENOSYS;
-    /* At the limit, say so before writing anything (table_add checks again). */
-    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
-        return -ENFILE;
     idgen_uuid(fresh);
     if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
         return err;
@@ -394,7 +333,13 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
     if ((err = store_session_title(t->env.store, fresh, &title)) ||
         (err = store_session_load(t->env.store, fresh, &state, &seq)))
         goto out_drop;
-    if ((err = table_add(t, fresh, now_wall_ms(), title, &state, seq, false, out))) {
+    if ((err = session_table__add(t,
+                                  &(struct table_add){.id = fresh,
+                                                      .created_at = now_wall_ms(),
+                                                      .title = title,
+                                                      .state = &state,
+                                                      .seq = seq},
+                                  out))) {
         rx_state_release(&state);
         goto out_drop;
     }
@@ -444,8 +389,10 @@ int session_table_sweep(struct session_table *t, int64_t older_than_ms)
         table_remove(t, json_string_value(id));
         n++;
     }
-    if (n)
+    if (n) {
+        __atomic_sub_fetch(&t->stored, n, __ATOMIC_RELAXED);
         log_info("retention: removed %d session(s), %lld input(s)", n, (long long)inputs);
+    }
     json_decref(ids);
     return n;
 }
@@ -524,8 +471,13 @@ static int import_made(struct session_table *t, struct session_import *log,
         log_warn("import: not stored: %s", why.text);
         return err;
     }
-    if ((err = table_add(t, fresh, now, log->title, &log->state, (int64_t)log->n, false,
-                         out))) {
+    if ((err = session_table__add(t,
+                                  &(struct table_add){.id = fresh,
+                                                      .created_at = now,
+                                                      .title = log->title,
+                                                      .state = &log->state,
+                                                      .seq = (int64_t)log->n},
+                                  out))) {
         if (t->env.store && store_delete_session(t->env.store, fresh))
             log_warn("session %s: half-made import left in the log", fresh);
         return err;
@@ -541,7 +493,7 @@ int session_table_import(struct session_table *t, json_t *doc,
     struct session_import log;
     int err;
 
-    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+    if (!t->env.store && session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
         return -ENFILE;
     if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL)) &&
         !(err = session_import_replay(doc, &log, e)))
@@ -557,7 +509,7 @@ int session_table_import_text(struct session_table *t, const char *text, size_t 
     struct session_import log;
     int err;
 
-    if (session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
+    if (!t->env.store && session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
         return -ENFILE;
     if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL))) {
         log.check = check;
@@ -588,7 +540,14 @@ int session_table_adopt(struct session_table *t, const char *sid)
         goto out_free;
     if ((err = store_session_load(t->env.store, sid, &state, &seq)))
         goto out_free;
-    if ((err = table_add(t, sid, created_at, title, &state, seq, true, NULL)))
+    if ((err = session_table__add(t,
+                                  &(struct table_add){.id = sid,
+                                                      .created_at = created_at,
+                                                      .title = title,
+                                                      .state = &state,
+                                                      .seq = seq,
+                                                      .follower = true},
+                                  NULL)))
         rx_state_release(&state);
 out_free:
     free(title);

@@ -2,7 +2,9 @@
  * session_table - the sessions of the server: create, load from the log,
  * fork, import, rename, delete and sweep (all removals take one path), list,
  * search and count, and the sessions feed that tells every tab of it
- * (server/session_feed). Search is in session_search.c.
+ * (server/session_feed). Search is in session_search.c; the resident set
+ * (SPEC 6.2: with a store, memory holds only the sessions in use, loaded
+ * on first touch and evicted when idle) in session_resident.c.
  *
  * Depends on server/session and store/store. The table's lock guards the
  * list only; it is held while a session's lock is taken (table -> session),
@@ -67,30 +69,63 @@ bool session_id_is_reserved(const char *id);
 /*
  * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -EINVAL (an id that is
  * not plain, or reserved: session_id_is_reserved), -ENFILE (the session
- * limit, limits.max_sessions), -ENOSPC (no room in the store), -EIO (the store
- * is unusable) or -ENOMEM.
+ * limit of --db :memory:, limits.max_sessions), -ENOSPC (no room in the
+ * store), -EIO (the store is unusable) or -ENOMEM.
  */
 int session_table_create_session(struct session_table *t, const char *id,
                                  struct session **out) RX_WUR;
-/* A new reference to the session, or NULL. */
+/*
+ * A new reference to the session, or NULL: a touch. With a store, a session
+ * not in memory is loaded from it (its newest snapshot and the inputs
+ * after it), once however many touch it at a time, and its effects
+ * reconciled; it stays until evicted (session_table_evict).
+ */
 struct session *session_table_get(struct session_table *t, const char *id);
+/* A new reference to the session if it is in memory (no load), or NULL. */
+struct session *session_table_peek(struct session_table *t, const char *id);
 /*
  * Delete a session's log, then remove and stop it. 0, -ENOENT, or the
  * store's -ENOSPC / -EIO, which leave the session in the log and the table.
  */
 int session_table_delete(struct session_table *t, const char *id) RX_WUR;
-/* NEW reference: [{id, createdAt, updatedAt, title, messageCount}]. NULL on ENOMEM. */
+/*
+ * NEW reference: [{id, createdAt, updatedAt, title, messageCount}], newest
+ * first; with a store, the newest SESSION_LIST_MAX (page on with
+ * session_table_search). NULL on ENOMEM or the store's error.
+ */
 json_t *session_table_list(struct session_table *t);
+#define SESSION_LIST_MAX 1000
+/* Sessions stored (with a store: counted at start, then kept), or in memory. */
 size_t session_table_count(struct session_table *t);
+
+/* What /metrics and /healthz show of the sessions, O(1). */
+struct session_figures {
+    int64_t stored;    /* session_table_count */
+    size_t resident;   /* in memory */
+    size_t bytes;      /* their states, about */
+    int64_t loads;     /* read from the store on a touch, since start */
+    int64_t evictions; /* left memory idle, since start */
+};
+void session_table_figures(struct session_table *t, struct session_figures *f);
+/*
+ * Evict idle sessions (SPEC 6.2): those untouched for sessions.idle_ms,
+ * and the least recently touched while more than limits.resident_sessions
+ * or limits.resident_bytes are in memory; never one with a stream
+ * subscriber, a request holding it, an effect wanted or running, or an
+ * input on its way. Nothing with no store (--db :memory:). The
+ * housekeeping thread calls it every second; a load past a limit too.
+ */
+void session_table_evict(struct session_table *t);
 /* The store the sessions are logged in (borrowed), or NULL (--db :memory:). */
 struct store *session_table_store(struct session_table *t);
 /* The toolkit every session's effects use (borrowed). */
 const struct toolkit *session_table_tools(struct session_table *t);
 /*
- * Rebuild every session the store holds (snapshot + tail), then reconcile
- * each at once, so pending tools run again, unanswered messages are answered
- * and interrupted answers resume under their id. 0 or a negative errno (the
- * store's sentence is logged).
+ * Start-up: count the stored sessions and load those with work in flight
+ * (store_sessions_busy), each reconciled at once, so pending tools run
+ * again, unanswered messages are answered and interrupted answers resume
+ * under their id; the others load on first touch. 0 or a negative errno
+ * (the store's sentence is logged).
  */
 int session_table_load(struct session_table *t) RX_WUR;
 /*

@@ -212,6 +212,39 @@ size_t rx_state_awaiting_approval(const struct rx_state *s)
     return n;
 }
 
+/* What a string holds: its bytes and malloc's word of overhead. */
+static size_t str_bytes(const char *p)
+{
+    return p ? strlen(p) + 1 + sizeof(size_t) : 0;
+}
+
+static size_t messages_bytes(const struct rx_message_list *l)
+{
+    size_t n = l->cap * (sizeof(*l->items) + 2 * sizeof(size_t));
+
+    for (size_t i = 0; i < l->len; i++) {
+        const struct rx_message *m = &l->items[i];
+
+        n += str_bytes(m->id) + str_bytes(m->content) + str_bytes(m->reasoning) +
+             (m->json ? m->json_len + 1 : 0);
+    }
+    return n;
+}
+
+size_t rx_state_bytes(const struct rx_state *s)
+{
+    size_t n = sizeof(*s) + messages_bytes(&s->user) + messages_bytes(&s->assistant) +
+               s->tools.cap * (sizeof(*s->tools.items) + 2 * sizeof(size_t));
+
+    for (size_t i = 0; i < s->tools.len; i++) {
+        const struct rx_tool_call *c = &s->tools.items[i];
+
+        n += str_bytes(c->id) + str_bytes(c->name) + str_bytes(c->parameters) +
+             str_bytes(c->result.text) + (c->json ? c->json_len + 1 : 0);
+    }
+    return n + strlen(s->context_summary);
+}
+
 size_t rx_state_title(const struct rx_state *s, const char **text)
 {
     const char *c;

@@ -143,6 +143,11 @@ size_t rx_state_pending_tools(const struct rx_state *s);
 /* Number of tool calls awaiting a person: approval PENDING and result null. */
 size_t rx_state_awaiting_approval(const struct rx_state *s);
 /*
+ * About the bytes `s` holds in memory: its records, their strings and
+ * cached encodings, its indexes. O(records); allocates nothing.
+ */
+size_t rx_state_bytes(const struct rx_state *s);
+/*
  * The title a session takes from its first user message: its first line,
  * cut at a word near 60 bytes (never inside a UTF-8 sequence). Its length,
  * with *text pointing into the message (borrowed); 0 when there is no user
