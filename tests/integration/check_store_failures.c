@@ -461,36 +461,59 @@ START_TEST(test_replaced_database_is_503)
 }
 END_TEST
 
-/* ---- the session limit is its own status --------------------------------------- */
+/* ---- the session limit: only in memory (SPEC 6.2) ------------------------------- */
 
 static const char limit_config[] = "{\"runtime\":{\"effects\":false},"
                                    " \"limits\":{\"max_sessions\":3}}";
 
-START_TEST(test_session_limit_is_429)
+/* With --db :memory: the sessions all live in memory: the old ceiling stays,
+   and it is its own status, never "database full". */
+START_TEST(test_session_limit_is_429_in_memory)
 {
+    const char *args[] = {"--db", ":memory:", NULL};
     char *a, *b;
     long status = 0;
     json_t *j = NULL;
 
-    new_db_path();
-    start(limit_config);
+    ck_assert_msg(itest_server_start(&srv, limit_config, args) == 0, "no start");
     a = must_create_session(); /* with "default": 2 of 3 */
     ck_assert_int_eq(post_message(a, "m0", NULL), 200);
     b = must_create_session();
     ck_assert_ptr_null(create_session(&status, &j));
     expect(status, j, 429, "too-many-sessions");
     json_decref(j);
-    /* A fork at the limit is the same refusal, not "database full". */
-    ck_assert_int_eq(fork_at(a, 1, &j), 429);
-    expect(429, j, 429, "too-many-sessions");
-    json_decref(j);
-    expect_health("ok", "ok", NULL);
     ck_assert_int_eq(delete_session(b, NULL), 204);
-    ck_assert_int_eq(fork_at(a, 1, NULL), 201);
+    free(must_create_session());
     stop();
-    itest_remove_db(db_path);
     free(a);
     free(b);
+}
+END_TEST
+
+/* With a database memory only caches the log: limits.max_sessions caps
+   nothing, and the sessions past it are all there after a restart. */
+START_TEST(test_stored_sessions_pass_max_sessions)
+{
+    char *ids[6];
+    json_t *j = NULL;
+
+    new_db_path();
+    start(limit_config);
+    for (int i = 0; i < 6; i++) {
+        ids[i] = must_create_session();
+        ck_assert_int_eq(post_message(ids[i], "m0", NULL), 200);
+    }
+    ck_assert_int_eq(fork_at(ids[0], 1, &j), 201);
+    json_decref(j);
+    stop();
+    start(limit_config);
+    for (int i = 0; i < 6; i++) {
+        expect_messages(ids[i], 1);
+        free(ids[i]);
+    }
+    expect_health("ok", "ok", NULL);
+    stop();
+    itest_remove_db(db_path);
 }
 END_TEST
 
@@ -526,7 +549,8 @@ Suite *store_failures_suite(void)
 
     tcase_add_unchecked_fixture(limit, make_dir, remove_dir);
     tcase_set_timeout(limit, t);
-    tcase_add_test(limit, test_session_limit_is_429);
+    tcase_add_test(limit, test_session_limit_is_429_in_memory);
+    tcase_add_test(limit, test_stored_sessions_pass_max_sessions);
     suite_add_tcase(s, limit);
     return s;
 }
