@@ -107,10 +107,11 @@ int session_table__add(struct session_table *t, const struct table_add *a,
 
 /*
  * The one way out of the table (delete, sweep, shutdown): unlink the session
- * (id NULL: the first one), stop it and drop the table's reference. False
- * when there was none.
+ * (id NULL: the first one), stop it and drop the table's reference; the feed
+ * and the protocols hear of a deletion (`gone`: the log no longer has it,
+ * in memory or not). False when it was not in memory.
  */
-static bool table_remove(struct session_table *t, const char *id)
+static bool table_remove(struct session_table *t, const char *id, bool gone)
 {
     struct session *s;
 
@@ -119,16 +120,17 @@ static bool table_remove(struct session_table *t, const char *id)
     if (s)
         session_table__unlink(t, s);
     pthread_mutex_unlock(&t->lock);
-    if (!s)
-        return false;
-    session_stop(s);
-    /* After the stop: no update of it can follow its deletion. */
-    if (id)
+    if (s)
+        session_stop(s);
+    /* After the stop: no update of it can follow its deletion. One not in
+       memory (SPEC 6.2) is announced as well: the list shows every session. */
+    if (id && (s || gone)) {
         session_feed_deleted(&t->feed, id);
-    if (id && t->env.removed)
-        t->env.removed(s->id);
+        if (t->env.removed)
+            t->env.removed(id);
+    }
     session_unref(s);
-    return true;
+    return s != NULL;
 }
 
 /*
@@ -185,6 +187,7 @@ struct session *session_table_peek(struct session_table *t, const char *id)
  */
 int session_table_delete(struct session_table *t, const char *id)
 {
+    bool gone;
     int err = 0;
 
     if (t->env.store && (err = store_delete_session(t->env.store, id)) &&
@@ -195,11 +198,12 @@ int session_table_delete(struct session_table *t, const char *id)
         log_warn("session %s: not deleted, the log refused: %s", id, why.text);
         return err;
     }
-    if (t->env.store && !err)
+    gone = t->env.store && !err;
+    if (gone)
         __atomic_sub_fetch(&t->stored, 1, __ATOMIC_RELAXED);
     /* In a cluster the deletion's notification may have removed it already;
        a session not in memory is only in the log. */
-    return table_remove(t, id) || (t->env.store && !err) ? 0 : -ENOENT;
+    return table_remove(t, id, gone) || gone ? 0 : -ENOENT;
 }
 
 void session_table_cancel_all(struct session_table *t)
@@ -222,7 +226,7 @@ void session_table_destroy(struct session_table *t)
     /* The feed's held-back updates hold sessions: let them go first. */
     session_feed_stop(&t->feed);
     session_table_cancel_all(t);
-    while (table_remove(t, NULL))
+    while (table_remove(t, NULL, false))
         ;
     /* Effects hold sessions until they end; the brain must outlive them all. */
     pthread_mutex_lock(&t->lock);
@@ -386,7 +390,7 @@ int session_table_sweep(struct session_table *t, int64_t older_than_ms)
     /* The rows are gone already; this only drops the sessions from memory. */
     json_array_foreach(ids, i, id)
     {
-        table_remove(t, json_string_value(id));
+        table_remove(t, json_string_value(id), true);
         n++;
     }
     if (n) {
@@ -556,7 +560,7 @@ out_free:
 
 void session_table_forget(struct session_table *t, const char *sid)
 {
-    table_remove(t, sid);
+    table_remove(t, sid, true);
 }
 
 void session_table_retitle(struct session_table *t, const char *sid)
