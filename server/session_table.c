@@ -560,7 +560,7 @@ out_free:
 
 void session_table_forget(struct session_table *t, const char *sid)
 {
-    table_remove(t, sid, true);
+    table_remove(t, sid, false); /* the deleting node announced it */
 }
 
 void session_table_retitle(struct session_table *t, const char *sid)
