@@ -2916,6 +2916,41 @@ START_TEST(test_search_complete)
 }
 END_TEST
 
+/*
+ * PostgreSQL: a schema 1 database (no rows) is upgraded at open, each
+ * session's row computed from its log, and the busy ones found.
+ */
+START_TEST(test_pg_rows_upgrade)
+{
+    static const char *const ids[] = {"said"};
+    struct store *st = open_ok(url);
+    struct rx_state s[1], g;
+    int64_t seq;
+
+    fill_session(st, "script", 23, 10, NULL);
+    new_sessions(st, s, ids, 1);
+    say(st, "said", &s[0], 1, "upgrade my row");
+    ck_store_ok(st, store_create_session(st, "empty", BASE_MS));
+    store_close(st);
+    sql_ok(
+        "DROP INDEX sessions_page; DROP INDEX sessions_busy;"
+        " ALTER TABLE sessions DROP COLUMN messages, DROP COLUMN busy,"
+        " DROP COLUMN auto_title; CREATE INDEX sessions_updated ON sessions(updated_at);"
+        " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
+    st = open_ok(url);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 2);
+    ck_assert_int_eq(pg_count("SELECT count(*) FROM sessions_due"), 0);
+    ck_store_ok(st, store_session_load(st, "script", &g, &seq));
+    expect_row_of(st, "script", &g);
+    rx_state_release(&g);
+    expect_row(st, "said", 1, rx_effects_any(&s[0]), "upgrade my row");
+    expect_row(st, "empty", 0, false, NULL);
+    ck_assert_str_eq(page_ids(st, "", -1, 1), "empty");
+    store_close(st);
+    release_states(s, 1);
+}
+END_TEST
+
 /* Both backends run these, through the same store.h. */
 static void add_shared(TCase *tc)
 {
@@ -3017,6 +3052,7 @@ Suite *store_suite(void)
     tcase_add_test(pg, test_fencing);
     tcase_add_test(pg, test_notify);
     tcase_add_test(pg, test_connection_loss);
+    tcase_add_test(pg, test_pg_rows_upgrade);
     suite_add_tcase(s, pg);
     return s;
 }
