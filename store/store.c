@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "state_machine/rx_buf.h"
+#include "state_machine/rx_effects.h"
 #include "state_machine/rx_json.h"
 #include "state_machine/rx_machine.h"
 
@@ -201,7 +202,7 @@ int store_search(struct store *st, const char *const *words, size_t n, json_t **
 /* ---- listing ------------------------------------------------------------------ */
 
 int store__list_add(struct store_list *l, const char *id, const char *title,
-                    int64_t created_at, int64_t updated_at)
+                    int64_t created_at, int64_t updated_at, int64_t messages)
 {
     struct store_session_info *e;
 
@@ -224,6 +225,7 @@ int store__list_add(struct store_list *l, const char *id, const char *title,
     }
     e->created_at = created_at;
     e->updated_at = updated_at;
+    e->messages = messages;
     l->n++;
     return 0;
 }
@@ -258,10 +260,59 @@ int store_list_sessions(struct store *st, const struct store_cursor *after, size
     return err;
 }
 
+/* A page (or the busy set): what failed is taken back, an ENOMEM named. */
+static int list_done(struct store *st, struct store_list *out, size_t n0, int err)
+{
+    if (err == -ENOMEM)
+        store__set_error(st, "out of memory listing sessions");
+    if (err)
+        list_truncate(out, n0);
+    return err;
+}
+
+int store_sessions_page(struct store *st, const char *const *words, size_t n,
+                        int64_t before, size_t limit, struct store_list *out)
+{
+    size_t n0 = out->n;
+
+    if (n > STORE_SEARCH_WORDS_MAX || !limit)
+        return -EINVAL;
+    return list_done(
+        st, out, n0,
+        st->be->sessions_page(st, words, n, before < 0 ? INT64_MAX : before, limit, out));
+}
+
+int store_sessions_busy(struct store *st, struct store_list *out)
+{
+    size_t n0 = out->n;
+
+    return list_done(st, out, n0, st->be->sessions_busy(st, out));
+}
+
+int store_sessions_count(struct store *st, int64_t *n)
+{
+    return st->be->sessions_count(st, n);
+}
+
+int store_session_info(struct store *st, const char *sid, struct store_session_info *out)
+{
+    return st->be->session_info(st, sid, out);
+}
+
+void store_session_info_release(struct store_session_info *info)
+{
+    free(info->id);
+    free(info->title);
+    info->id = info->title = NULL;
+}
+
 /*
  * Every session, oldest first: the list first, then each one loaded on its
  * own, so no store lock is held while the callback runs. A session deleted
  * between the two (another node's retention) is skipped, not made up empty.
+ * Nothing here holds a descriptor per session: one list, then one read at a
+ * time on the backend's reader. A callback that refuses a session names it
+ * (its errno alone left "cannot load the sessions:" with no reason).
  */
 int store_load(struct store *st, store_each_fn each, void *ctx)
 {
@@ -281,8 +332,11 @@ int store_load(struct store *st, store_each_fn each, void *ctx)
         if (err)
             break;
         err = each(ctx, e->id, e->created_at, e->title, &s, seq);
-        if (err)
+        if (err) {
             rx_state_release(&s);
+            store__set_error(st, "session '%s' (%zu of %zu) was not taken: %s", e->id,
+                             i + 1, l.n, err < 0 ? strerror(-err) : "refused");
+        }
     }
     store_list_release(&l);
     return err;
@@ -492,6 +546,10 @@ int store_append(struct store *st, const char *sid, int64_t seq,
                          (long long)seq);
         goto out_release;
     }
+    /* What the session's row keeps (SPEC 6.2), as of `after`. */
+    a.w.messages = (int64_t)(after->user.len + after->assistant.len);
+    a.w.busy = rx_effects_any(after);
+    a.w.title_len = rx_state_title(after, &a.w.title);
     if (snapshot_every > 0 && seq % snapshot_every == 0) {
         if ((err = rx_state_encode(after, &snap))) {
             store__set_error(st, "session '%s': cannot encode the state at %lld", sid,

@@ -30,12 +30,16 @@
  * Reads (load, history, state-at, stats) take both tables through a second, read-only
  * connection: in WAL mode it reads the last commit while the writer writes, so a long
  * read never holds up a commit, nor a commit a read (":memory:" has one
- * connection). Schema 3: 2 added inputs_recent, 3 the full-text index
+ * connection). Schema 4: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
- * and the titles they gave). Commits never index: the writer indexes what
- * was committed when it has nothing to commit, and a search or a fork first
- * indexes what is left (store/sqlite/sqlite_store_search.c). A file of schema 1 or 2 is
- * upgraded at open, the index filled from its log.
+ * and the titles they gave), 4 what each session's row keeps of its state
+ * (messages, busy, the title from its first message; SPEC 6.2). Every commit
+ * indexes its own inputs, so a search finds every input acknowledged before
+ * it began; what an older version left unindexed is caught up by the idle
+ * writer, and whole by a search or a fork before it reads
+ * (store/sqlite/sqlite_store_search.c). A file of schema 1 to 3 is upgraded
+ * at open: the index filled from its log, each session's row computed once
+ * from its state (store/sqlite/sqlite_store_sessions.c).
  *
  * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
  * nothing from effects/ or server/. Thread-safe: the writer's connection, the reader's
@@ -85,7 +89,7 @@
 #include "state_machine/rx_state.h"
 
 /* The SQLite schema this code writes (user_version); newer files are refused. */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 /* The most bytes of inputs one history page carries (store_history_text). */
 #define STORE_HISTORY_PAGE_MAX (16u << 20)
 
@@ -242,8 +246,8 @@ int store_append(struct store *st, const char *sid, int64_t seq,
  * and, when the callback returns 0, moved to it (the callback releases it);
  * when it returns non-zero, store_load releases it and stops with that value.
  * `seq` is the number of inputs folded into it; `title` (borrowed for the
- * call) the one a person gave it (store_set_title), or NULL. The store's lock
- * is not held.
+ * call) the one a person gave it (store_set_title), else the one its row
+ * took from its first message, or NULL. The store's lock is not held.
  */
 typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
                              const char *title, struct rx_state *state, int64_t seq);
@@ -254,7 +258,8 @@ typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
  * store_session_load of each; a session deleted meanwhile is skipped). Every stored input
  * must fold as RX_ACCEPTED in seq order with no gap; anything else is corruption:
  * -EPROTO, and store_last_error names the session and the seq. 0, the
- * callback's non-zero value, -EPROTO, -ENOMEM or -EIO.
+ * callback's non-zero value (store_last_error then names the session it
+ * refused), -EPROTO, -ENOMEM or -EIO. It holds no descriptor per session.
  */
 int store_load(struct store *st, store_each_fn each, void *ctx) RX_WUR;
 

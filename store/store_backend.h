@@ -65,6 +65,13 @@ struct store_backend {
                   const struct store_text *snapshot);
     int (*gc_list)(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                    int64_t *removed_inputs);
+    /* The sessions' rows (SPEC 6.2): pages newest first, the busy set, count, one. */
+    int (*sessions_page)(struct store *st, const char *const *words, size_t n,
+                         int64_t before, size_t limit, struct store_list *out);
+    int (*sessions_busy)(struct store *st, struct store_list *out);
+    int (*sessions_count)(struct store *st, int64_t *n);
+    int (*session_info)(struct store *st, const char *sid,
+                        struct store_session_info *out);
 
     /* Group commit. */
     void (*write_queue)(struct store *st, struct store_write *w);
@@ -139,6 +146,29 @@ int store__history_end(struct store *st, const char *sid, struct rx_buf *out,
  * -ENOMEM (l unchanged).
  */
 int store__list_add(struct store_list *l, const char *id, const char *title,
-                    int64_t created_at, int64_t updated_at) RX_WUR;
+                    int64_t created_at, int64_t updated_at, int64_t messages) RX_WUR;
+
+/*
+ * What a session's row keeps of its state (SPEC 6.2), as store_write carries
+ * it: messages (user + assistant), whether it wants effects, and the title
+ * from its first message (malloc'd, NULL: none). Filled by the writes that do
+ * not come through store_write (import, fork, the upgrade of an older log).
+ */
+struct store_row {
+    int64_t messages;
+    bool busy;
+    char *title;
+};
+/* The row of state `s` into `out`: 0 or -ENOMEM (out untouched). */
+int store__row_of(const struct rx_state *s, struct store_row *out) RX_WUR;
+/*
+ * The row of a log about to be imported: from its snapshot (the state after
+ * the inputs) when there is one, else from the inputs folded. 0, -EPROTO or
+ * -ENOMEM, with the error set.
+ */
+int store__row_of_log(struct store *st, const char *sid, const struct store_text *inputs,
+                      size_t n, const struct store_text *snapshot,
+                      struct store_row *out) RX_WUR;
+void store__row_release(struct store_row *r);
 
 #endif

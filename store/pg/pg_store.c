@@ -22,9 +22,6 @@
 
 #include <libpq-fe.h>
 
-/* Every node takes this advisory lock around creating the schema. ("RFLX") */
-#define PG_STORE_SCHEMA_LOCK "1380339800"
-
 /*
  * Created on first use. IF NOT EXISTS alone races (two nodes creating one
  * table both pass the check, one fails on pg_type's unique index), hence
@@ -37,8 +34,10 @@ static const char schema_sql[] =
     "SELECT pg_advisory_xact_lock(" PG_STORE_SCHEMA_LOCK ");"
     "CREATE TABLE IF NOT EXISTS rx_meta(k text PRIMARY KEY, v bigint NOT NULL);"
     "CREATE TABLE IF NOT EXISTS sessions(id text PRIMARY KEY, created_at bigint NOT NULL,"
-    " updated_at bigint NOT NULL, title text);"
-    "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);"
+    " updated_at bigint NOT NULL, title text, messages bigint NOT NULL DEFAULT 0,"
+    " busy boolean NOT NULL DEFAULT false, auto_title text);"
+    "CREATE INDEX IF NOT EXISTS sessions_page ON sessions(updated_at, id);"
+    "CREATE INDEX IF NOT EXISTS sessions_busy ON sessions(id) WHERE busy;"
     "CREATE TABLE IF NOT EXISTS inputs(session_id text NOT NULL, seq bigint NOT NULL,"
     " input text NOT NULL, PRIMARY KEY(session_id, seq));"
     "CREATE TABLE IF NOT EXISTS snapshots(session_id text NOT NULL, seq bigint NOT NULL,"
@@ -52,7 +51,7 @@ static const char schema_sql[] =
     " expires_at timestamptz);"
     "CREATE TABLE IF NOT EXISTS owners(session_id text PRIMARY KEY, node text,"
     " since timestamptz);"
-    "INSERT INTO rx_meta(k, v) VALUES('version', 1) ON CONFLICT (k) DO NOTHING;"
+    "INSERT INTO rx_meta(k, v) VALUES('version', 2) ON CONFLICT (k) DO NOTHING;"
     "COMMIT";
 
 /* ---- connection strings ------------------------------------------------------ */
@@ -330,6 +329,23 @@ static int open_conn(struct pg_store *pg, struct pg_conn *pc, const char *name, 
     return 0;
 }
 
+/*
+ * A schema 1 database upgraded: each session's row computed from its log,
+ * once (by whichever nodes start meanwhile, each taking the next); the line
+ * says how many this node did. 0, or the errno with `why` set.
+ */
+static int rows_upgrade(struct pg_store *pg, char *why, size_t n)
+{
+    int64_t done = 0;
+    int err = pg_store__rows_upgrade(pg, &done, why, n);
+
+    if (!err && done)
+        fprintf(stderr,
+                "reflexor: database '%s': upgraded %lld session(s) to schema %d\n",
+                pg->safe, (long long)done, PG_STORE_SCHEMA_VERSION);
+    return err;
+}
+
 static void pg_store_close(struct store *base);
 
 static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
@@ -358,6 +374,8 @@ static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
         check_schema(pg, &pg->a, why, sizeof(why)) ||
         open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
         open_conn(pg, &pg->w, "writer", why, sizeof(why)))
+        goto out_fail;
+    if (rows_upgrade(pg, why, sizeof(why)))
         goto out_fail;
     if ((rc = store_queue_start(&pg->queue, pg_store__writer_main, pg))) {
         snprintf(why, sizeof(why), "cannot start a thread: %s", strerror(rc));
@@ -445,6 +463,10 @@ const struct store_backend pg_store_backend = {
     .fork = pg_store_fork,
     .import = pg_store_import,
     .gc_list = pg_store_gc_list,
+    .sessions_page = pg_store_sessions_page,
+    .sessions_busy = pg_store_sessions_busy,
+    .sessions_count = pg_store_sessions_count,
+    .session_info = pg_store_session_info,
     .write_queue = pg_store_write_queue,
     .commit_counts = pg_store_commit_counts,
     .session_load = pg_store_session_load,

@@ -162,6 +162,25 @@ out_release:
     return err;
 }
 
+/* The fork's row as of the source's state at `at` (SPEC 6.2). In the transaction. */
+static int fork_row(struct pg_store *pg, const char *sid, int64_t at, const char *new_sid)
+{
+    struct store_row row = {0};
+    struct rx_state s;
+    int64_t reached;
+    int err = pg_store__build_state(pg, &pg->a, sid, at, &s, &reached);
+
+    if (err)
+        return err;
+    if ((err = store__row_of(&s, &row)))
+        store__set_error(&pg->base, "out of memory forking");
+    rx_state_release(&s);
+    if (!err)
+        err = pg_store__row_put(pg, new_sid, &row);
+    store__row_release(&row);
+    return err;
+}
+
 int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *new_sid,
                   int64_t created_at)
 {
@@ -205,6 +224,8 @@ int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *n
         goto out_finish;
     for (size_t i = 0; !err && i < sizeof(copies) / sizeof(copies[0]); i++)
         err = run(pg, "copying the log", copies[i], 3, vals, NULL);
+    if (!err)
+        err = fork_row(pg, sid, at, new_sid);
 out_finish:
     err = finish_created(pg, new_sid, err);
 out_unlock:
@@ -392,17 +413,26 @@ int pg_store_import(struct store *base, const char *sid, int64_t created_at,
                     const struct store_text *snapshot)
 {
     struct pg_store *pg = pg_store_of(base);
-    char at[24];
-    const char *vals[3] = {sid, pg_store__fmt_i64(at, created_at), title};
-    int err;
+    struct store_row row = {0};
+    char at[24], m[24];
+    const char *vals[6] = {sid, pg_store__fmt_i64(at, created_at), title, NULL, NULL,
+                           NULL};
+    /* Folded before the admin connection is taken: nobody waits for it. */
+    int err = store__row_of_log(base, sid, inputs, n, snapshot, &row);
 
+    if (err)
+        return err;
+    vals[3] = pg_store__fmt_i64(m, row.messages);
+    vals[4] = row.busy ? "t" : "f";
+    vals[5] = row.title;
     pthread_mutex_lock(&pg->alock);
     if ((err = pg_store__begin(pg, &pg->a)))
         goto out_unlock;
-    err = insert_session(pg, "importing a session",
-                         "INSERT INTO sessions(id, created_at, updated_at, title)"
-                         " VALUES($1, $2, $2, $3)",
-                         3, vals);
+    err =
+        insert_session(pg, "importing a session",
+                       "INSERT INTO sessions(id, created_at, updated_at, title,"
+                       " messages, busy, auto_title) VALUES($1, $2, $2, $3, $4, $5, $6)",
+                       6, vals);
     if (!err)
         err = title_doc(pg, sid, title);
     if (!err)
@@ -410,5 +440,6 @@ int pg_store_import(struct store *base, const char *sid, int64_t created_at,
     err = finish_created(pg, sid, err);
 out_unlock:
     pthread_mutex_unlock(&pg->alock);
+    store__row_release(&row);
     return err;
 }

@@ -41,6 +41,9 @@
 
 /* The most writes one transaction takes: bounds one commit's time, not the queue. */
 #define PG_STORE_BATCH_MAX 1024
+/* Every node takes this advisory lock around creating or upgrading the schema. ("RFLX")
+ */
+#define PG_STORE_SCHEMA_LOCK "1380339800"
 /* Backoff between connection attempts after a loss: doubles from MIN to MAX. */
 /* The longest one statement may take: a database that stops answering
    fails the call (-EIO, the connection dropped) instead of hanging it. */
@@ -132,6 +135,45 @@ int pg_store_search(struct store *st, const char *const *words, size_t n, json_t
 int pg_store_stats(struct store *st, int64_t *inputs, int64_t *bytes);
 /* pg_store_writer.c */
 void pg_store_write_queue(struct store *st, struct store_write *w);
+/* pg_store_sessions.c */
+int pg_store_sessions_page(struct store *st, const char *const *words, size_t n,
+                           int64_t before, size_t limit, struct store_list *out);
+int pg_store_sessions_busy(struct store *st, struct store_list *out);
+int pg_store_sessions_count(struct store *st, int64_t *n);
+int pg_store_session_info(struct store *st, const char *sid,
+                          struct store_session_info *out);
+
+/* ---- pg_store_sessions.c: the sessions' rows (schema 2, SPEC 6.2) ---- */
+
+/* The columns every list of sessions reads, in pg_store__list_rows' order. */
+#define PG_STORE_ROW_COLUMNS                                                             \
+    "id, created_at, coalesce(title, auto_title), updated_at, messages"
+/* Append the rows of r (PG_STORE_ROW_COLUMNS) to `out`: 0 or -ENOMEM. */
+int pg_store__list_rows(const PGresult *r, struct store_list *out);
+/*
+ * At open, on the admin connection: upgrade a schema of version 1 (the
+ * rows' columns and indexes, every session listed as due), then compute
+ * the row of each due session from its log, a few hundred per transaction,
+ * the session's row locked meanwhile (a batch of inputs waits), skipping
+ * those another node is doing. *done counts them. 0, or the errno with
+ * `why` set.
+ */
+int pg_store__rows_upgrade(struct pg_store *pg, int64_t *done, char *why, size_t n);
+/* The session's row set to r's (fork, upgrade). On `a`, in its transaction. */
+int pg_store__row_put(struct pg_store *pg, const char *sid, const struct store_row *r);
+
+/* ---- pg_store_read.c: folding, search ---- */
+
+/*
+ * A session's state as of input `upto` (INT64_MAX: the newest) into `out`,
+ * with the seq reached: the newest snapshot at or before it, then the
+ * inputs after it. On failure `out` needs no release. pc's lock held, in a
+ * transaction.
+ */
+int pg_store__build_state(struct pg_store *pg, struct pg_conn *pc, const char *sid,
+                          int64_t upto, struct rx_state *out, int64_t *reached);
+/* The SELECT of the sessions matching n words, bound as $first.., appended. */
+int pg_store__search_sql(size_t n, size_t first, struct rx_buf *sql);
 
 /* ---- pg_store.c: health ---- */
 

@@ -62,18 +62,18 @@ static int session_get(struct pg_store *pg, const char *sid, int64_t *created_at
 /* ---- folding ------------------------------------------------------------------ */
 
 /* The newest snapshot at or before `upto` into *s (or the initial state), its seq. */
-static int start_state(struct pg_store *pg, const char *sid, int64_t upto,
-                       struct rx_state *s, int64_t *seq)
+static int start_state(struct pg_store *pg, struct pg_conn *pc, const char *sid,
+                       int64_t upto, struct rx_state *s, int64_t *seq)
 {
     char upto_s[24];
     const char *vals[2] = {sid, pg_store__fmt_i64(upto_s, upto)};
     PGresult *r;
     int err;
 
-    if ((err = run(pg, "reading a snapshot",
-                   "SELECT seq, state FROM snapshots WHERE session_id = $1 AND seq <= $2"
-                   " ORDER BY seq DESC LIMIT 1",
-                   2, vals, &r)))
+    if ((err = pg_store__exec(pg, pc, "reading a snapshot",
+                              "SELECT seq, state FROM snapshots WHERE session_id = $1"
+                              " AND seq <= $2 ORDER BY seq DESC LIMIT 1",
+                              2, vals, NULL, NULL, &r)))
         return err;
     *seq = 0;
     if (!PQntuples(r)) {
@@ -89,14 +89,9 @@ static int start_state(struct pg_store *pg, const char *sid, int64_t upto,
     return err;
 }
 
-/*
- * A session's state as of input `upto` (INT64_MAX: the newest) into `out`,
- * with the seq reached: the newest snapshot at or before it, then the
- * inputs after it, without gap. On failure `out` needs no release. rlock
- * held, in a read transaction.
- */
-static int build_state(struct pg_store *pg, const char *sid, int64_t upto,
-                       struct rx_state *out, int64_t *reached)
+/* The inputs after the snapshot must follow without gap. */
+int pg_store__build_state(struct pg_store *pg, struct pg_conn *pc, const char *sid,
+                          int64_t upto, struct rx_state *out, int64_t *reached)
 {
     char from_s[24], upto_s[24];
     const char *vals[3] = {sid, from_s, pg_store__fmt_i64(upto_s, upto)};
@@ -105,13 +100,13 @@ static int build_state(struct pg_store *pg, const char *sid, int64_t upto,
     int64_t seq;
     int err;
 
-    if ((err = start_state(pg, sid, upto, &s, &seq)))
+    if ((err = start_state(pg, pc, sid, upto, &s, &seq)))
         return err;
     pg_store__fmt_i64(from_s, seq);
-    if ((err = run(pg, "reading inputs",
-                   "SELECT seq, input FROM inputs WHERE session_id = $1 AND seq > $2"
-                   " AND seq <= $3 ORDER BY seq",
-                   3, vals, &r)))
+    if ((err = pg_store__exec(pg, pc, "reading inputs",
+                              "SELECT seq, input FROM inputs WHERE session_id = $1"
+                              " AND seq > $2 AND seq <= $3 ORDER BY seq",
+                              3, vals, NULL, NULL, &r)))
         goto out_release;
     for (int i = 0; i < PQntuples(r); i++) {
         int64_t row = pg_store__i64(r, i, 0);
@@ -154,15 +149,13 @@ int pg_store_list_sessions(struct store *base, const struct store_cursor *after,
 
     pthread_mutex_lock(&pg->rlock);
     err = run(pg, "listing sessions",
-              "SELECT id, created_at, title, updated_at FROM sessions"
+              "SELECT " PG_STORE_ROW_COLUMNS " FROM sessions"
               " WHERE (created_at, id) > ($1::bigint, $2::text)"
               " ORDER BY created_at, id LIMIT $3::bigint",
               3, vals, &r);
     pthread_mutex_unlock(&pg->rlock);
-    for (int i = 0; !err && i < PQntuples(r); i++)
-        err = store__list_add(out, PQgetvalue(r, i, 0),
-                              PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
-                              pg_store__i64(r, i, 1), pg_store__i64(r, i, 3));
+    if (!err)
+        err = pg_store__list_rows(r, out);
     PQclear(r);
     return err;
 }
@@ -175,7 +168,7 @@ int pg_store_session_load(struct store *base, const char *sid, struct rx_state *
 
     pthread_mutex_lock(&pg->rlock);
     if (!(err = read_begin(pg)) && !(err = session_get(pg, sid, NULL)))
-        err = build_state(pg, sid, INT64_MAX, out, seq);
+        err = pg_store__build_state(pg, &pg->r, sid, INT64_MAX, out, seq);
     read_end(pg);
     pthread_mutex_unlock(&pg->rlock);
     return err;
@@ -274,7 +267,7 @@ int pg_store_state_at(struct store *base, const char *sid, int64_t seq,
     last = pg_store__i64(r, 0, 0);
     if ((err = pg_store__seq_in_log(pg, sid, seq, last)))
         goto out_end;
-    err = build_state(pg, sid, seq, out, &reached);
+    err = pg_store__build_state(pg, &pg->r, sid, seq, out, &reached);
 out_end:
     PQclear(r);
     read_end(pg);
@@ -314,14 +307,14 @@ int pg_store_session_title(struct store *base, const char *sid, char **out)
  * no stemming); the last word's last token also matches as a prefix. The
  * words are bound ($1...), never spliced into the SQL.
  */
-static int search_sql(size_t n, struct rx_buf *sql)
+int pg_store__search_sql(size_t n, size_t first, struct rx_buf *sql)
 {
     for (size_t i = 0; i < n; i++)
         if (rx_buf_printf(
                 sql,
                 "%sSELECT DISTINCT session_id FROM search_docs WHERE words @@ %s"
                 "phraseto_tsquery('simple', $%zu)%s",
-                i ? " INTERSECT " : "", i + 1 == n ? "regexp_replace(" : "", i + 1,
+                i ? " INTERSECT " : "", i + 1 == n ? "regexp_replace(" : "", i + first,
                 i + 1 == n ? "::text, '''$', ''':*')::tsquery" : ""))
             return -ENOMEM;
     return 0;
@@ -336,7 +329,7 @@ int pg_store_search(struct store *base, const char *const *words, size_t n, json
     int err;
 
     rx_buf_init(&sql, RX_BUF_SMALL_MAX);
-    if ((err = search_sql(n, &sql)) || !(ids = json_array())) {
+    if ((err = pg_store__search_sql(n, 1, &sql)) || !(ids = json_array())) {
         err = -ENOMEM;
         goto out_release;
     }

@@ -62,11 +62,23 @@ static const char notify_sql[] =
                                   " $2::bigint[], $3::text[]) WITH ORDINALITY AS u(s, q, "
                                   "t,"
                                   " o) ORDER BY o";
-/* As in SQLite: updated_at only when it moves by more than a second. */
+/*
+ * Each session's row once per batch (SPEC 6.2), as SQLite does: updated_at
+ * when it moves by more than a second, messages and busy as its last write
+ * in the batch says, the title of its first write with one ('' is none)
+ * when the row has none yet; a row with nothing new is not written.
+ */
 static const char touch_sql[] =
-    "UPDATE sessions SET updated_at = u.t FROM (SELECT s, max(t) AS t FROM"
-    " unnest($1::text[], $2::bigint[]) AS x(s, t) GROUP BY s) AS u"
-    " WHERE sessions.id = u.s AND sessions.updated_at < u.t - 1000";
+    "UPDATE sessions SET updated_at = CASE WHEN sessions.updated_at < u.t - 1000 THEN"
+    " u.t ELSE sessions.updated_at END, messages = u.m, busy = u.b, auto_title ="
+    " coalesce(sessions.auto_title, u.ti) FROM (SELECT s, max(t) AS t,"
+    " (array_agg(m ORDER BY o DESC))[1] AS m, (array_agg(b ORDER BY o DESC))[1] <> 0"
+    " AS b, (array_agg(ti ORDER BY o) FILTER (WHERE ti <> ''))[1] AS ti FROM"
+    " unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])"
+    " WITH ORDINALITY AS x(s, t, m, b, ti, o) GROUP BY s) AS u"
+    " WHERE sessions.id = u.s AND (sessions.updated_at < u.t - 1000 OR"
+    " sessions.messages <> u.m OR sessions.busy <> u.b OR"
+    " (sessions.auto_title IS NULL AND u.ti IS NOT NULL))";
 static const char snap_sql[] =
     "INSERT INTO snapshots(session_id, seq, state) SELECT * FROM unnest($1::text[],"
     " $2::bigint[], $3::text[]) ON CONFLICT (session_id, seq) DO UPDATE SET state ="
@@ -80,9 +92,12 @@ static const char verify_sql[] =
     "SELECT count(*) FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(s, q, t)"
     " JOIN inputs i ON i.session_id = u.s AND i.seq = u.q AND i.input = u.t";
 
-/* The batch's arrays: inputs (sid, seq, text, updated_at) and snapshots. */
+/*
+ * The batch's arrays: inputs (sid, seq, text, updated_at), what the rows
+ * keep (messages, busy 0/1, title or '') and snapshots.
+ */
 struct batch_rows {
-    struct pg_array s, q, t, u, ss, sq, st;
+    struct pg_array s, q, t, u, m, b, ti, ss, sq, st;
     size_t n, snaps;
 };
 
@@ -92,6 +107,9 @@ static void rows_init(struct batch_rows *b)
     pg_store__array_init(&b->q, PG_STORE_OID_INT8);
     pg_store__array_init(&b->t, PG_STORE_OID_TEXT);
     pg_store__array_init(&b->u, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->m, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->b, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->ti, PG_STORE_OID_TEXT);
     pg_store__array_init(&b->ss, PG_STORE_OID_TEXT);
     pg_store__array_init(&b->sq, PG_STORE_OID_INT8);
     pg_store__array_init(&b->st, PG_STORE_OID_TEXT);
@@ -104,6 +122,9 @@ static void rows_release(struct batch_rows *b)
     pg_store__array_release(&b->q);
     pg_store__array_release(&b->t);
     pg_store__array_release(&b->u);
+    pg_store__array_release(&b->m);
+    pg_store__array_release(&b->b);
+    pg_store__array_release(&b->ti);
     pg_store__array_release(&b->ss);
     pg_store__array_release(&b->sq);
     pg_store__array_release(&b->st);
@@ -114,7 +135,10 @@ static int rows_add(struct batch_rows *b, const struct store_write *w)
     if (pg_store__array_text(&b->s, w->sid, strlen(w->sid)) ||
         pg_store__array_i64(&b->q, w->seq) ||
         pg_store__array_text(&b->t, w->input, w->input_len) ||
-        pg_store__array_i64(&b->u, w->updated_at))
+        pg_store__array_i64(&b->u, w->updated_at) ||
+        pg_store__array_i64(&b->m, w->messages) || pg_store__array_i64(&b->b, w->busy) ||
+        pg_store__array_text(&b->ti, w->title ? w->title : "",
+                             w->title ? w->title_len : 0))
         return -ENOMEM;
     b->n++;
     if (!w->snapshot)
@@ -131,25 +155,37 @@ static int rows_end(struct batch_rows *b)
 {
     return pg_store__array_end(&b->s) || pg_store__array_end(&b->q) ||
                    pg_store__array_end(&b->t) || pg_store__array_end(&b->u) ||
-                   pg_store__array_end(&b->ss) || pg_store__array_end(&b->sq) ||
-                   pg_store__array_end(&b->st)
+                   pg_store__array_end(&b->m) || pg_store__array_end(&b->b) ||
+                   pg_store__array_end(&b->ti) || pg_store__array_end(&b->ss) ||
+                   pg_store__array_end(&b->sq) || pg_store__array_end(&b->st)
                ? -ENOMEM
                : 0;
+}
+
+/* The most array parameters one statement of the writer takes. */
+#define ARRAYS_MAX 5
+
+/* Run `sql` with up to ARRAYS_MAX array parameters (binary), NULL-terminated. */
+static int exec_arrays_v(struct pg_store *pg, const char *what, const char *sql,
+                         struct pg_array *const *v)
+{
+    const char *vals[ARRAYS_MAX];
+    int lens[ARRAYS_MAX], bin[ARRAYS_MAX] = {1, 1, 1, 1, 1}, n = 0;
+
+    for (; n < ARRAYS_MAX && v[n]; n++) {
+        vals[n] = v[n]->b.data;
+        lens[n] = (int)v[n]->b.len;
+    }
+    return pg_store__exec(pg, &pg->w, what, sql, n, vals, lens, bin, NULL);
 }
 
 /* Run `sql` with up to three array parameters (binary). */
 static int exec_arrays(struct pg_store *pg, const char *what, const char *sql,
                        struct pg_array *a1, struct pg_array *a2, struct pg_array *a3)
 {
-    struct pg_array *v[3] = {a1, a2, a3};
-    const char *vals[3];
-    int lens[3], bin[3] = {1, 1, 1}, n = 0;
+    struct pg_array *v[4] = {a1, a2, a3, NULL};
 
-    for (; n < 3 && v[n]; n++) {
-        vals[n] = v[n]->b.data;
-        lens[n] = (int)v[n]->b.len;
-    }
-    return pg_store__exec(pg, &pg->w, what, sql, n, vals, lens, bin, NULL);
+    return exec_arrays_v(pg, what, sql, v);
 }
 
 /* Row of `r` (column 0) naming sid, or -1. */
@@ -254,7 +290,9 @@ static int write_rows(struct pg_store *pg, struct batch_rows *b)
     if ((err = exec_arrays(pg, "storing inputs", insert_sql, &b->s, &b->q, &b->t)) ||
         (err = exec_arrays(pg, "notifying", notify_sql, &b->s, &b->q, &b->t)) ||
         (err = exec_arrays(pg, "indexing", pg_store__index_sql, &b->s, &b->q, &b->t)) ||
-        (err = exec_arrays(pg, "updating sessions", touch_sql, &b->s, &b->u, NULL)))
+        (err = exec_arrays_v(
+             pg, "updating sessions", touch_sql,
+             (struct pg_array *const[]){&b->s, &b->u, &b->m, &b->b, &b->ti, NULL})))
         return err;
     if (b->snaps &&
         ((err = exec_arrays(pg, "storing snapshots", snap_sql, &b->ss, &b->sq, &b->st)) ||

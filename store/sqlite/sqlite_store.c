@@ -50,8 +50,8 @@
 
 static const char schema_sql[] =
     "CREATE TABLE sessions(id TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL,"
-    " updated_at INTEGER NOT NULL, title TEXT);"
-    "CREATE INDEX sessions_updated ON sessions(updated_at);"
+    " updated_at INTEGER NOT NULL, title TEXT, messages INTEGER NOT NULL DEFAULT 0,"
+    " busy INTEGER NOT NULL DEFAULT 0, auto_title TEXT);"
     "CREATE TABLE inputs(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     " input TEXT NOT NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
     "CREATE TABLE snapshots(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
@@ -268,6 +268,7 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
         snprintf(sql, sizeof(sql), "PRAGMA application_id=%d; PRAGMA user_version=%d",
                  STORE_APP_ID, STORE_SCHEMA_VERSION);
         if ((rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL)) ||
+            (rc = sqlite3_exec(db, sqlite_store__rows_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sqlite_store__search_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "creating the schema", why, n);
@@ -289,7 +290,8 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
         goto out_rollback;
     }
     /* Version 2 adds inputs_recent (group commit), 3 the full-text index,
-       filled from the log; nothing else moves. */
+       filled from the log, 4 the sessions' rows (their values computed after
+       open, sqlite_store__rows_upgrade); nothing else moves. */
     if (ver < STORE_SCHEMA_VERSION) {
         char sql[64];
 
@@ -299,6 +301,8 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
                                             NULL, NULL)) ||
                          (rc = sqlite3_exec(db, sqlite_store__search_backfill_sql, NULL,
                                             NULL, NULL)))) ||
+            (ver < 4 &&
+             (rc = sqlite3_exec(db, sqlite_store__rows_upgrade_sql, NULL, NULL, NULL))) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "upgrading the schema", why, n);
             goto out_rollback;
@@ -534,6 +538,8 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
         snprintf(why, sizeof(why), "reading recent inputs: %s", strerror(-rc));
         goto out_fail;
     }
+    if ((rc = sqlite_store__rows_upgrade(st, path, why, sizeof(why))))
+        goto out_fail;
     if ((st->ck && (rc = start_thread(&st->checkpointer, sqlite_store__checkpointer_main,
                                       st, &st->ck_started, why, sizeof(why)))) ||
         (rc = writer_start(st, why, sizeof(why))))
@@ -638,6 +644,10 @@ const struct store_backend sqlite_store_backend = {
     .fork = sqlite_store_fork,
     .import = sqlite_store_import,
     .gc_list = sqlite_store_gc_list,
+    .sessions_page = sqlite_store_sessions_page,
+    .sessions_busy = sqlite_store_sessions_busy,
+    .sessions_count = sqlite_store_sessions_count,
+    .session_info = sqlite_store_session_info,
     .write_queue = sqlite_store_write_queue,
     .commit_counts = sqlite_store_commit_counts,
     .session_load = sqlite_store_session_load,

@@ -34,6 +34,8 @@
 #include "store/store_notifier.h"
 #include "store/store_queue.h"
 
+#include "state_machine/rx_buf.h"
+
 /* How long open waits for a lock held by another process before saying so,
    and a connection for one SQLite holds briefly (WAL recovery). */
 #define STORE_BUSY_MS 2000
@@ -56,6 +58,9 @@
     "substr(input, 1, 28) = '{\"type\":\"user-send-message\",' OR substr(input, 1, 38)"  \
     " = '{\"type\":\"brain-send-message-complete\",'"
 #define STORE_IS_CANCEL "substr(input, 1, 22) = '{\"type\":\"user-cancel\",'"
+/* The first ?1 ranges a merge left unindexed (sqlite_store_search.c). */
+#define STORE_PENDING                                                                    \
+    "(SELECT session_id, lo, hi FROM search_pending ORDER BY rowid LIMIT ?1)"
 
 /* Every statement, prepared once per connection at open and kept. */
 #define STORE_STATEMENTS(X)                                                              \
@@ -66,16 +71,33 @@
     X(SESSION_INSERT,                                                                    \
       "INSERT INTO sessions(id, created_at, updated_at) VALUES(?1,?2,?2)")               \
     X(SESSION_GET, "SELECT created_at FROM sessions WHERE id=?1")                        \
-    X(SESSION_TOUCH, "UPDATE sessions SET updated_at=?2 WHERE id=?1"                     \
-                     " AND updated_at<?2-" STORE_TOUCH_SLACK_MS)                         \
+    X(SESSION_ROW,                                                                       \
+      "UPDATE sessions SET updated_at=CASE WHEN updated_at<?2-" STORE_TOUCH_SLACK_MS     \
+      " THEN ?2 ELSE updated_at END, messages=?3,"                                       \
+      " busy=?4, auto_title=coalesce(auto_title, ?5) WHERE id=?1 AND"                    \
+      " (updated_at<?2-" STORE_TOUCH_SLACK_MS " OR messages!=?3 OR"                      \
+      " busy!=?4 OR (auto_title IS NULL AND ?5 IS NOT NULL))")                           \
+    X(SESSION_ROW_SET, "UPDATE sessions SET messages=?2, busy=?3, auto_title=?4"         \
+                       " WHERE id=?1")                                                   \
+    X(SESSIONS_PAGE, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"   \
+                     " messages FROM sessions WHERE updated_at<?1 AND updated_at>="      \
+                     "coalesce((SELECT updated_at FROM sessions WHERE updated_at<?1"     \
+                     " ORDER BY updated_at DESC, id DESC LIMIT 1 OFFSET ?2-1),"          \
+                     " -9223372036854775807-1) ORDER BY updated_at DESC, id DESC")       \
+    X(SESSIONS_BUSY, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"   \
+                     " messages FROM sessions WHERE busy")                               \
+    X(SESSIONS_COUNT, "SELECT n FROM sessions_count")                                    \
+    X(SESSION_INFO, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"    \
+                    " messages FROM sessions WHERE id=?1")                               \
     X(SESSION_DELETE, "DELETE FROM sessions WHERE id=?1")                                \
     X(SESSION_PAGE,                                                                      \
-      "SELECT id, created_at, title, updated_at FROM sessions"                           \
-      " WHERE (created_at, id) > (?1, ?2) ORDER BY created_at, id LIMIT ?3")             \
+      "SELECT id, created_at, coalesce(title, auto_title), updated_at, messages"         \
+      " FROM sessions WHERE (created_at, id) > (?1, ?2) ORDER BY created_at, id"         \
+      " LIMIT ?3")                                                                       \
     X(SESSION_TITLE_SET, "UPDATE sessions SET title=?2 WHERE id=?1")                     \
     X(SESSION_TITLE_GET, "SELECT title FROM sessions WHERE id=?1")                       \
-    X(SESSION_IMPORT, "INSERT INTO sessions(id, created_at, updated_at, title)"          \
-                      " VALUES(?1,?2,?3,?4)")                                            \
+    X(SESSION_IMPORT, "INSERT INTO sessions(id, created_at, updated_at, title,"          \
+                      " messages, busy, auto_title) VALUES(?1,?2,?3,?4,?5,?6,?7)")       \
     X(INPUT_INSERT, "INSERT INTO inputs(session_id, seq, input) VALUES(?1,?2,?3)")       \
     X(INPUTS_DELETE, "DELETE FROM inputs WHERE session_id=?1")                           \
     X(RECENT_DELETE, "DELETE FROM inputs_recent WHERE session_id=?1")                    \
@@ -94,20 +116,23 @@
     X(PENDING_ADD, "INSERT INTO search_pending(session_id, lo, hi) SELECT session_id,"   \
                    " min(seq), max(seq) FROM inputs_recent WHERE rowid >"                \
                    " (SELECT upto FROM search_mark) GROUP BY session_id")                \
-    X(PENDING_FIRST, "SELECT rowid, session_id, lo, hi FROM search_pending LIMIT 1")     \
-    X(PENDING_DROP, "DELETE FROM search_pending WHERE rowid=?1")                         \
-    X(PENDING_LO, "UPDATE search_pending SET lo=?2 WHERE rowid=?1")                      \
+    X(PENDING_ANY, "SELECT EXISTS(SELECT 1 FROM search_pending)")                        \
     X(PENDING_DELETE, "DELETE FROM search_pending WHERE session_id=?1")                  \
-    X(LOG_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT"               \
-                   " session_id, seq, b FROM (SELECT session_id, seq,"                   \
-                   " json_extract(input, '$.content') AS b FROM inputs"                  \
-                   " WHERE session_id=?1 AND seq>=?2 AND seq<=?3 AND (" STORE_IS_MESSAGE \
-                   ")) WHERE b != ''")                                                   \
-    X(LOG_PARTIALS, "INSERT INTO search_docs(session_id, seq, body) SELECT"              \
-                    " r.session_id, r.seq, p.value FROM (SELECT * FROM inputs"           \
-                    " WHERE session_id=?1 AND seq>=?2 AND seq<=?3 AND " STORE_IS_CANCEL  \
-                    ") AS r, json_each(r.input, '$.partialContents')"                    \
-                    " AS p WHERE p.type = 'text' AND p.value != '' ORDER BY r.seq")      \
+    X(PENDING_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT"           \
+                       " session_id, seq, b FROM (SELECT i.session_id, i.seq,"           \
+                       " json_extract(i.input, '$.content') AS b FROM " STORE_PENDING    \
+                       " AS p JOIN inputs AS i ON i.session_id=p.session_id AND"         \
+                       " i.seq>=p.lo AND i.seq<=p.hi WHERE (" STORE_IS_MESSAGE "))"      \
+                       " WHERE b != ''")                                                 \
+    X(PENDING_PARTIALS, "INSERT INTO search_docs(session_id, seq, body) SELECT"          \
+                        " r.session_id, r.seq, j.value FROM (SELECT i.session_id,"       \
+                        " i.seq, i.input FROM " STORE_PENDING " AS p JOIN inputs AS i"   \
+                        " ON i.session_id=p.session_id AND i.seq>=p.lo AND i.seq<=p.hi"  \
+                        " WHERE " STORE_IS_CANCEL ") AS r, json_each(r.input,"           \
+                        " '$.partialContents') AS j WHERE j.type = 'text'"               \
+                        " AND j.value != ''")                                            \
+    X(PENDING_DONE, "DELETE FROM search_pending WHERE rowid IN (SELECT rowid FROM"       \
+                    " search_pending ORDER BY rowid LIMIT ?1)")                          \
     X(INDEX_CONTENT, "INSERT INTO search_docs(session_id, seq, body) SELECT"             \
                      " session_id, seq, b FROM (SELECT session_id, seq,"                 \
                      " json_extract(input, '$.content') AS b FROM inputs_recent"         \
@@ -199,6 +224,10 @@ struct store_file {
 struct last_seq {
     struct last_seq *next; /* in its bucket */
     int64_t seq;
+    /* Within batch number `batch` (sqlite_store.batch): its last write, whose
+       values the row takes, and its first with a title (NULL: none). */
+    uint64_t batch;
+    const struct store_write *row_w, *title_w;
     char sid[];
 };
 
@@ -239,6 +268,7 @@ struct sqlite_store {
     struct last_map last;      /* sessions' last seqs (struct last_seq) */
     int64_t recent_rows;       /* rows in inputs_recent (as far as this process knows) */
     int64_t merge_at;          /* recent_rows at which the writer merges them */
+    uint64_t batch;            /* the writer's transactions so far (struct last_seq) */
     struct last_undo undo[STORE_BATCH_MAX];
 
     /* Under base.hlock (a leaf), with base.err. */
@@ -304,6 +334,46 @@ int sqlite_store_search(struct store *st, const char *const *words, size_t n,
 int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
                         const char *title, const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot);
+
+/* sqlite_store_sessions.c */
+int sqlite_store_sessions_page(struct store *st, const char *const *words, size_t n,
+                               int64_t before, size_t limit, struct store_list *out);
+int sqlite_store_sessions_busy(struct store *st, struct store_list *out);
+int sqlite_store_sessions_count(struct store *st, int64_t *n);
+int sqlite_store_session_info(struct store *st, const char *sid,
+                              struct store_session_info *out);
+
+/* ---- sqlite_store_sessions.c: the sessions' rows (schema 4) ---- */
+
+/*
+ * What schema 4 adds to a new file once `sessions` has its columns (indexes,
+ * the count), and what upgrades an older one (the columns too, and the list
+ * of sessions whose rows are still to compute). For check_schema, inside its
+ * transaction.
+ */
+extern const char sqlite_store__rows_schema_sql[];
+extern const char sqlite_store__rows_upgrade_sql[];
+/*
+ * At open, after an upgrade: each listed session folded from its log, its
+ * row written, in transactions of a few hundred, and one line on stderr
+ * saying how many (those whose log does not fold are left at zero: loading
+ * one names the damage). 0, or an errno with `why` set (what is done stays
+ * done; the next open goes on). Not yet shared: no thread runs.
+ */
+int sqlite_store__rows_upgrade(struct sqlite_store *st, const char *path, char *why,
+                               size_t n);
+/*
+ * The session's row after a batch: updated_at (when it moves by more than
+ * STORE_TOUCH_SLACK_MS), messages and busy as `w` (its last write in the
+ * batch) says, the title of `titled` (its first with one; NULL: none) if the
+ * row has none yet; written only when one of them changes. Inside the
+ * batch's transaction. 0 or an errno. lock held.
+ */
+int sqlite_store__row_write(struct sqlite_store *st, const struct store_write *w,
+                            const struct store_write *titled);
+/* The row's messages, busy and title set to r's. In the caller's transaction. */
+int sqlite_store__row_put(struct sqlite_store *st, const char *sid,
+                          const struct store_row *r);
 
 /* ---- sqlite_store_conn.c: the statements' text, by id (for prepare and messages) ----
  */
@@ -424,6 +494,38 @@ int sqlite_store__index_defer(struct sqlite_store *st);
  * caller's transaction. 0 or an errno. lock held.
  */
 int sqlite_store__index_clamp(struct sqlite_store *st);
+
+/* ---- sqlite_store_read.c: folding ---- */
+
+/*
+ * A session's state as of input `upto` (INT64_MAX: the newest) into `out`,
+ * with the seq reached: its newest snapshot at or before `upto`, then the
+ * inputs after it. On failure `out` needs no release. c's lock held (or not
+ * yet shared), in a transaction.
+ */
+int sqlite_store__build_state(struct sqlite_store *st, struct store_conn *c,
+                              const char *sid, int64_t upto, struct rx_state *out,
+                              int64_t *reached);
+
+/* ---- sqlite_store_search.c: the search's SQL, and catching up ---- */
+
+/* The SELECT of the sessions matching n words (bound as ?1..?n), appended. */
+int sqlite_store__search_sql(size_t n, struct rx_buf *sql);
+/* Bind the n words of a search to ?1..?n of q. 0 or -ENOMEM. */
+int sqlite_store__search_bind(sqlite3_stmt *q, const char *const *words, size_t n);
+/*
+ * Before a search: every input committed so far indexed, a step at a time,
+ * `lock` let go between steps. A store that cannot write answers from the
+ * index as it is. lock not held.
+ */
+void sqlite_store__index_sync(struct sqlite_store *st);
+/*
+ * In a batch's transaction: index the rows of inputs_recent past the mark
+ * (the batch's own: every batch does this, so what waits there is never
+ * more than what one merge period left) and move the mark to the last.
+ * 0 or an errno (which fails the batch). lock held.
+ */
+int sqlite_store__index_batch(struct sqlite_store *st);
 
 /* ---- sqlite_store_writer.c: the sessions' last seqs (lock held) ---- */
 

@@ -22,14 +22,10 @@
 
 #include "state_machine/rx_buf.h"
 
-/*
- * Build a session's state as of input `upto` (INT64_MAX: the newest) into
- * `out`, with the seq reached in *reached: the newest snapshot at or before
- * `upto`, then the inputs after it, which must follow each other without gap.
- * On failure `out` needs no release. c's lock held, in a read transaction.
- */
-static int build_state(struct sqlite_store *st, struct store_conn *c, const char *sid,
-                       int64_t upto, struct rx_state *out, int64_t *reached)
+/* The inputs after the snapshot must follow each other without gap. */
+int sqlite_store__build_state(struct sqlite_store *st, struct store_conn *c,
+                              const char *sid, int64_t upto, struct rx_state *out,
+                              int64_t *reached)
 {
     struct rx_state s;
     sqlite3_stmt *q;
@@ -103,7 +99,8 @@ int sqlite_store_list_sessions(struct store *base, const struct store_cursor *af
     while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW)
         err = store__list_add(out, (const char *)sqlite3_column_text(q, 0),
                               (const char *)sqlite3_column_text(q, 2),
-                              sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 3));
+                              sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 3),
+                              sqlite3_column_int64(q, 4));
     if (!err && rc != SQLITE_DONE)
         err = sqlite_store__sql_fail(st, c, rc, "listing sessions");
     sqlite_store__done(q);
@@ -121,7 +118,7 @@ int sqlite_store_session_load(struct store *base, const char *sid, struct rx_sta
     if (!err)
         err = sqlite_store__session_get(st, c, sid, NULL);
     if (!err)
-        err = build_state(st, c, sid, INT64_MAX, out, seq);
+        err = sqlite_store__build_state(st, c, sid, INT64_MAX, out, seq);
     sqlite_store__read_end(c);
     sqlite_store__reader_unlock(st);
     return err;
@@ -202,7 +199,7 @@ int sqlite_store_state_at(struct store *base, const char *sid, int64_t seq,
 
     if (!err && !(err = sqlite_store__session_get(st, c, sid, NULL)) &&
         !(err = check_seq(st, c, sid, seq)))
-        err = build_state(st, c, sid, seq, out, &reached);
+        err = sqlite_store__build_state(st, c, sid, seq, out, &reached);
     sqlite_store__read_end(c);
     sqlite_store__reader_unlock(st);
     return err;
@@ -213,6 +210,25 @@ struct fork_args {
     const char *sid, *new_sid;
     int64_t at, created_at;
 };
+
+/* The fork's row as of its state at `at` (SPEC 6.2). In the transaction. */
+static int fork_row(struct sqlite_store *st, const struct fork_args *a)
+{
+    struct store_row row = {0};
+    struct rx_state s;
+    int64_t reached;
+    int err = sqlite_store__build_state(st, &st->w, a->sid, a->at, &s, &reached);
+
+    if (err)
+        return err;
+    if ((err = store__row_of(&s, &row)))
+        store__set_error(&st->base, "out of memory forking");
+    rx_state_release(&s);
+    if (!err)
+        err = sqlite_store__row_put(st, a->new_sid, &row);
+    store__row_release(&row);
+    return err;
+}
 
 static int fork_rows(struct sqlite_store *st, void *arg)
 {
@@ -237,7 +253,7 @@ static int fork_rows(struct sqlite_store *st, void *arg)
         if ((rc = sqlite_store__run(q)))
             return sqlite_store__sql_fail(st, c, rc, "copying the log");
     }
-    return 0;
+    return fork_row(st, a);
 }
 
 int sqlite_store_fork(struct store *base, const char *sid, int64_t at,

@@ -83,6 +83,8 @@ static struct last_seq *last_add(struct last_map *m, const char *sid, int64_t se
         return NULL;
     memcpy(e->sid, sid, len + 1);
     e->seq = seq;
+    e->batch = 0; /* batches count from 1 */
+    e->row_w = e->title_w = NULL;
     h = sid_hash(sid) % m->n_buckets;
     e->next = m->buckets[h];
     m->buckets[h] = e;
@@ -239,11 +241,6 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
     if ((rc = sqlite_store__put_row(c, Q_RECENT_INSERT, w->sid, w->seq, w->input,
                                     w->input_len)))
         return sqlite_store__sql_fail(st, c, rc, "storing an input");
-    q = sqlite_store__stmt(c, Q_SESSION_TOUCH);
-    sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
-    sqlite3_bind_int64(q, 2, w->updated_at);
-    if ((rc = sqlite_store__run(q)))
-        return sqlite_store__sql_fail(st, c, rc, "updating the session");
     if (w->snapshot) {
         if ((rc = sqlite_store__put_row(c, Q_SNAPSHOT_INSERT, w->sid, w->seq, w->snapshot,
                                         w->snapshot_len)))
@@ -264,7 +261,37 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
     e->seq = w->seq;
     u->e = e;
     (*undo_n)++;
+    /* The session's row is written once for the batch (rows_write). */
+    if (e->batch != st->batch) {
+        e->batch = st->batch;
+        e->title_w = NULL;
+    }
+    e->row_w = w;
+    if (!e->title_w && w->title && w->title_len)
+        e->title_w = w;
     return 0;
+}
+
+/*
+ * After the batch's inputs: each session's row once, as its last write in
+ * the batch has it (and the title of its first write with one: a later one
+ * may carry none), so a session with many inputs in a batch costs one
+ * UPDATE, and one with nothing new in its row none (sqlite_store__row_write).
+ * Then the batch's inputs are indexed: a search sees every committed input.
+ * lock held, in the batch's transaction.
+ */
+static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n)
+{
+    int err = 0;
+
+    for (size_t i = 0; !err && i < n; i++) {
+        const struct last_seq *e;
+
+        if (v[i]->err || !(e = last_find(&st->last, v[i]->sid)) || e->row_w != v[i])
+            continue;
+        err = sqlite_store__row_write(st, v[i], e->title_w);
+    }
+    return err ? err : sqlite_store__index_batch(st);
 }
 
 /* A transaction failed: the map as it was before it. lock held. */
@@ -290,8 +317,11 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
     int err = sqlite_store__tx_begin(st);
     size_t i, undo_n = 0;
 
+    st->batch++;
     for (i = 0; !err && i < n; i++)
         err = append_rows(st, v[i], &st->undo[undo_n], &undo_n);
+    if (!err)
+        err = rows_write(st, v, n);
     if (!err)
         err = sqlite_store__tx_commit(st);
     else

@@ -583,13 +583,30 @@ END_TEST
 
 START_TEST(test_newer_schema)
 {
+    char sql[64], why[128];
+
     store_close(open_ok(dbpath));
-    raw_sql(dbpath, "PRAGMA user_version=4");
-    open_fails(dbpath, "schema version 4 is newer than this reflexor supports (3)");
+    snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION + 1);
+    snprintf(why, sizeof(why),
+             "schema version %d is newer than this reflexor supports (%d)",
+             STORE_SCHEMA_VERSION + 1, STORE_SCHEMA_VERSION);
+    raw_sql(dbpath, sql);
+    open_fails(dbpath, why);
     raw_sql(dbpath, "PRAGMA user_version=0");
     open_fails(dbpath, "unknown schema version 0");
 }
 END_TEST
+
+/*
+ * What schema 4 added (the sessions' rows), taken off a file again: the
+ * file as schema 3 made it, but for its version number, which the caller sets.
+ */
+#define SCHEMA_4_OFF                                                                     \
+    "DROP TRIGGER sessions_count_insert; DROP TRIGGER sessions_count_delete;"            \
+    " DROP TABLE sessions_count; DROP INDEX sessions_page; DROP INDEX sessions_busy;"    \
+    " ALTER TABLE sessions DROP COLUMN messages; ALTER TABLE sessions DROP COLUMN busy;" \
+    " ALTER TABLE sessions DROP COLUMN auto_title;"                                      \
+    " CREATE INDEX sessions_updated ON sessions(updated_at);"
 
 /* A file of schema 1 (no inputs_recent) is upgraded in place and goes on. */
 START_TEST(test_schema_1_upgrades)
@@ -600,7 +617,7 @@ START_TEST(test_schema_1_upgrades)
 
     fill_session(st, "s", 6, 0, NULL);
     store_close(st);
-    raw_sql(dbpath,
+    raw_sql(dbpath, SCHEMA_4_OFF
             "DROP TABLE inputs_recent; DROP TABLE search_fts;"
             " DROP TABLE search_docs; DROP TABLE search_mark; DROP TABLE search_pending;"
             " PRAGMA user_version=1");
@@ -1670,8 +1687,11 @@ START_TEST(test_titles)
     loaded_release(&l);
     ck_store_ok(st, store_set_title(st, "t", NULL));
     ck_assert_str_eq(found(st, "other"), "");
+    ck_store_ok(st, store_session_title(st, "t", &title));
+    ck_assert_ptr_null(title);
+    /* Listed (and loaded) with the title from its first message instead. */
     ck_store_ok(st, store_load(st, collect, &l));
-    ck_assert_str_eq(l.title[0], "");
+    ck_assert_str_eq(l.title[0], "first words");
     loaded_release(&l);
     store_close(st);
     release_states(s, 1);
@@ -1736,8 +1756,9 @@ START_TEST(test_index_mark_after_delete)
 END_TEST
 
 /*
- * What a merge moves into `inputs` before it was indexed is noted (search_pending)
- * and indexed later; a session deleted meanwhile leaves nothing behind.
+ * Ranges of `inputs` an older version moved there before it indexed them
+ * (search_pending) are indexed before a search; a session deleted meanwhile
+ * leaves nothing behind.
  */
 START_TEST(test_index_deferred)
 {
@@ -1748,7 +1769,12 @@ START_TEST(test_index_deferred)
     new_sessions(st, s, ids, 2);
     say(st, "a", &s[0], 1, "late words");
     say(st, "b", &s[1], 1, "gone words");
-    store_close(st); /* the close merges: nothing was indexed */
+    store_close(st); /* the commits indexed them; the close merges */
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), 0);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 2);
+    /* What a version that did not index its commits left behind. */
+    raw_sql(dbpath, "DELETE FROM search_docs; INSERT INTO search_pending SELECT"
+                    " session_id, min(seq), max(seq) FROM inputs GROUP BY session_id");
     ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), 2);
     ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_docs"), 0);
     st = open_ok(dbpath);
@@ -1763,7 +1789,7 @@ START_TEST(test_index_deferred)
 }
 END_TEST
 
-/* The writer indexes by itself once it has had nothing to commit for a moment. */
+/* Every commit indexes its inputs: the index holds them as soon as they are stored. */
 START_TEST(test_index_when_idle)
 {
     static const char *const ids[] = {"a"};
@@ -1795,7 +1821,7 @@ START_TEST(test_schema_2_upgrades)
     say(st, "s", &s[0], 1, "upgrade me please");
     ck_store_ok(st, store_set_title(st, "s", "Old Title"));
     store_close(st);
-    raw_sql(dbpath,
+    raw_sql(dbpath, SCHEMA_4_OFF
             "DROP TABLE search_fts; DROP TABLE search_docs;"
             " DROP TABLE search_mark; DROP TABLE search_pending; PRAGMA user_version=2");
     st = open_ok(dbpath);
@@ -2354,19 +2380,606 @@ START_TEST(test_list_pages)
 }
 END_TEST
 
+/* ---- the sessions' rows: messages, busy, titles, pages (SPEC 6.2) ---------------- */
+
+/* The ids of a list, comma-joined, in its order. */
+static const char *list_ids(const struct store_list *l)
+{
+    static char out[1024];
+
+    out[0] = '\0';
+    for (size_t i = 0; i < l->n; i++)
+        snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? "," : "",
+                 l->v[i].id);
+    return out;
+}
+
+/* The sessions store_sessions_page lists for the words of `q` ("" for none). */
+static const char *page_ids(struct store *st, const char *q, int64_t before, size_t limit)
+{
+    const char *words[STORE_SEARCH_WORDS_MAX];
+    char buf[256], *save = NULL, *w;
+    struct store_list l = {0};
+    const char *ids;
+    size_t n = 0;
+
+    snprintf(buf, sizeof(buf), "%s", q);
+    for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        words[n++] = w;
+    ck_store_ok(st, store_sessions_page(st, words, n, before, limit, &l));
+    ids = list_ids(&l);
+    store_list_release(&l);
+    return ids;
+}
+
+/* The busy set, sorted, comma-joined. */
+static const char *busy_ids(struct store *st)
+{
+    static char out[1024];
+    struct store_list l = {0};
+    const char *ids[64];
+
+    ck_store_ok(st, store_sessions_busy(st, &l));
+    ck_assert_uint_le(l.n, 64);
+    for (size_t i = 0; i < l.n; i++)
+        ids[i] = l.v[i].id;
+    qsort(ids, l.n, sizeof(ids[0]), str_cmp);
+    out[0] = '\0';
+    for (size_t i = 0; i < l.n; i++)
+        snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? "," : "",
+                 ids[i]);
+    store_list_release(&l);
+    return out;
+}
+
+static bool is_busy(struct store *st, const char *sid)
+{
+    char want[64], all[1100];
+
+    snprintf(want, sizeof(want), ",%s,", sid);
+    snprintf(all, sizeof(all), ",%s,", busy_ids(st));
+    return strstr(all, want) != NULL;
+}
+
+/* The row of `sid`: its messages and title (NULL: none) as store_session_info says. */
+static void expect_row(struct store *st, const char *sid, int64_t messages, bool busy,
+                       const char *title)
+{
+    struct store_session_info info = {0};
+
+    ck_store_ok(st, store_session_info(st, sid, &info));
+    ck_assert_str_eq(info.id, sid);
+    ck_assert_int_eq(info.messages, messages);
+    if (title)
+        ck_assert_pstr_eq(info.title, title);
+    else
+        ck_assert_ptr_null(info.title);
+    store_session_info_release(&info);
+    ck_assert_msg(is_busy(st, sid) == busy, "%s busy: %s", sid, busy_ids(st));
+}
+
+/* The row a state makes: what the machine says of it. */
+static void expect_row_of(struct store *st, const char *sid, const struct rx_state *s)
+{
+    const char *t = NULL;
+    size_t n = rx_state_title(s, &t);
+    char title[128];
+
+    snprintf(title, sizeof(title), "%.*s", (int)n, n ? t : "");
+    expect_row(st, sid, (int64_t)(s->user.len + s->assistant.len), rx_effects_any(s),
+               n ? title : NULL);
+}
+
+/* Writes to one session, and the row they leave. */
+static const struct rows_case {
+    struct {
+        int64_t messages;
+        bool busy;
+        const char *title;
+    } w[3];
+    size_t n;
+    int64_t messages;
+    bool busy;
+    const char *title;
+} rows_cases[] = {
+    {{{1, true, "Hello"}}, 1, 1, true, "Hello"},
+    /* busy goes back to 0; a later write without a title keeps the first's */
+    {{{1, true, "Hello"}, {2, false, NULL}}, 2, 2, false, "Hello"},
+    /* the title is kept once set */
+    {{{1, true, "First"}, {2, true, "Second"}}, 2, 2, true, "First"},
+    {{{0, false, NULL}}, 1, 0, false, NULL},
+    /* "" is no title */
+    {{{3, false, NULL}, {3, true, ""}, {4, true, "Late"}}, 3, 4, true, "Late"},
+};
+
+/*
+ * The writer keeps each session's row as its last write says, the title of
+ * its first write with one, whether the writes share a batch or not; and
+ * updated_at follows the last write.
+ */
+START_TEST(test_rows_written)
+{
+    const struct rows_case *c = &rows_cases[_i];
+    static const char *const sids[] = {"together", "apart"};
+    struct store *st = open_ok(url);
+    struct qw v[3];
+
+    for (int mode = 0; mode < 2; mode++) {
+        const char *sid = sids[mode];
+        struct store_session_info info = {0};
+
+        ck_store_ok(st, store_create_session(st, sid, BASE_MS));
+        for (size_t i = 0; i < c->n; i++) {
+            qw_init(&v[i], sid, (int64_t)i + 1, (int)i);
+            v[i].w.updated_at = BASE_MS + 5000 * ((int64_t)i + 1);
+            v[i].w.messages = c->w[i].messages;
+            v[i].w.busy = c->w[i].busy;
+            v[i].w.title = c->w[i].title;
+            v[i].w.title_len = c->w[i].title ? strlen(c->w[i].title) : 0;
+            store_write_queue(st, &v[i].w);
+            if (mode == 1)
+                qw_wait(&v[i], 1);
+        }
+        qw_wait(v, c->n);
+        for (size_t i = 0; i < c->n; i++)
+            ck_assert_int_eq(v[i].err, 0);
+        expect_row(st, sid, c->messages, c->busy, c->title);
+        ck_store_ok(st, store_session_info(st, sid, &info));
+        ck_assert_int_eq(info.updated_at, BASE_MS + 5000 * (int64_t)c->n);
+        ck_assert_int_eq(info.created_at, BASE_MS);
+        store_session_info_release(&info);
+    }
+    store_close(st);
+    /* Kept across a restart. */
+    st = open_ok(url);
+    expect_row(st, "apart", c->messages, c->busy, c->title);
+    store_close(st);
+}
+END_TEST
+
+/* Sessions whose updated_at (their creation) orders the pages below. */
+static const struct {
+    const char *id;
+    int64_t at;
+} page_sessions[] = {{"a", 5}, {"b", 3}, {"c", 3}, {"d", 3}, {"e", 1}, {"f", 7}};
+
+/* A page: newest first, `limit` rows and the ties of the last, before excluded. */
+static const struct {
+    int64_t before; /* from BASE_MS; -1: none */
+    size_t limit;
+    const char *want;
+} page_cases[] = {
+    {-1, 1, "f"}, {-1, 2, "f,a"}, {5, 2, "d,c,b"},   {5, 1, "d,c,b"},
+    {3, 5, "e"},  {1, 3, ""},     {7, 3, "a,d,c,b"}, {-1, 10, "f,a,d,c,b,e"},
+};
+
+START_TEST(test_sessions_page)
+{
+    struct store *st = open_ok(url);
+    struct store_list l = {0};
+    int64_t before = page_cases[_i].before;
+    const char *words[1] = {"x"};
+
+    for (size_t i = 0; i < sizeof(page_sessions) / sizeof(page_sessions[0]); i++)
+        ck_store_ok(st, store_create_session(st, page_sessions[i].id,
+                                             BASE_MS + page_sessions[i].at));
+    ck_assert_str_eq(
+        page_ids(st, "", before < 0 ? -1 : BASE_MS + before, page_cases[_i].limit),
+        page_cases[_i].want);
+    ck_assert_int_eq(store_sessions_page(st, words, 0, -1, 0, &l), -EINVAL);
+    ck_assert_int_eq(
+        store_sessions_page(st, words, STORE_SEARCH_WORDS_MAX + 1, -1, 1, &l), -EINVAL);
+    ck_assert_uint_eq(l.n, 0);
+    store_close(st);
+}
+END_TEST
+
+/*
+ * With words, a page lists only what the search finds, in the same order
+ * and cut; a row's title is the one a person gave, else its first message's.
+ */
+START_TEST(test_sessions_page_words)
+{
+    static const char *const ids[] = {"a", "b", "c"};
+    struct store *st = open_ok(url);
+    struct store_list l = {0};
+    struct rx_state s[3];
+
+    for (size_t i = 0; i < 3; i++) {
+        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS + 1 + (int64_t)i));
+        ck_assert_int_eq(rx_state_init(&s[i]), 0);
+    }
+    say(st, "a", &s[0], 1, "hello world\nsecond line");
+    say(st, "b", &s[1], 1, "hello there");
+    say(st, "c", &s[2], 1, "nothing to see");
+    ck_assert_str_eq(page_ids(st, "hello", -1, 10), "b,a");
+    ck_assert_str_eq(page_ids(st, "hello", -1, 1), "b");
+    ck_assert_str_eq(page_ids(st, "hello", BASE_MS + 2, 10), "a");
+    ck_assert_str_eq(page_ids(st, "hello wor", -1, 10), "a");
+    ck_assert_str_eq(page_ids(st, "HELL", -1, 10), "b,a");
+    ck_assert_str_eq(page_ids(st, "zebra", -1, 10), "");
+    ck_assert_str_eq(page_ids(st, "", -1, 10), "c,b,a");
+    /* store_append carried the row: one message, the first line as the title. */
+    expect_row_of(st, "a", &s[0]);
+    expect_row(st, "a", 1, rx_effects_any(&s[0]), "hello world");
+    ck_store_ok(st, store_set_title(st, "a", "Named"));
+    expect_row(st, "a", 1, rx_effects_any(&s[0]), "Named");
+    ck_assert_str_eq(page_ids(st, "named", -1, 10), "a");
+    ck_store_ok(st, store_sessions_page(st, NULL, 0, -1, 10, &l));
+    ck_assert_uint_eq(l.n, 3);
+    ck_assert_str_eq(l.v[2].title, "Named");
+    ck_assert_int_eq(l.v[2].messages, 1);
+    ck_assert_int_eq(l.v[2].created_at, BASE_MS + 1);
+    store_list_release(&l);
+    store_close(st);
+    release_states(s, 3);
+}
+END_TEST
+
+/* The busy set follows the writes; the count follows creates and deletes. */
+START_TEST(test_sessions_busy_count)
+{
+    static const char *const ids[] = {"a", "b", "c"};
+    struct store *st = open_ok(url);
+    struct store_session_info info = {0};
+    int64_t n = -1;
+    struct qw v[3];
+
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 0);
+    for (size_t i = 0; i < 3; i++)
+        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS));
+    ck_assert_str_eq(busy_ids(st), "");
+    for (size_t i = 0; i < 3; i++) {
+        qw_init(&v[i], ids[i], 1, 0);
+        v[i].w.busy = i < 2;
+        v[i].w.messages = 1;
+        store_write_queue(st, &v[i].w);
+    }
+    qw_wait(v, 3);
+    ck_assert_str_eq(busy_ids(st), "a,b");
+    qw_init(&v[0], "a", 2, 1);
+    v[0].w.messages = 2;
+    store_write_queue(st, &v[0].w);
+    qw_wait(v, 1);
+    ck_assert_int_eq(v[0].err, 0);
+    ck_assert_str_eq(busy_ids(st), "b");
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 3);
+    ck_store_ok(st, store_delete_session(st, "b"));
+    ck_assert_str_eq(busy_ids(st), "");
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 2);
+    ck_store_ok(st, store_fork(st, "a", 1, "fa", BASE_MS + 9));
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(store_session_info(st, "b", &info), -ENOENT);
+    ck_store_ok(st, store_session_info(st, "a", &info));
+    ck_assert_int_eq(info.messages, 2);
+    store_session_info_release(&info);
+    ck_store_ok(st, store_gc(st, INT64_MAX, NULL, NULL));
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 0);
+    store_close(st);
+}
+END_TEST
+
+/* Import and fork fill the row from the state: its snapshot, its fold, its seq. */
+START_TEST(test_rows_import_fork)
+{
+    enum { N = 30 };
+    struct store_text texts[N], snap;
+    struct rx_buf enc[N], sb;
+    struct rx_state s, at;
+    struct store *st = open_ok(url);
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    for (int i = 0; i < N; i++) {
+        struct rx_input in;
+        struct rx_outcome out;
+
+        gen_parse(i, &in);
+        ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
+        rx_buf_init(&enc[i], RX_BUF_SMALL_MAX);
+        ck_assert_int_eq(rx_input_encode(&in, &enc[i]), 0);
+        texts[i] = (struct store_text){enc[i].data, enc[i].len};
+        rx_input_release(&in);
+    }
+    rx_buf_init(&sb, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(rx_state_encode(&s, &sb), 0);
+    snap = (struct store_text){sb.data, sb.len};
+    ck_store_ok(st, store_import(st, "snap", BASE_MS, NULL, texts, N, &snap));
+    ck_store_ok(st, store_import(st, "fold", BASE_MS, NULL, texts, N, NULL));
+    ck_store_ok(st, store_import(st, "part", BASE_MS, NULL, texts, 3, NULL));
+    ck_assert_int_gt(s.user.len + s.assistant.len, 1);
+    expect_row_of(st, "snap", &s);
+    expect_row_of(st, "fold", &s);
+    for (int64_t k = 0; k <= N; k += 5) {
+        char fid[16];
+
+        snprintf(fid, sizeof(fid), "f%lld", (long long)k);
+        ck_store_ok(st, store_fork(st, "fold", k, fid, BASE_MS + 1));
+        ck_store_ok(st, store_state_at(st, "fold", k, &at));
+        expect_row_of(st, fid, &at);
+        rx_state_release(&at);
+    }
+    ck_store_ok(st, store_state_at(st, "fold", 3, &at));
+    expect_row_of(st, "part", &at);
+    rx_state_release(&at);
+    rx_state_release(&s);
+    store_close(st);
+    for (int i = 0; i < N; i++)
+        rx_buf_release(&enc[i]);
+    rx_buf_release(&sb);
+}
+END_TEST
+
+/* How many descriptors the process holds now. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+struct load_count {
+    int n, refuse_at, fds_first, fds_last;
+};
+
+static int count_one(void *ctx, const char *sid, int64_t created_at, const char *title,
+                     struct rx_state *state, int64_t seq)
+{
+    struct load_count *c = ctx;
+
+    (void)sid, (void)created_at, (void)title, (void)seq;
+    rx_state_release(state);
+    if (++c->n == 1)
+        c->fds_first = open_fds();
+    c->fds_last = open_fds();
+    return c->n == c->refuse_at ? -ENFILE : 0;
+}
+
+/*
+ * store_load holds no descriptor per session, and a session the callback
+ * refuses (the server at its limit) is named in the error, not left blank.
+ */
+START_TEST(test_load_refused_named)
+{
+    struct store *st = open_ok(url);
+    struct load_count c = {0};
+    struct rx_error why = {""};
+    char sid[16];
+
+    for (int i = 0; i < 60; i++) {
+        snprintf(sid, sizeof(sid), "s%02d", i);
+        ck_store_ok(st, store_create_session(st, sid, BASE_MS + i));
+    }
+    ck_store_ok(st, store_load(st, count_one, &c));
+    ck_assert_int_eq(c.n, 60);
+    ck_assert_int_eq(c.fds_last, c.fds_first);
+    c = (struct load_count){.refuse_at = 41};
+    ck_assert_int_eq(store_load(st, count_one, &c), -ENFILE);
+    store_last_error(st, &why);
+    ck_assert_msg(strstr(why.text, "'s40'") && strstr(why.text, "41 of 60") &&
+                      strstr(why.text, strerror(ENFILE)),
+                  "%s", why.text);
+    store_close(st);
+}
+END_TEST
+
+/*
+ * A file of schema 3 (no rows) is upgraded at open: every session's row is
+ * computed from its log, once, and the busy ones are found without loading.
+ */
+START_TEST(test_rows_upgrade)
+{
+    static const char *const ids[] = {"said", "named"};
+    struct store *st = open_ok(dbpath);
+    struct rx_state s[2], g;
+    int64_t n = 0, seq;
+
+    fill_session(st, "script", 23, 10, NULL);
+    fill_session(st, "short", 3, 0, NULL);
+    new_sessions(st, s, ids, 2);
+    say(st, "said", &s[0], 1, "  upgrade my row please");
+    say(st, "named", &s[1], 1, "a question");
+    ck_store_ok(st, store_set_title(st, "named", "Given"));
+    ck_store_ok(st, store_create_session(st, "empty", BASE_MS));
+    store_close(st);
+    raw_sql(dbpath, SCHEMA_4_OFF "PRAGMA user_version=3");
+    ck_assert_int_eq(raw_count(dbpath,
+                               "SELECT count(*) FROM pragma_table_info('sessions')"
+                               " WHERE name='messages'"),
+                     0);
+    st = open_ok(dbpath);
+    ck_assert_int_eq(raw_count(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    ck_assert_int_eq(
+        raw_count(dbpath, "SELECT count(*) FROM sqlite_master WHERE name='sessions_due'"),
+        0);
+    for (int i = 0; i < 2; i++) {
+        const char *sid = i ? "short" : "script";
+
+        ck_store_ok(st, store_session_load(st, sid, &g, &seq));
+        expect_row_of(st, sid, &g);
+        rx_state_release(&g);
+    }
+    expect_row_of(st, "said", &s[0]);
+    expect_row(st, "said", 1, rx_effects_any(&s[0]), "upgrade my row please");
+    expect_row(st, "named", 1, rx_effects_any(&s[1]), "Given");
+    expect_row(st, "empty", 0, false, NULL);
+    ck_assert_str_ne(busy_ids(st), "");
+    ck_store_ok(st, store_sessions_count(st, &n));
+    ck_assert_int_eq(n, 5);
+    ck_assert_str_eq(page_ids(st, "upgrade", -1, 5), "said");
+    /* And it goes on: a write moves the row as any other. */
+    say(st, "said", &s[0], 2, "more");
+    expect_row_of(st, "said", &s[0]);
+    store_close(st);
+    /* Once: a second open has nothing to upgrade. */
+    st = open_ok(dbpath);
+    expect_row_of(st, "said", &s[0]);
+    store_close(st);
+    release_states(s, 2);
+}
+END_TEST
+
+/* A user message of session `sid` as stored text, for writes queued by hand. */
+static void message_text(char *out, size_t n, int64_t seq, const char *content)
+{
+    snprintf(out, n,
+             "{\"type\":\"user-send-message\",\"timestamp\":%lld,\"messageId\":\"m%lld\","
+             "\"content\":\"%s\"}",
+             (long long)(BASE_MS + seq), (long long)seq, content);
+}
+
+/* Sessions k0 .. k<n-1>, one message each ("<word> k<i>"), committed together. */
+static void many_said(struct store *st, const char *prefix, int n, const char *word)
+{
+    struct qw *v = calloc((size_t)n, sizeof(*v));
+    char(*sids)[16] = calloc((size_t)n, sizeof(*sids));
+    char content[64];
+
+    ck_assert_ptr_nonnull(v);
+    ck_assert_ptr_nonnull(sids);
+    for (int i = 0; i < n; i++) {
+        snprintf(sids[i], sizeof(sids[i]), "%s%d", prefix, i);
+        ck_store_ok(st, store_create_session(st, sids[i], BASE_MS));
+    }
+    for (int i = 0; i < n; i++) {
+        qw_init(&v[i], sids[i], 1, 0);
+        snprintf(content, sizeof(content), "%s %s", word, sids[i]);
+        message_text(v[i].text, sizeof(v[i].text), 1, content);
+        v[i].w.input_len = strlen(v[i].text);
+        store_write_queue(st, &v[i].w);
+    }
+    qw_wait(v, (size_t)n);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(v[i].err, 0);
+    free(v);
+    free(sids);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/*
+ * SPEC 6.2: a search finds every session whose input was acknowledged
+ * before it began, even when thousands of ranges an older version left
+ * unindexed wait (the old catch-up stopped after 4 096 of them), and the
+ * inputs written just before it too.
+ */
+START_TEST(test_search_complete)
+{
+    enum { OLD = 6000, FRESH = 300 };
+    struct store *st = open_ok(dbpath);
+    struct store_list l = {0};
+    const char *words[1] = {"giraffe"};
+    double t0;
+    json_t *ids = NULL;
+
+    ck_store_ok(st, store_set_durable(st, false));
+    many_said(st, "k", OLD, "giraffe");
+    store_close(st);
+    /* What a version that indexed only when idle left: one range a session. */
+    raw_sql(dbpath, "DELETE FROM search_docs; INSERT INTO search_pending SELECT"
+                    " session_id, min(seq), max(seq) FROM inputs GROUP BY session_id");
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), OLD);
+    st = open_ok(dbpath);
+    ck_store_ok(st, store_set_durable(st, false));
+    many_said(st, "n", FRESH, "giraffe");
+    t0 = now_ms();
+    ck_store_ok(st, store_search(st, words, 1, &ids));
+    fprintf(stderr, "check_store: a search over %d pending ranges took %.1f ms\n", OLD,
+            now_ms() - t0);
+    ck_assert_uint_eq(json_array_size(ids), OLD + FRESH);
+    json_decref(ids);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM search_pending"), 0);
+    /* Written just before: found at once, by a search and by a page. */
+    many_said(st, "z", 50, "zebra");
+    t0 = now_ms();
+    ck_store_ok(st, store_sessions_page(st, (const char *[]){"zebra"}, 1, -1, 1000, &l));
+    fprintf(stderr, "check_store: a page of 50 among %d sessions took %.1f ms\n",
+            OLD + FRESH + 50, now_ms() - t0);
+    ck_assert_uint_eq(l.n, 50);
+    store_list_release(&l);
+    store_close(st);
+}
+END_TEST
+
+/*
+ * PostgreSQL: a schema 1 database (no rows) is upgraded at open, each
+ * session's row computed from its log, and the busy ones found.
+ */
+START_TEST(test_pg_rows_upgrade)
+{
+    static const char *const ids[] = {"said"};
+    struct store *st = open_ok(url);
+    struct rx_state s[1], g;
+    int64_t seq;
+
+    fill_session(st, "script", 23, 10, NULL);
+    new_sessions(st, s, ids, 1);
+    say(st, "said", &s[0], 1, "upgrade my row");
+    ck_store_ok(st, store_create_session(st, "empty", BASE_MS));
+    store_close(st);
+    sql_ok(
+        "DROP INDEX sessions_page; DROP INDEX sessions_busy;"
+        " ALTER TABLE sessions DROP COLUMN messages, DROP COLUMN busy,"
+        " DROP COLUMN auto_title; CREATE INDEX sessions_updated ON sessions(updated_at);"
+        " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
+    st = open_ok(url);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 2);
+    ck_assert_int_eq(pg_count("SELECT count(*) FROM sessions_due"), 0);
+    ck_store_ok(st, store_session_load(st, "script", &g, &seq));
+    expect_row_of(st, "script", &g);
+    rx_state_release(&g);
+    expect_row(st, "said", 1, rx_effects_any(&s[0]), "upgrade my row");
+    expect_row(st, "empty", 0, false, NULL);
+    ck_assert_str_eq(page_ids(st, "", -1, 1), "empty");
+    store_close(st);
+    release_states(s, 1);
+}
+END_TEST
+
 /* Both backends run these, through the same store.h. */
 static void add_shared(TCase *tc)
 {
     const TTest *const shared[] = {
-        test_round_trip, test_append_errors, test_snapshot_bounds_replay,
-        test_history,    test_state_at,      test_fork,
-        test_titles,     test_import,        test_gc,
-        test_threads,    test_log,           test_batch_verdicts,
+        test_round_trip,
+        test_append_errors,
+        test_snapshot_bounds_replay,
+        test_history,
+        test_state_at,
+        test_fork,
+        test_titles,
+        test_import,
+        test_gc,
+        test_threads,
+        test_log,
+        test_batch_verdicts,
         test_list_pages,
+        test_sessions_page_words,
+        test_sessions_busy_count,
+        test_rows_import_fork,
+        test_load_refused_named,
     };
 
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
         tcase_add_test(tc, shared[i]);
+    tcase_add_loop_test(tc, test_rows_written, 0,
+                        sizeof(rows_cases) / sizeof(rows_cases[0]));
+    tcase_add_loop_test(tc, test_sessions_page, 0,
+                        sizeof(page_cases) / sizeof(page_cases[0]));
 }
 
 Suite *store_suite(void);
@@ -2404,7 +3017,9 @@ Suite *store_suite(void)
     tcase_add_test(files, test_unusable_directory);
     tcase_add_test(files, test_in_use);
     tcase_add_test(files, test_schema_2_upgrades);
+    tcase_add_test(files, test_rows_upgrade);
     tcase_add_test(more, test_growth_is_linear);
+    tcase_add_test(more, test_search_complete);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, files);
     tcase_add_test(health, test_quota_full);
@@ -2437,6 +3052,7 @@ Suite *store_suite(void)
     tcase_add_test(pg, test_fencing);
     tcase_add_test(pg, test_notify);
     tcase_add_test(pg, test_connection_loss);
+    tcase_add_test(pg, test_pg_rows_upgrade);
     suite_add_tcase(s, pg);
     return s;
 }
