@@ -225,18 +225,27 @@ static int stored_page(struct session_table *t, const struct query *q, int64_t b
                        int limit, struct session_page *page)
 {
     struct store_list l = {0};
+    size_t take = (size_t)limit;
     json_t *arr;
-    int err = store_sessions_page(t->env.store, q->words, q->n, before, (size_t)limit, &l);
+    /* One more than asked: whether there is a next page. */
+    int err = store_sessions_page(t->env.store, q->words, q->n, before, take + 1, &l);
 
     if (err)
         return err;
+    /* The page's last updatedAt is `next`: those that share it come too. */
+    while (take < l.n && l.v[take].updated_at == l.v[take - 1].updated_at)
+        take++;
+    if (take > l.n)
+        take = l.n;
     if (!(arr = json_array()))
         err = -ENOMEM;
-    for (size_t i = 0; !err && i < l.n; i++)
+    for (size_t i = 0; !err && i < take; i++)
         if (json_array_append_new(arr, stored_entry(t, &l.v[i])))
             err = -ENOMEM;
-    /* A page as long as asked may have more after it: `next` asks. */
-    page->next = !err && l.n >= (size_t)limit ? l.v[l.n - 1].updated_at : -1;
+    /* Every row read is on the page only when the store had no more than
+       one past the limit, all sharing its updatedAt: then ask on anyway. */
+    page->next = !err && (take < l.n || l.n > (size_t)limit) ? l.v[take - 1].updated_at
+                                                              : -1;
     page->list = err ? NULL : arr;
     if (err)
         json_decref(arr);
