@@ -4,11 +4,15 @@
  * session (thread_id = its id); what it shows (the thread object, its
  * ThreadState and history) is lg_state.c.
  *
- * Threads' metadata lives here, in memory (lost on restart): every thread
- * has {"graph_id":"agent","assistant_id":...}, which clients filter on
- * (agent-chat-ui lists threads by graph_id), under what its clients set.
- * Depends on server/session, server/session_table, server/protocols/lg_msg,
- * server/protocols/lg_run.
+ * Threads' metadata: every thread has {"graph_id":"agent","assistant_id":...},
+ * which clients filter on (agent-chat-ui lists threads by graph_id), under
+ * what its clients set. With a store (server/records) what they set is the
+ * thread's record (kind LG_THREAD_KIND, key the thread id, owned by its
+ * session: deleted with it), written when it changes and read when shown,
+ * so it survives restarts and every node shows the same; with --db
+ * :memory: it lives here, in memory (lost on restart).
+ * Depends on server/session, server/session_table, server/records,
+ * server/protocols/lg_msg, server/protocols/lg_run.
  */
 #include "server/protocols/lg.h"
 #include "server/protocols/lg_internal.h"
@@ -19,25 +23,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects/log.h"
 #include "server/event.h"
 #include "server/protocols/lg_msg.h"
 #include "server/protocols/lg_run.h"
+#include "server/records.h"
 #include "server/run.h"
 #include "server/session_table.h"
+#include "store/store.h"
 
 /* The most threads one search returns. */
 #define LG_SEARCH_MAX 1000
+/* The store's records of threads' metadata. */
+#define LG_THREAD_KIND "lg.thread"
 
 /* ---- metadata ----------------------------------------------------------------- */
 
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static json_t *meta_all; /* {tid: {...}}: what clients set */
 
+/*
+ * What clients set on thread `tid`, as a NEW object in *out (NULL: nothing),
+ * from the store's record. 0, or the store's errno (logged).
+ */
+static int meta_read(struct store *st, const char *tid, json_t **out)
+{
+    struct store_record r;
+    int err = store_record_get(st, LG_THREAD_KIND, tid, &r);
+
+    *out = NULL;
+    if (err == -ENOENT)
+        return 0;
+    if (err) {
+        log_warn("thread %s: its metadata cannot be read (%s)", tid, strerror(-err));
+        return err;
+    }
+    *out = json_loadb(r.text, r.len, 0, NULL);
+    store_record_release(&r);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return -EPROTO; /* damaged, or no memory to load it: shown as none */
+    }
+    return 0;
+}
+
 json_t *lg__thread_meta(const char *tid)
 {
-    json_t *set, *m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id",
-                                LG_ASSISTANT_ID);
+    json_t *set = NULL, *m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID,
+                                       "assistant_id", LG_ASSISTANT_ID);
+    struct store *st = records_store();
 
+    if (st) {
+        /* A record that cannot be read shows the defaults: the thread is there. */
+        if (m && !meta_read(st, tid, &set) && set && json_object_update(m, set)) {
+            json_decref(m);
+            m = NULL;
+        }
+        json_decref(set);
+        return m;
+    }
     pthread_mutex_lock(&meta_lock);
     set = json_object_get(meta_all, tid);
     if (m && set && json_object_update(m, set)) {
@@ -67,11 +112,48 @@ static size_t meta_bytes(const json_t *m)
  * a thread's metadata never grows past the limit however many PATCHes add
  * to it. 0, -E2BIG (nothing changed) or -ENOMEM.
  */
+/*
+ * meta_set on the store's record: read, merged, written back (deleted when
+ * empty). The module's lock keeps this node's PATCHes of one thread from
+ * losing each other's keys; two nodes patching one thread at once may
+ * (the last write wins). 0, -E2BIG, -ENOMEM or the store's errno.
+ */
+static int meta_set_stored(struct store *st, const char *tid, json_t *m, bool reset,
+                           size_t max)
+{
+    json_t *have = NULL, *next = NULL;
+    char *text = NULL;
+    int err = 0;
+
+    pthread_mutex_lock(&meta_lock);
+    if (!reset && (err = meta_read(st, tid, &have)))
+        goto out_unlock;
+    if (!(next = have ? json_incref(have) : json_object()) || json_object_update(next, m))
+        err = -ENOMEM;
+    else if (meta_bytes(next) > max)
+        err = -E2BIG;
+    else if (!json_object_size(next))
+        err = (err = store_record_delete(st, LG_THREAD_KIND, tid)) == -ENOENT ? 0 : err;
+    else if (!(text = json_dumps(next, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+        err = -ENOMEM;
+    else
+        err = store_record_put(st, LG_THREAD_KIND, tid, tid, text, strlen(text));
+out_unlock:
+    pthread_mutex_unlock(&meta_lock);
+    free(text);
+    json_decref(next);
+    json_decref(have);
+    return err;
+}
+
 static int meta_set(const char *tid, json_t *m, bool reset, size_t max)
 {
     json_t *have, *next = NULL;
+    struct store *st = records_store();
     int err = 0;
 
+    if (st)
+        return meta_set_stored(st, tid, m, reset, max);
     pthread_mutex_lock(&meta_lock);
     if (!meta_all)
         meta_all = json_object();
@@ -100,6 +182,7 @@ static enum MHD_Result meta_too_big(struct MHD_Connection *conn, size_t max)
                       max);
 }
 
+/* With a store the record went with the session, in its transaction. */
 static void meta_forget(const char *tid)
 {
     pthread_mutex_lock(&meta_lock);
@@ -354,7 +437,7 @@ static enum MHD_Result patch(struct door *srv, struct MHD_Connection *conn,
         ret = lg__detail(conn, 422, "'metadata' must be an object");
     else if (json_is_object(meta) && (err = meta_set(session_id(s), meta, false, max)))
         ret = err == -E2BIG ? meta_too_big(conn, max)
-                            : lg__detail(conn, 500, "out of memory");
+                            : lg__table_error(conn, err, session_id(s));
     else
         ret = lg__reply_thread(conn, s);
     json_decref(q);
@@ -388,9 +471,10 @@ static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
         return lg__table_error(conn, meta ? err : -ENOMEM, session_id(s));
     }
     err = session_table_fork(srv->sessions, session_id(s), seq, &fork);
-    if (!err && (json_object_set_new(meta, "thread_id", json_string(session_id(fork))) ||
-                 meta_set(session_id(fork), meta, true, SIZE_MAX)))
-        err = -ENOMEM; /* the source's metadata is within the bound already */
+    if (!err && json_object_set_new(meta, "thread_id", json_string(session_id(fork))))
+        err = -ENOMEM;
+    if (!err) /* the source's metadata is within the bound already */
+        err = meta_set(session_id(fork), meta, true, SIZE_MAX);
     json_decref(meta);
     ret = err ? lg__table_error(conn, err, session_id(s)) : lg__reply_thread(conn, fork);
     if (fork)
