@@ -267,7 +267,8 @@ void lg_run_shutdown(void)
     drop_list(dropped);
 }
 
-json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t offset)
+json_t *lg_run__list_memory(const char *tid, const char *status, size_t limit,
+                            size_t offset)
 {
     json_t *out = json_array();
     size_t seen = 0;
@@ -296,4 +297,5 @@ json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t of
 void lg_run_forget(struct lg_run *lr)
 {
     lg_run__remove(lr);
+    lg_run__unstore(lr);
 }
