@@ -96,4 +96,10 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
                               const char *method, const char *tid, const char *rest,
                               const struct rx_buf *body, struct park **slot);
 
+/* ---- lg_search.c ---- */
+
+/* POST /threads/search: the threads filtered, sorted and paged, from the store's list. */
+enum MHD_Result lg__threads_search(struct door *srv, struct MHD_Connection *conn,
+                                   const struct rx_buf *body);
+
 #endif

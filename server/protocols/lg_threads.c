@@ -1,6 +1,6 @@
 /*
- * lg_threads - the thread routes of the LangGraph subset: create, search,
- * get, patch, delete and copy (a fork of the session). A thread is a
+ * lg_threads - the thread routes of the LangGraph subset: create, get,
+ * patch, delete and copy (a fork of the session); search is lg_search.c. A thread is a
  * session (thread_id = its id); what it shows (the thread object, its
  * ThreadState and history) is lg_state.c.
  *
@@ -32,8 +32,6 @@
 #include "server/session_table.h"
 #include "store/store.h"
 
-/* The most threads one search returns. */
-#define LG_SEARCH_MAX 1000
 /* The store's records of threads' metadata. */
 #define LG_THREAD_KIND "lg.thread"
 
@@ -281,146 +279,6 @@ static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
     return ret;
 }
 
-struct found {
-    json_t *entry; /* borrowed from the sessions list */
-    const char *id;
-    int64_t key;
-};
-
-static int by_key(const void *a, const void *b, void *desc)
-{
-    const struct found *x = a, *y = b;
-    int c = x->key < y->key ? -1 : x->key > y->key ? 1 : strcmp(x->id, y->id);
-
-    return *(bool *)desc ? -c : c;
-}
-
-/* Keep `e` (a sessions-list entry) when it passes the search's filters. */
-static bool passes(struct door *srv, json_t *e, json_t *q)
-{
-    const char *id = json_string_value(json_object_get(e, "id"));
-    json_t *ids = json_object_get(q, "ids"), *want = json_object_get(q, "metadata"), *v;
-    const char *status = json_string_value(json_object_get(q, "status"));
-    bool ok = !json_array_size(ids);
-    const char *k;
-    size_t i;
-
-    json_array_foreach(ids, i, v)
-    {
-        ok |= json_is_string(v) && !strcmp(json_string_value(v), id);
-    }
-    if (ok && json_object_size(want)) {
-        json_t *have = lg__thread_meta(id);
-
-        json_object_foreach(want, k, v)
-        {
-            ok &= json_equal(json_object_get(have, k), v);
-        }
-        json_decref(have);
-    }
-    if (ok && status) {
-        struct session *s = session_table_get(srv->sessions, id);
-
-        ok = s && !strcmp(lg_thread_status(s), status);
-        if (s)
-            session_unref(s);
-    }
-    return ok;
-}
-
-/* POST /threads/search: the sessions as threads, filtered, sorted and paged. */
-static enum MHD_Result search(struct door *srv, struct MHD_Connection *conn,
-                              const struct rx_buf *body)
-{
-    enum MHD_Result ret;
-    json_t *q = lg__body(conn, body, &ret), *all = NULL, *out = NULL, *e;
-    const char *sort_by, *order;
-    struct found *v = NULL;
-    json_int_t limit = 10, offset = 0;
-    size_t n = 0, i;
-    bool desc;
-    char total[32];
-    struct MHD_Response *r;
-    char *text;
-
-    if (!q)
-        return ret;
-    sort_by = json_string_value(json_object_get(q, "sort_by"));
-    order = json_string_value(json_object_get(q, "sort_order"));
-    if (json_is_integer(json_object_get(q, "limit")))
-        limit = json_integer_value(json_object_get(q, "limit"));
-    else if (json_object_get(q, "limit") && !json_is_null(json_object_get(q, "limit")))
-        limit = -1; /* not a number: refused below */
-    if (json_is_integer(json_object_get(q, "offset")))
-        offset = json_integer_value(json_object_get(q, "offset"));
-    else if (json_object_get(q, "offset") && !json_is_null(json_object_get(q, "offset")))
-        offset = -1;
-    if (limit < 1 || limit > LG_SEARCH_MAX || offset < 0) {
-        ret = lg__detail(conn, 422, "'limit' must be 1 to %d, 'offset' at least 0",
-                         LG_SEARCH_MAX);
-        goto out;
-    }
-    if (json_object_size(json_object_get(q, "values"))) {
-        ret = lg__detail(conn, 422, "searching threads by 'values' is not supported");
-        goto out;
-    }
-    if (!(all = session_table_list(srv->sessions)) ||
-        !(v = calloc(json_array_size(all) + 1, sizeof(*v))))
-        goto oom;
-    json_array_foreach(all, i, e)
-    {
-        if (!passes(srv, e, q))
-            continue;
-        v[n].entry = e;
-        v[n].id = json_string_value(json_object_get(e, "id"));
-        v[n].key = sort_by && !strcmp(sort_by, "thread_id")
-                       ? 0
-                       : json_integer_value(json_object_get(
-                             e, sort_by && !strcmp(sort_by, "updated_at") ? "updatedAt"
-                                                                          : "createdAt"));
-        n++;
-    }
-    desc = !order || strcmp(order, "asc");
-    qsort_r(v, n, sizeof(*v), by_key, &desc);
-    if (!(out = json_array()))
-        goto oom;
-    for (i = (size_t)offset; i < n && json_array_size(out) < (size_t)limit; i++) {
-        struct session *s = session_table_get(srv->sessions, v[i].id);
-        int err = 0;
-        json_t *t = s ? lg__thread_json(s, json_object_get(q, "select"), &err) : NULL;
-
-        if (s)
-            session_unref(s);
-        if (err == -ENOMEM || (t && json_array_append_new(out, t)))
-            goto oom;
-    }
-    text = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
-             : NULL;
-    if (!r) {
-        free(text);
-        goto oom;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    snprintf(total, sizeof(total), "%zu", n);
-    MHD_add_response_header(r, "X-Pagination-Total", total);
-    /* offset may be anything up to INT64_MAX: compared, never added past n. */
-    if ((size_t)offset < n && n - (size_t)offset > (size_t)limit) {
-        snprintf(total, sizeof(total), "%lld", (long long)(offset + limit));
-        MHD_add_response_header(r, "X-Pagination-Next", total);
-    }
-    ret = lg__queue(conn, 200, r);
-    goto out;
-oom:
-    ret = lg__detail(conn, 500, "out of memory");
-out:
-    json_decref(out);
-    json_decref(all);
-    json_decref(q);
-    free(v);
-    return ret;
-}
-
 /* PATCH /threads/<tid> {"metadata": {...}}: merged into the thread's. */
 static enum MHD_Result patch(struct door *srv, struct MHD_Connection *conn,
                              struct session *s, const struct rx_buf *body)
@@ -524,7 +382,7 @@ enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
     if (!strcmp(path, "/search")) {
         if (strcmp(method, "POST"))
             return lg__detail(conn, 405, "Method Not Allowed");
-        return search(srv, conn, body);
+        return lg__threads_search(srv, conn, body);
     }
     n = strcspn(path + 1, "/");
     if (*path != '/' || !n || n > SESSION_ID_MAX)
