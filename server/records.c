@@ -29,6 +29,7 @@ static pthread_cond_t q_wake = PTHREAD_COND_INITIALIZER; /* work queued, or stop
 static pthread_cond_t q_done = PTHREAD_COND_INITIALIZER; /* `written` moved */
 static struct pending *q_head, **q_tail = &q_head;
 static uint64_t q_queued, q_written;
+static size_t q_bytes; /* of the texts queued: at most RECORDS_QUEUE_BYTES */
 static bool q_stop, q_running;
 static pthread_t q_thread;
 static struct store *q_store; /* set before the thread starts, read atomically */
@@ -76,6 +77,7 @@ static void *writer_main(void *arg)
         batch = q_head;
         q_head = NULL;
         q_tail = &q_head;
+        q_bytes = 0; /* taken: the batch is bounded by what was queued */
         pthread_mutex_unlock(&q_lock);
         while (batch) {
             struct pending *next = batch->next;
@@ -146,9 +148,15 @@ int records_put_later(const char *kind, const char *key, const char *sid,
         return -ENOMEM;
     }
     pthread_mutex_lock(&q_lock);
+    if (q_bytes + len > RECORDS_QUEUE_BYTES) {
+        pthread_mutex_unlock(&q_lock);
+        pending_free(p);
+        return -ENOBUFS;
+    }
     *q_tail = p;
     q_tail = &p->next;
     q_queued++;
+    q_bytes += len;
     pthread_cond_signal(&q_wake);
     pthread_mutex_unlock(&q_lock);
     return 0;

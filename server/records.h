@@ -28,6 +28,9 @@
 
 #include "state_machine/rx_common.h"
 
+/* The most bytes of record texts waiting for the writer thread at once. */
+#define RECORDS_QUEUE_BYTES ((size_t)64 << 20)
+
 struct store;
 
 /*
@@ -44,7 +47,9 @@ struct store *records_store(void);
  * Queue store_record_put(kind, key, sid, text[0..len)) for the writer
  * thread (everything copied): for callers that may hold a session's lock.
  * A put that fails is logged (a session deleted meanwhile, -ENOENT, only
- * quietly). 0, -ENOMEM or -ENODEV (no store).
+ * quietly). 0, -ENOMEM, -ENOBUFS (RECORDS_QUEUE_BYTES of texts wait
+ * already: the store is slower than the records come; nothing queued) or
+ * -ENODEV (no store).
  */
 int records_put_later(const char *kind, const char *key, const char *sid,
                       const char *text, size_t len) RX_WUR;
