@@ -114,6 +114,7 @@ int records_start(struct store *st)
 
 void records_stop(void)
 {
+    struct pending *late;
     bool was;
 
     pthread_mutex_lock(&q_lock);
@@ -126,7 +127,21 @@ void records_stop(void)
     pthread_mutex_lock(&q_lock);
     q_running = false;
     __atomic_store_n(&q_store, NULL, __ATOMIC_RELEASE);
+    /* Queued after the writer's last look (a put racing the stop): dropped. */
+    late = q_head;
+    q_head = NULL;
+    q_tail = &q_head;
+    q_bytes = 0;
+    q_written = q_queued;
+    pthread_cond_broadcast(&q_done);
     pthread_mutex_unlock(&q_lock);
+    while (late) {
+        struct pending *next = late->next;
+
+        log_warn("record %s '%s' not stored: the server stopped", late->kind, late->key);
+        pending_free(late);
+        late = next;
+    }
 }
 
 int records_put_later(const char *kind, const char *key, const char *sid,

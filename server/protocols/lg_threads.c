@@ -34,6 +34,8 @@
 
 /* The store's records of threads' metadata. */
 #define LG_THREAD_KIND "lg.thread"
+/* Metadata records read at a time by a search. */
+#define LG_META_PAGE 512
 
 /* ---- metadata ----------------------------------------------------------------- */
 
@@ -66,21 +68,66 @@ static int meta_read(struct store *st, const char *tid, json_t **out)
     return 0;
 }
 
+json_t *lg__thread_meta_with(json_t *set)
+{
+    json_t *m =
+        json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id", LG_ASSISTANT_ID);
+
+    if (m && set && json_object_update(m, set)) {
+        json_decref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+json_t *lg__thread_meta_all(int *err)
+{
+    struct store *st = records_store();
+    struct store_records l = {0};
+    char after[SESSION_ID_MAX + 1] = "";
+    json_t *all = st ? json_object() : NULL;
+    size_t n = 0;
+
+    *err = st && !all ? -ENOMEM : 0;
+    /* A page at a time: the texts of one page, parsed, are all that is held twice. */
+    while (all && !*err && (!n || l.n == LG_META_PAGE)) {
+        store_records_release(&l);
+        *err = store_record_list(st, LG_THREAD_KIND, NULL, *after ? after : NULL,
+                                 LG_META_PAGE, &l);
+        for (size_t i = 0; !*err && i < l.n; i++) {
+            json_t *m = json_loadb(l.v[i].text, l.v[i].len, 0, NULL);
+
+            if (json_is_object(m) && json_object_set_new(all, l.v[i].key, m))
+                *err = -ENOMEM;
+            else if (!json_is_object(m))
+                json_decref(m); /* damaged: shown as none, as lg__thread_meta does */
+        }
+        if (!*err && l.n)
+            snprintf(after, sizeof(after), "%s", l.v[l.n - 1].key);
+        n++;
+    }
+    store_records_release(&l);
+    if (*err) {
+        json_decref(all);
+        all = NULL;
+    }
+    return all;
+}
+
 json_t *lg__thread_meta(const char *tid)
 {
-    json_t *set = NULL, *m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID,
-                                       "assistant_id", LG_ASSISTANT_ID);
+    json_t *set = NULL, *m;
     struct store *st = records_store();
 
     if (st) {
         /* A record that cannot be read shows the defaults: the thread is there. */
-        if (m && !meta_read(st, tid, &set) && set && json_object_update(m, set)) {
-            json_decref(m);
-            m = NULL;
-        }
+        if (meta_read(st, tid, &set))
+            set = NULL;
+        m = lg__thread_meta_with(set);
         json_decref(set);
         return m;
     }
+    m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id", LG_ASSISTANT_ID);
     pthread_mutex_lock(&meta_lock);
     set = json_object_get(meta_all, tid);
     if (m && set && json_object_update(m, set)) {
