@@ -90,6 +90,9 @@ struct lg_run *lg_run__alloc(const struct config *cfg, const char *tid, char *me
 void lg_run__persist(struct lg_run *lr);
 /* Delete `lr`'s record from the store (DELETE .../runs/<rid>); none: nothing. */
 void lg_run__unstore(struct lg_run *lr);
+/* Did the last run of `tid` that the store knows of end with an error? (false: no store)
+ */
+bool lg_run__last_failed(const char *tid);
 /* NEW: the runs of `tid` the registry holds, newest first, `status` (NULL: any), paged.
  */
 json_t *lg_run__list_memory(const char *tid, const char *status, size_t limit,

@@ -27,6 +27,8 @@
 #include "state_machine/rx_buf.h"
 #include "store/store.h"
 
+/* The store's records of each thread's last run's status. */
+#define LG_LAST_KIND "lg.last"
 /* "<tid>/<rid>": a thread id and a run id, within STORE_RECORD_KEY_MAX. */
 #define LG_RUN_KEY_LEN (SESSION_ID_MAX + RX_UUID_LEN + 2)
 
@@ -57,6 +59,23 @@ static int record_encode(struct lg_run *lr, struct rx_buf *b)
     return err ? -ENOMEM : 0;
 }
 
+/*
+ * The thread's last run's status, a record of its own (kind LG_LAST_KIND,
+ * key the thread id), so a thread's status after a restart costs one read,
+ * not a list of its runs. Queued after the run's record: written in order.
+ */
+static void persist_last(struct lg_run *lr)
+{
+    char text[64];
+    int n =
+        snprintf(text, sizeof(text), "{\"status\":\"%s\"}", run_status_name(lr->status));
+    int err = records_put_later(LG_LAST_KIND, lr->tid, lr->tid, text, (size_t)n);
+
+    if (err)
+        log_warn("thread %s: its last run's status is not stored (%s)", lr->tid,
+                 strerror(-err));
+}
+
 void lg_run__persist(struct lg_run *lr)
 {
     char key[LG_RUN_KEY_LEN];
@@ -74,6 +93,20 @@ void lg_run__persist(struct lg_run *lr)
         log_warn("run %s: its record is not stored (%s): it is lost at restart", lr->id,
                  strerror(-err));
     rx_buf_release(&b);
+    persist_last(lr);
+}
+
+bool lg_run__last_failed(const char *tid)
+{
+    struct store *st = records_store();
+    struct store_record r;
+    bool failed;
+
+    if (!st || store_record_get(st, LG_LAST_KIND, tid, &r))
+        return false;
+    failed = strstr(r.text, "\"error\"") != NULL;
+    store_record_release(&r);
+    return failed;
 }
 
 void lg_run__unstore(struct lg_run *lr)
