@@ -256,7 +256,8 @@ enum MHD_Result lg__threads_search(struct door *srv, struct MHD_Connection *conn
         ret = lg__table_error(conn, err, "");
         goto out;
     }
-    qsort_r(l.v, l.n, sizeof(*l.v), by_key, &qu.desc);
+    if (l.n) /* no array at all when nothing matched */
+        qsort_r(l.v, l.n, sizeof(*l.v), by_key, &qu.desc);
     if (!(out = threads_page(srv, &l, json_object_get(q, "select"), limit, offset)))
         ret = lg__detail(conn, 500, "out of memory");
     else
