@@ -2354,6 +2354,98 @@ START_TEST(test_list_pages)
 }
 END_TEST
 
+/* Both backends run these, through the same store.h. */
+static void add_shared(TCase *tc)
+{
+    const TTest *const shared[] = {
+        test_round_trip, test_append_errors, test_snapshot_bounds_replay,
+        test_history,    test_state_at,      test_fork,
+        test_titles,     test_import,        test_gc,
+        test_threads,    test_log,           test_batch_verdicts,
+        test_list_pages,
+    };
+
+    for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+        tcase_add_test(tc, shared[i]);
+}
+
+/* The records' tests (at the end of the file), on both backends. */
+static void add_records(TCase *tc);
+
+Suite *store_suite(void);
+
+Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("log");
+    TCase *files = tcase_create("files");
+    TCase *more = tcase_create("retention");
+    TCase *health = tcase_create("health");
+    TCase *group = tcase_create("group");
+    TCase *pg;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(files, setup, teardown);
+    tcase_add_checked_fixture(more, setup, teardown);
+    tcase_add_checked_fixture(health, setup, teardown);
+    tcase_set_timeout(health, 60);
+    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(files, 60);
+    tcase_set_timeout(more, 60);
+    add_shared(tc);
+    add_records(tc);
+    tcase_add_test(tc, test_memory_and_session_load);
+    tcase_add_test(tc, test_search_index);
+    tcase_add_test(tc, test_index_follows_the_log);
+    tcase_add_test(tc, test_index_mark_after_delete);
+    tcase_add_test(tc, test_index_deferred);
+    tcase_add_test(tc, test_index_when_idle);
+    tcase_add_test(files, test_newer_schema);
+    tcase_add_test(files, test_schema_1_upgrades);
+    tcase_add_test(files, test_foreign_database);
+    tcase_add_test(files, test_garbage_file);
+    tcase_add_test(files, test_corrupt_pages);
+    tcase_add_test(files, test_unusable_directory);
+    tcase_add_test(files, test_in_use);
+    tcase_add_test(files, test_schema_2_upgrades);
+    tcase_add_test(more, test_growth_is_linear);
+    suite_add_tcase(s, tc);
+    suite_add_tcase(s, files);
+    tcase_add_test(health, test_quota_full);
+    tcase_add_test(health, test_file_removed);
+    tcase_add_test(health, test_file_replaced);
+    suite_add_tcase(s, more);
+    suite_add_tcase(s, health);
+    tcase_add_checked_fixture(group, setup, teardown);
+    tcase_set_timeout(group, 60);
+    tcase_add_test(group, test_group_one_commit);
+    tcase_add_test(group, test_group_refused_alone);
+    tcase_add_test(group, test_group_full_alone);
+    tcase_add_test(group, test_recent_merge);
+    tcase_add_test(group, test_pipeline_batches);
+    tcase_add_test(group, test_pipeline_failed_batch_restores);
+    suite_add_tcase(s, group);
+    /* PostgreSQL: the shared tests and its own, when a database is given. */
+    if (!getenv("RX_PG_URL") || !*getenv("RX_PG_URL")) {
+        fprintf(stderr, "check_store: the PostgreSQL case is skipped: RX_PG_URL is not "
+                        "set; make pgstore-test starts a PostgreSQL\n");
+        return s;
+    }
+    /* Made only now: a case never added to the suite would leak. */
+    pg = tcase_create("pg");
+    tcase_add_checked_fixture(pg, pg_setup, pg_teardown);
+    tcase_set_timeout(pg, 60);
+    add_shared(pg);
+    add_records(pg);
+    tcase_add_test(pg, test_schema);
+    tcase_add_test(pg, test_batch_unique_violation);
+    tcase_add_test(pg, test_fencing);
+    tcase_add_test(pg, test_notify);
+    tcase_add_test(pg, test_connection_loss);
+    suite_add_tcase(s, pg);
+    return s;
+}
+
 /* ---- records (store_record_*): both backends ---------------------------------- */
 
 /* One step of the records script: an operation and what it must give. */
@@ -2527,92 +2619,4 @@ static void add_records(TCase *tc)
     tcase_add_test(tc, test_records);
     tcase_add_test(tc, test_records_list);
     tcase_add_test(tc, test_records_go_with_session);
-}
-
-/* Both backends run these, through the same store.h. */
-static void add_shared(TCase *tc)
-{
-    const TTest *const shared[] = {
-        test_round_trip, test_append_errors, test_snapshot_bounds_replay,
-        test_history,    test_state_at,      test_fork,
-        test_titles,     test_import,        test_gc,
-        test_threads,    test_log,           test_batch_verdicts,
-        test_list_pages,
-    };
-
-    for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
-        tcase_add_test(tc, shared[i]);
-    add_records(tc);
-}
-
-Suite *store_suite(void);
-
-Suite *store_suite(void)
-{
-    Suite *s = suite_create("store");
-    TCase *tc = tcase_create("log");
-    TCase *files = tcase_create("files");
-    TCase *more = tcase_create("retention");
-    TCase *health = tcase_create("health");
-    TCase *group = tcase_create("group");
-    TCase *pg;
-
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_checked_fixture(files, setup, teardown);
-    tcase_add_checked_fixture(more, setup, teardown);
-    tcase_add_checked_fixture(health, setup, teardown);
-    tcase_set_timeout(health, 60);
-    tcase_set_timeout(tc, 60);
-    tcase_set_timeout(files, 60);
-    tcase_set_timeout(more, 60);
-    add_shared(tc);
-    tcase_add_test(tc, test_memory_and_session_load);
-    tcase_add_test(tc, test_search_index);
-    tcase_add_test(tc, test_index_follows_the_log);
-    tcase_add_test(tc, test_index_mark_after_delete);
-    tcase_add_test(tc, test_index_deferred);
-    tcase_add_test(tc, test_index_when_idle);
-    tcase_add_test(files, test_newer_schema);
-    tcase_add_test(files, test_schema_1_upgrades);
-    tcase_add_test(files, test_foreign_database);
-    tcase_add_test(files, test_garbage_file);
-    tcase_add_test(files, test_corrupt_pages);
-    tcase_add_test(files, test_unusable_directory);
-    tcase_add_test(files, test_in_use);
-    tcase_add_test(files, test_schema_2_upgrades);
-    tcase_add_test(more, test_growth_is_linear);
-    suite_add_tcase(s, tc);
-    suite_add_tcase(s, files);
-    tcase_add_test(health, test_quota_full);
-    tcase_add_test(health, test_file_removed);
-    tcase_add_test(health, test_file_replaced);
-    suite_add_tcase(s, more);
-    suite_add_tcase(s, health);
-    tcase_add_checked_fixture(group, setup, teardown);
-    tcase_set_timeout(group, 60);
-    tcase_add_test(group, test_group_one_commit);
-    tcase_add_test(group, test_group_refused_alone);
-    tcase_add_test(group, test_group_full_alone);
-    tcase_add_test(group, test_recent_merge);
-    tcase_add_test(group, test_pipeline_batches);
-    tcase_add_test(group, test_pipeline_failed_batch_restores);
-    suite_add_tcase(s, group);
-    /* PostgreSQL: the shared tests and its own, when a database is given. */
-    if (!getenv("RX_PG_URL") || !*getenv("RX_PG_URL")) {
-        fprintf(stderr, "check_store: the PostgreSQL case is skipped: RX_PG_URL is not "
-                        "set; make pgstore-test starts a PostgreSQL\n");
-        return s;
-    }
-    /* Made only now: a case never added to the suite would leak. */
-    pg = tcase_create("pg");
-    tcase_add_checked_fixture(pg, pg_setup, pg_teardown);
-    tcase_set_timeout(pg, 60);
-    add_shared(pg);
-    tcase_add_test(pg, test_schema);
-    tcase_add_test(pg, test_batch_unique_violation);
-    tcase_add_test(pg, test_fencing);
-    tcase_add_test(pg, test_notify);
-    tcase_add_test(pg, test_connection_loss);
-    suite_add_tcase(s, pg);
-    return s;
 }
