@@ -64,11 +64,10 @@ static int record_encode(struct lg_run *lr, struct rx_buf *b)
  * key the thread id), so a thread's status after a restart costs one read,
  * not a list of its runs. Queued after the run's record: written in order.
  */
-static void persist_last(struct lg_run *lr)
+static void persist_last(struct lg_run *lr, enum run_status status)
 {
     char text[64];
-    int n =
-        snprintf(text, sizeof(text), "{\"status\":\"%s\"}", run_status_name(lr->status));
+    int n = snprintf(text, sizeof(text), "{\"status\":\"%s\"}", run_status_name(status));
     int err = records_put_later(LG_LAST_KIND, lr->tid, lr->tid, text, (size_t)n);
 
     if (err)
@@ -79,6 +78,7 @@ static void persist_last(struct lg_run *lr)
 void lg_run__persist(struct lg_run *lr)
 {
     char key[LG_RUN_KEY_LEN];
+    enum run_status status;
     struct rx_buf b;
     int err;
 
@@ -87,13 +87,14 @@ void lg_run__persist(struct lg_run *lr)
     rx_buf_init(&b, STORE_RECORD_TEXT_MAX);
     pthread_mutex_lock(&lr->lock);
     err = record_encode(lr, &b);
+    status = lr->status;
     pthread_mutex_unlock(&lr->lock);
     run_key(lr->tid, lr->id, key);
     if (err || (err = records_put_later(LG_RUN_KIND, key, lr->tid, b.data, b.len)))
         log_warn("run %s: its record is not stored (%s): it is lost at restart", lr->id,
                  strerror(-err));
     rx_buf_release(&b);
-    persist_last(lr);
+    persist_last(lr, status);
 }
 
 bool lg_run__last_failed(const char *tid)
