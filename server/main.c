@@ -23,6 +23,7 @@
 #include "server/protocols/lg.h"
 #include "server/protocols/oai.h"
 #include "server/run.h"
+#include "server/records.h"
 #include "effects/log.h"
 #include "server/session.h"
 #include "server/session_table.h"
@@ -514,6 +515,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "reflexor: cannot start the cluster's threads\n");
         goto out_release;
     }
+    /* The protocols' records (SPEC 6.2) are the store's from the first request. */
+    if (records_start(store)) {
+        fprintf(stderr, "reflexor: cannot start the records' writer\n");
+        goto out_release;
+    }
     if (http_server_start(&srv, &cfg, sessions, cfg.brain))
         goto out_release;
     if (cluster) {
@@ -567,6 +573,7 @@ int main(int argc, char **argv)
     run_shutdown();
     oai_shutdown();
     lg_shutdown();
+    records_stop(); /* what ended runs and chats queued, stored */
     session_table_destroy(sessions);
     sessions = NULL;
     log_info("stopped");
@@ -575,6 +582,7 @@ int main(int argc, char **argv)
 out_release:
     cluster_stop(cluster);
     session_table_destroy(sessions);
+    records_stop();
     store_close(store); /* after every session: effects append until they end */
     if (brain)
         brain->destroy(brain);

@@ -576,3 +576,107 @@ out_release:
     rx_buf_release(&snap);
     return err == -E2BIG ? -ENOMEM : err;
 }
+
+/* ---- records ------------------------------------------------------------------- */
+
+/* A kind and a key within their bounds (and no sid that is not a name). */
+static bool record_names_ok(const char *kind, const char *key)
+{
+    size_t k = kind ? strlen(kind) : 0, n = key ? strlen(key) : 0;
+
+    return k && k <= STORE_RECORD_KIND_MAX && n && n <= STORE_RECORD_KEY_MAX;
+}
+
+int store__record_fill(struct store_record *out, const char *key, const char *sid,
+                       const char *text, size_t len)
+{
+    struct store_record r = {.key = strdup(key), .len = len};
+
+    r.sid = sid ? strdup(sid) : NULL;
+    r.text = malloc(len + 1);
+    if (!r.key || (sid && !r.sid) || !r.text) {
+        store_record_release(&r);
+        return -ENOMEM;
+    }
+    if (len)
+        memcpy(r.text, text, len);
+    r.text[len] = '\0';
+    *out = r;
+    return 0;
+}
+
+void store_record_release(struct store_record *r)
+{
+    free(r->key);
+    free(r->sid);
+    free(r->text);
+    memset(r, 0, sizeof(*r));
+}
+
+int store__records_add(struct store_records *l, const char *key, const char *sid,
+                       const char *text, size_t len)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        struct store_record *v = realloc(l->v, cap * sizeof(*v));
+
+        if (!v)
+            return -ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    if (store__record_fill(&l->v[l->n], key, sid, text, len))
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+void store_records_release(struct store_records *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        store_record_release(&l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+int store_record_put(struct store *st, const char *kind, const char *key, const char *sid,
+                     const char *text, size_t len)
+{
+    if (!record_names_ok(kind, key) || (sid && !*sid) || (!text && len) ||
+        len > STORE_RECORD_TEXT_MAX || (len && memchr(text, '\0', len)))
+        return -EINVAL;
+    return st->be->record_put(st, kind, key, sid, text ? text : "", len);
+}
+
+int store_record_get(struct store *st, const char *kind, const char *key,
+                     struct store_record *out)
+{
+    if (!record_names_ok(kind, key))
+        return -EINVAL;
+    return st->be->record_get(st, kind, key, out);
+}
+
+int store_record_delete(struct store *st, const char *kind, const char *key)
+{
+    if (!record_names_ok(kind, key))
+        return -EINVAL;
+    return st->be->record_delete(st, kind, key);
+}
+
+int store_record_list(struct store *st, const char *kind, const char *sid,
+                      const char *after, size_t limit, struct store_records *out)
+{
+    size_t n0 = out->n;
+    int err;
+
+    if (!record_names_ok(kind, "k") || (sid && !*sid))
+        return -EINVAL;
+    err = st->be->record_list(st, kind, sid, after, limit, out);
+    if (err) {
+        while (out->n > n0)
+            store_record_release(&out->v[--out->n]);
+        if (err == -ENOMEM)
+            store__set_error(st, "out of memory listing records");
+    }
+    return err;
+}

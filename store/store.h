@@ -459,4 +459,69 @@ int store_import(struct store *st, const char *sid, int64_t created_at, const ch
  */
 int store_stats(struct store *st, int64_t *inputs, int64_t *bytes) RX_WUR;
 
+/* ---- records: what the protocols keep beside the log (SPEC 6.2) ---- */
+
+/*
+ * A record is a small document a protocol keeps about a session, stored so
+ * that it survives restarts and every node sees the same: the /v1
+ * continuity map (a conversation's fingerprint -> its session), LangGraph
+ * threads' metadata and finished runs. It is named by a `kind` (a word of
+ * the protocol's, 1 to STORE_RECORD_KIND_MAX bytes) and a `key` unique in
+ * its kind (1 to STORE_RECORD_KEY_MAX bytes), belongs to one session or to
+ * none, and holds text (JSON, by convention; at most STORE_RECORD_TEXT_MAX
+ * bytes, no NUL). A session's records go with it, in the transaction that
+ * deletes it (store_delete_session, retention), on both backends; a fork
+ * copies none. Table `records(kind, key, session_id, body)`, created at
+ * open in a database of any schema version (IF NOT EXISTS).
+ */
+#define STORE_RECORD_KIND_MAX 32
+#define STORE_RECORD_KEY_MAX  512
+#define STORE_RECORD_TEXT_MAX (16u << 20)
+
+/* One record read back: every string the record's, freed by store_record_release. */
+struct store_record {
+    char *key;
+    char *sid;  /* its session, or NULL: none */
+    char *text; /* NUL-terminated, `len` bytes */
+    size_t len;
+};
+
+/* Records listed: caller-allocated, zeroed before the first use. */
+struct store_records {
+    struct store_record *v;
+    size_t n, cap;
+};
+
+/*
+ * Store record (kind, key) with `text` (text[0..len), borrowed), belonging
+ * to session `sid` (NULL: none), replacing the one of that name if there is
+ * one. Committed when this returns 0: it waits for the store's writer (for
+ * a commit and its fsync), so never call it holding a session's lock.
+ * 0, -EINVAL (a name or the text out of bounds), -ENOENT (no session
+ * `sid`), -ENOSPC or -EIO.
+ */
+int store_record_put(struct store *st, const char *kind, const char *key, const char *sid,
+                     const char *text, size_t len) RX_WUR;
+/*
+ * Record (kind, key) into caller-allocated `out` (release it with
+ * store_record_release; on failure it needs none). Read without holding up
+ * a commit. 0, -EINVAL, -ENOENT (none), -ENOMEM or -EIO.
+ */
+int store_record_get(struct store *st, const char *kind, const char *key,
+                     struct store_record *out) RX_WUR;
+void store_record_release(struct store_record *r);
+/* Delete record (kind, key). 0, -EINVAL, -ENOENT (none), -ENOSPC or -EIO. */
+int store_record_delete(struct store *st, const char *kind, const char *key) RX_WUR;
+/*
+ * Append to `out` the records of `kind` (of session `sid` only, when not
+ * NULL) whose key is after `after` (NULL: from the first), in key order
+ * (bytewise), at most `limit` of them (0: all): a page; the next one starts
+ * after the last key listed. 0, -EINVAL, -ENOMEM or -EIO; on failure `out`
+ * is as it was.
+ */
+int store_record_list(struct store *st, const char *kind, const char *sid,
+                      const char *after, size_t limit, struct store_records *out) RX_WUR;
+/* Free what the list holds; it is empty (and zeroed) afterwards. */
+void store_records_release(struct store_records *l);
+
 #endif

@@ -88,6 +88,15 @@ struct store_backend {
     int (*set_title)(struct store *st, const char *sid, const char *title);
     int (*session_title)(struct store *st, const char *sid, char **out);
     int (*search)(struct store *st, const char *const *words, size_t n, json_t **out);
+
+    /* Records (store.h): names and bounds checked by store.c. */
+    int (*record_put)(struct store *st, const char *kind, const char *key,
+                      const char *sid, const char *text, size_t len);
+    int (*record_get)(struct store *st, const char *kind, const char *key,
+                      struct store_record *out);
+    int (*record_delete)(struct store *st, const char *kind, const char *key);
+    int (*record_list)(struct store *st, const char *kind, const char *sid,
+                       const char *after, size_t limit, struct store_records *out);
 };
 
 /* What every backend's struct begins with. */
@@ -170,5 +179,15 @@ int store__row_of_log(struct store *st, const char *sid, const struct store_text
                       size_t n, const struct store_text *snapshot,
                       struct store_row *out) RX_WUR;
 void store__row_release(struct store_row *r);
+
+/*
+ * One record at the end of `l`: key, sid (NULL: none) and text[0..len)
+ * copied, the text NUL-terminated. 0 or -ENOMEM (l unchanged).
+ */
+int store__records_add(struct store_records *l, const char *key, const char *sid,
+                       const char *text, size_t len) RX_WUR;
+/* Copy one record into `out` (as store__records_add). 0 or -ENOMEM (out untouched). */
+int store__record_fill(struct store_record *out, const char *key, const char *sid,
+                       const char *text, size_t len) RX_WUR;
 
 #endif

@@ -66,6 +66,15 @@ enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
                                  const struct rx_buf *body);
 /* NEW: a thread's metadata: {"graph_id","assistant_id"} under what clients set. */
 json_t *lg__thread_meta(const char *tid);
+/* NEW: the same for what clients set being `set` (borrowed; NULL: nothing). */
+json_t *lg__thread_meta_with(json_t *set);
+/*
+ * NEW: {thread id: what clients set} of every thread with metadata in the
+ * store, read in pages (one query per page, not one per thread), for a
+ * search that filters on it. NULL with *err 0 when there is no store (ask
+ * lg__thread_meta), or with the store's errno / -ENOMEM.
+ */
+json_t *lg__thread_meta_all(int *err);
 /* The answer for an errno of the session table or the store (404, 409, 507...). */
 enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char *tid);
 /* Forget every thread's metadata (lg_shutdown). */
@@ -95,5 +104,11 @@ enum MHD_Result lg__state_route(struct door *srv, struct MHD_Connection *conn,
 enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
                               const char *method, const char *tid, const char *rest,
                               const struct rx_buf *body, struct park **slot);
+
+/* ---- lg_search.c ---- */
+
+/* POST /threads/search: the threads filtered, sorted and paged, from the store's list. */
+enum MHD_Result lg__threads_search(struct door *srv, struct MHD_Connection *conn,
+                                   const struct rx_buf *body);
 
 #endif

@@ -120,39 +120,47 @@ void lg_run__emit_json(struct lg_run *lr, const char *event, json_t *j)
     free(text);
 }
 
-struct lg_run *lg_run_create(const struct config *cfg, const char *tid, unsigned modes,
-                             enum lg_multitask mt, json_t *metadata, json_t *kwargs)
+struct lg_run *lg_run__alloc(const struct config *cfg, const char *tid, char *metadata,
+                             char *kwargs)
 {
     struct lg_run *lr = calloc(1, sizeof(*lr));
-    int flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
 
-    if (lr && metadata && kwargs) {
-        lr->metadata = json_dumps(metadata, flags);
-        lr->kwargs = json_dumps(kwargs, flags);
-    }
-    json_decref(metadata);
-    json_decref(kwargs);
-    if (!lr || strlen(tid) > SESSION_ID_MAX || !lr->metadata || !lr->kwargs) {
-        if (lr) {
-            free(lr->metadata);
-            free(lr->kwargs);
-        }
+    if (!lr || strlen(tid) > SESSION_ID_MAX || !metadata || !kwargs) {
+        free(metadata);
+        free(kwargs);
         free(lr);
         return NULL;
     }
+    lr->metadata = metadata;
+    lr->kwargs = kwargs;
     lr->cfg = cfg;
     lr->refs = 1;
     pthread_mutex_init(&lr->lock, NULL);
-    idgen_uuid(lr->id);
     strcpy(lr->tid, tid);
-    lr->created_at = lr->updated_at = now_wall_ms();
     lr->status = RUN_PENDING;
-    lr->modes = modes;
-    lr->mt = mt;
     lg_frames_init(&lr->frames, LG_FRAMES_BYTES);
     sse_channel_init(&lr->ch, (size_t)cfg->sse_queue_max);
     sse_channel_set_queue_bytes(&lr->ch,
                                 __atomic_load_n(&cfg->sse_queue_bytes, __ATOMIC_RELAXED));
+    return lr;
+}
+
+struct lg_run *lg_run_create(const struct config *cfg, const char *tid, unsigned modes,
+                             enum lg_multitask mt, json_t *metadata, json_t *kwargs)
+{
+    int flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
+    struct lg_run *lr =
+        lg_run__alloc(cfg, tid, metadata && kwargs ? json_dumps(metadata, flags) : NULL,
+                      metadata && kwargs ? json_dumps(kwargs, flags) : NULL);
+
+    json_decref(metadata);
+    json_decref(kwargs);
+    if (!lr)
+        return NULL;
+    idgen_uuid(lr->id);
+    lr->created_at = lr->updated_at = now_wall_ms();
+    lr->modes = modes;
+    lr->mt = mt;
     lr->streamed = json_object();
     lr->emitted = json_object();
     if (!lr->streamed || !lr->emitted) {
@@ -402,6 +410,7 @@ static void on_ended(void *arg, struct run *r, enum run_status status,
     lr->bytes = strlen(lr->metadata) + strlen(lr->kwargs) + lr->frames.bytes +
                 (lr->final ? json_dumpb(lr->final, NULL, 0, JSON_COMPACT) : 0);
     pthread_mutex_unlock(&lr->lock);
+    lg_run__persist(lr);
     lg_run__ended(lr);
     lg_run_unref(lr); /* the engine's */
 }

@@ -15,12 +15,17 @@
  * the run fails. When the run ends its streams end and its waiters are
  * answered from its final values (with "__interrupt__"), or {"__error__"}.
  *
- * Records live in memory only (lost on restart): at most LG_RUNS_MAX, the
- * oldest finished ones go first; only the LG_RUNS_REPLAYABLE newest finished
- * runs keep their frames; and what the finished ones keep (their metadata
- * and kwargs as JSON text, frames, final values) is at most
+ * Records live in memory (the registry): at most LG_RUNS_MAX, the oldest
+ * finished ones go first; only the LG_RUNS_REPLAYABLE newest finished runs
+ * keep their frames; and what the finished ones keep (their metadata and
+ * kwargs as JSON text, frames, final values) is at most
  * limits.lg_runs_bytes in all, the oldest finished unlisted past it (the one
- * that just ended always stays).
+ * that just ended always stays). With a store (server/records), a run that
+ * is over is also a record there (kind LG_RUN_KIND, key "<tid>/<rid>",
+ * owned by the thread's session), written behind its end: after a restart,
+ * on another node or once the registry let it go, lg_run_load revives it
+ * (the run object; no frames; joins get the thread's values) and
+ * lg_run_list lists it. Live runs (streams, waiters) are in memory only.
  *
  * Locks: the registry's lock, then a record's lock (never the other way);
  * the engine calls back with the session's lock held and takes the record's
@@ -49,6 +54,8 @@
 
 #define LG_RUNS_MAX        1000
 #define LG_RUNS_REPLAYABLE 64
+/* The store's records of runs that are over. */
+#define LG_RUN_KIND "lg.run"
 
 /* stream_mode, as a bit set; modes Reflexor has no events for are accepted. */
 enum {
@@ -92,11 +99,24 @@ bool lg_run_is_over(const struct lg_run *lr);
 struct lg_run *lg_run_find(const char *tid, const char *rid);
 /* NEW: the run object {run_id, thread_id, assistant_id, ...}. */
 json_t *lg_run_json(struct lg_run *lr);
-/* NEW: the runs of `tid`, newest first, `status` (NULL: any), paged. */
-json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t offset);
+/*
+ * NEW: the runs of `tid`, newest first, `status` (NULL: any), paged: the
+ * registry's and, with a store, the records of the others. NULL on ENOMEM
+ * (or a store that cannot be read: logged).
+ */
+json_t *lg_run_list(const struct config *cfg, const char *tid, const char *status,
+                    size_t limit, size_t offset);
 /* True when the newest run of `tid` ended with an error (thread status). */
 bool lg_run_thread_failed(const char *tid);
-/* Forget one record (DELETE .../runs/<rid>). */
+/*
+ * A run of the thread of `s` that is over and known only from the store,
+ * revived (not registered): 0 and a NEW reference in *out, whose object is
+ * the stored one and whose joins get the thread's values now; -ENOENT (no
+ * such record, or no store), -ENOMEM or the store's errno.
+ */
+int lg_run_load(const struct config *cfg, struct session *s, const char *rid,
+                struct lg_run **out) RX_WUR;
+/* Forget one record (DELETE .../runs/<rid>), in the store too. */
 void lg_run_forget(struct lg_run *lr);
 /* Forget the records of a deleted thread. */
 void lg_run_forget_thread(const char *tid);

@@ -2,8 +2,9 @@
  * lg_run_internal - what the files of server/protocols/lg_run share: the record
  * itself, the registry's entry points and the event and waiter helpers.
  * Private to lg_run.c (record, engine callbacks), lg_run_table.c (the
- * registry) and lg_run_wait.c (streams and waiters); the rest of the
- * module uses lg_run.h.
+ * registry), lg_run_wait.c (streams and waiters) and lg_run_store.c (the
+ * records of runs that are over, in the store); the rest of the module
+ * uses lg_run.h.
  * Depends on server/protocols/lg_run, lg_frames (the kept frames) and
  * server/sse (the live channel).
  * Locks as in lg_run.h. Ownership: as in lg_run.h; a record owns its texts,
@@ -70,5 +71,31 @@ json_t *lg_run__json_locked(struct lg_run *lr);
 void lg_run__emit_json(struct lg_run *lr, const char *event, json_t *j);
 /* The run is over (record's lock held): answer every waiter. */
 void lg_run__finish_waiters(struct lg_run *lr);
+
+/*
+ * A record of thread `tid` with its texts (malloc'd, stolen, even on
+ * failure; NULL is a failure), its channel and frames, status pending, no
+ * id, not registered. NEW reference, or NULL on ENOMEM.
+ */
+struct lg_run *lg_run__alloc(const struct config *cfg, const char *tid, char *metadata,
+                             char *kwargs);
+
+/* ---- lg_run_store.c: the durable record of a run that is over ---- */
+
+/*
+ * `lr` is over: its record (the run object's fields, the error if any) is
+ * queued for the store (server/records; nothing without a store). No lock
+ * held but the session's.
+ */
+void lg_run__persist(struct lg_run *lr);
+/* Delete `lr`'s record from the store (DELETE .../runs/<rid>); none: nothing. */
+void lg_run__unstore(struct lg_run *lr);
+/* Did the last run of `tid` that the store knows of end with an error? (false: no store)
+ */
+bool lg_run__last_failed(const char *tid);
+/* NEW: the runs of `tid` the registry holds, newest first, `status` (NULL: any), paged.
+ */
+json_t *lg_run__list_memory(const char *tid, const char *status, size_t limit,
+                            size_t offset);
 
 #endif

@@ -179,16 +179,18 @@ struct lg_run *lg_run_find(const char *tid, const char *rid)
 
 bool lg_run_thread_failed(const char *tid)
 {
-    bool failed = false;
+    bool failed = false, known = false;
 
     pthread_mutex_lock(&reg_lock);
     for (struct lg_run *lr = reg_head; lr; lr = lr->next)
         if (!strcmp(lr->tid, tid)) {
             failed = lg_run_is_over(lr) && lr->status == RUN_ERROR;
+            known = true;
             break;
         }
     pthread_mutex_unlock(&reg_lock);
-    return failed;
+    /* None here (a restart, another node's runs): the store knows the last. */
+    return known ? failed : lg_run__last_failed(tid);
 }
 
 /* NEW references to the runs of `tid` not over yet, in *out (n of them). */
@@ -267,7 +269,8 @@ void lg_run_shutdown(void)
     drop_list(dropped);
 }
 
-json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t offset)
+json_t *lg_run__list_memory(const char *tid, const char *status, size_t limit,
+                            size_t offset)
 {
     json_t *out = json_array();
     size_t seen = 0;
@@ -296,4 +299,5 @@ json_t *lg_run_list(const char *tid, const char *status, size_t limit, size_t of
 void lg_run_forget(struct lg_run *lr)
 {
     lg_run__remove(lr);
+    lg_run__unstore(lr);
 }

@@ -377,6 +377,7 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
     enum MHD_Result ret;
     char rid[RX_UUID_LEN];
     size_t n;
+    int err;
 
     if (!*rest) {
         if (post)
@@ -393,7 +394,7 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
             if (limit < 1 || offset < 0)
                 return lg__detail(conn, 422, "'limit' must be at least 1, 'offset' 0");
             return lg__reply(conn, 200,
-                             lg_run_list(tid,
+                             lg_run_list(srv->cfg, tid,
                                          MHD_lookup_connection_value(
                                              conn, MHD_GET_ARGUMENT_KIND, "status"),
                                          (size_t)limit, (size_t)offset),
@@ -412,9 +413,13 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
     rid[n] = '\0';
     if (!(s = lg__thread(srv, conn, tid, &ret)))
         return ret;
+    /* Not in the registry: over, and maybe in the store (SPEC 6.2). */
+    err = (lr = lg_run_find(tid, rid)) ? 0 : lg_run_load(srv->cfg, s, rid, &lr);
     session_unref(s);
-    if (!(lr = lg_run_find(tid, rid)))
+    if (err == -ENOENT)
         return lg__detail(conn, 404, "Run not found");
+    if (err)
+        return lg__table_error(conn, err, tid);
     ret = run_route(srv, conn, method, lr, tid, rest + 1 + n, slot);
     lg_run_unref(lr);
     return ret;

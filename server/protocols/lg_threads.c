@@ -1,14 +1,18 @@
 /*
- * lg_threads - the thread routes of the LangGraph subset: create, search,
- * get, patch, delete and copy (a fork of the session). A thread is a
+ * lg_threads - the thread routes of the LangGraph subset: create, get,
+ * patch, delete and copy (a fork of the session); search is lg_search.c. A thread is a
  * session (thread_id = its id); what it shows (the thread object, its
  * ThreadState and history) is lg_state.c.
  *
- * Threads' metadata lives here, in memory (lost on restart): every thread
- * has {"graph_id":"agent","assistant_id":...}, which clients filter on
- * (agent-chat-ui lists threads by graph_id), under what its clients set.
- * Depends on server/session, server/session_table, server/protocols/lg_msg,
- * server/protocols/lg_run.
+ * Threads' metadata: every thread has {"graph_id":"agent","assistant_id":...},
+ * which clients filter on (agent-chat-ui lists threads by graph_id), under
+ * what its clients set. With a store (server/records) what they set is the
+ * thread's record (kind LG_THREAD_KIND, key the thread id, owned by its
+ * session: deleted with it), written when it changes and read when shown,
+ * so it survives restarts and every node shows the same; with --db
+ * :memory: it lives here, in memory (lost on restart).
+ * Depends on server/session, server/session_table, server/records,
+ * server/protocols/lg_msg, server/protocols/lg_run.
  */
 #include "server/protocols/lg.h"
 #include "server/protocols/lg_internal.h"
@@ -19,25 +23,111 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "effects/log.h"
 #include "server/event.h"
 #include "server/protocols/lg_msg.h"
 #include "server/protocols/lg_run.h"
+#include "server/records.h"
 #include "server/run.h"
 #include "server/session_table.h"
+#include "store/store.h"
 
-/* The most threads one search returns. */
-#define LG_SEARCH_MAX 1000
+/* The store's records of threads' metadata. */
+#define LG_THREAD_KIND "lg.thread"
+/* Metadata records read at a time by a search. */
+#define LG_META_PAGE 512
 
 /* ---- metadata ----------------------------------------------------------------- */
 
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static json_t *meta_all; /* {tid: {...}}: what clients set */
 
+/*
+ * What clients set on thread `tid`, as a NEW object in *out (NULL: nothing),
+ * from the store's record. 0, or the store's errno (logged).
+ */
+static int meta_read(struct store *st, const char *tid, json_t **out)
+{
+    struct store_record r;
+    int err = store_record_get(st, LG_THREAD_KIND, tid, &r);
+
+    *out = NULL;
+    if (err == -ENOENT)
+        return 0;
+    if (err) {
+        log_warn("thread %s: its metadata cannot be read (%s)", tid, strerror(-err));
+        return err;
+    }
+    *out = json_loadb(r.text, r.len, 0, NULL);
+    store_record_release(&r);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return -EPROTO; /* damaged, or no memory to load it: shown as none */
+    }
+    return 0;
+}
+
+json_t *lg__thread_meta_with(json_t *set)
+{
+    json_t *m =
+        json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id", LG_ASSISTANT_ID);
+
+    if (m && set && json_object_update(m, set)) {
+        json_decref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+json_t *lg__thread_meta_all(int *err)
+{
+    struct store *st = records_store();
+    struct store_records l = {0};
+    char after[SESSION_ID_MAX + 1] = "";
+    json_t *all = st ? json_object() : NULL;
+    size_t n = 0;
+
+    *err = st && !all ? -ENOMEM : 0;
+    /* A page at a time: the texts of one page, parsed, are all that is held twice. */
+    while (all && !*err && (!n || l.n == LG_META_PAGE)) {
+        store_records_release(&l);
+        *err = store_record_list(st, LG_THREAD_KIND, NULL, *after ? after : NULL,
+                                 LG_META_PAGE, &l);
+        for (size_t i = 0; !*err && i < l.n; i++) {
+            json_t *m = json_loadb(l.v[i].text, l.v[i].len, 0, NULL);
+
+            if (json_is_object(m) && json_object_set_new(all, l.v[i].key, m))
+                *err = -ENOMEM;
+            else if (!json_is_object(m))
+                json_decref(m); /* damaged: shown as none, as lg__thread_meta does */
+        }
+        if (!*err && l.n)
+            snprintf(after, sizeof(after), "%s", l.v[l.n - 1].key);
+        n++;
+    }
+    store_records_release(&l);
+    if (*err) {
+        json_decref(all);
+        all = NULL;
+    }
+    return all;
+}
+
 json_t *lg__thread_meta(const char *tid)
 {
-    json_t *set, *m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id",
-                                LG_ASSISTANT_ID);
+    json_t *set = NULL, *m;
+    struct store *st = records_store();
 
+    if (st) {
+        /* A record that cannot be read shows the defaults: the thread is there. */
+        if (meta_read(st, tid, &set))
+            set = NULL;
+        m = lg__thread_meta_with(set);
+        json_decref(set);
+        return m;
+    }
+    m = json_pack("{s:s, s:s}", "graph_id", LG_GRAPH_ID, "assistant_id", LG_ASSISTANT_ID);
     pthread_mutex_lock(&meta_lock);
     set = json_object_get(meta_all, tid);
     if (m && set && json_object_update(m, set)) {
@@ -67,11 +157,48 @@ static size_t meta_bytes(const json_t *m)
  * a thread's metadata never grows past the limit however many PATCHes add
  * to it. 0, -E2BIG (nothing changed) or -ENOMEM.
  */
+/*
+ * meta_set on the store's record: read, merged, written back (deleted when
+ * empty). The module's lock keeps this node's PATCHes of one thread from
+ * losing each other's keys; two nodes patching one thread at once may
+ * (the last write wins). 0, -E2BIG, -ENOMEM or the store's errno.
+ */
+static int meta_set_stored(struct store *st, const char *tid, json_t *m, bool reset,
+                           size_t max)
+{
+    json_t *have = NULL, *next = NULL;
+    char *text = NULL;
+    int err = 0;
+
+    pthread_mutex_lock(&meta_lock);
+    if (!reset && (err = meta_read(st, tid, &have)))
+        goto out_unlock;
+    if (!(next = have ? json_incref(have) : json_object()) || json_object_update(next, m))
+        err = -ENOMEM;
+    else if (meta_bytes(next) > max)
+        err = -E2BIG;
+    else if (!json_object_size(next))
+        err = (err = store_record_delete(st, LG_THREAD_KIND, tid)) == -ENOENT ? 0 : err;
+    else if (!(text = json_dumps(next, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+        err = -ENOMEM;
+    else
+        err = store_record_put(st, LG_THREAD_KIND, tid, tid, text, strlen(text));
+out_unlock:
+    pthread_mutex_unlock(&meta_lock);
+    free(text);
+    json_decref(next);
+    json_decref(have);
+    return err;
+}
+
 static int meta_set(const char *tid, json_t *m, bool reset, size_t max)
 {
     json_t *have, *next = NULL;
+    struct store *st = records_store();
     int err = 0;
 
+    if (st)
+        return meta_set_stored(st, tid, m, reset, max);
     pthread_mutex_lock(&meta_lock);
     if (!meta_all)
         meta_all = json_object();
@@ -100,6 +227,7 @@ static enum MHD_Result meta_too_big(struct MHD_Connection *conn, size_t max)
                       max);
 }
 
+/* With a store the record went with the session, in its transaction. */
 static void meta_forget(const char *tid)
 {
     pthread_mutex_lock(&meta_lock);
@@ -198,146 +326,6 @@ static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
     return ret;
 }
 
-struct found {
-    json_t *entry; /* borrowed from the sessions list */
-    const char *id;
-    int64_t key;
-};
-
-static int by_key(const void *a, const void *b, void *desc)
-{
-    const struct found *x = a, *y = b;
-    int c = x->key < y->key ? -1 : x->key > y->key ? 1 : strcmp(x->id, y->id);
-
-    return *(bool *)desc ? -c : c;
-}
-
-/* Keep `e` (a sessions-list entry) when it passes the search's filters. */
-static bool passes(struct door *srv, json_t *e, json_t *q)
-{
-    const char *id = json_string_value(json_object_get(e, "id"));
-    json_t *ids = json_object_get(q, "ids"), *want = json_object_get(q, "metadata"), *v;
-    const char *status = json_string_value(json_object_get(q, "status"));
-    bool ok = !json_array_size(ids);
-    const char *k;
-    size_t i;
-
-    json_array_foreach(ids, i, v)
-    {
-        ok |= json_is_string(v) && !strcmp(json_string_value(v), id);
-    }
-    if (ok && json_object_size(want)) {
-        json_t *have = lg__thread_meta(id);
-
-        json_object_foreach(want, k, v)
-        {
-            ok &= json_equal(json_object_get(have, k), v);
-        }
-        json_decref(have);
-    }
-    if (ok && status) {
-        struct session *s = session_table_get(srv->sessions, id);
-
-        ok = s && !strcmp(lg_thread_status(s), status);
-        if (s)
-            session_unref(s);
-    }
-    return ok;
-}
-
-/* POST /threads/search: the sessions as threads, filtered, sorted and paged. */
-static enum MHD_Result search(struct door *srv, struct MHD_Connection *conn,
-                              const struct rx_buf *body)
-{
-    enum MHD_Result ret;
-    json_t *q = lg__body(conn, body, &ret), *all = NULL, *out = NULL, *e;
-    const char *sort_by, *order;
-    struct found *v = NULL;
-    json_int_t limit = 10, offset = 0;
-    size_t n = 0, i;
-    bool desc;
-    char total[32];
-    struct MHD_Response *r;
-    char *text;
-
-    if (!q)
-        return ret;
-    sort_by = json_string_value(json_object_get(q, "sort_by"));
-    order = json_string_value(json_object_get(q, "sort_order"));
-    if (json_is_integer(json_object_get(q, "limit")))
-        limit = json_integer_value(json_object_get(q, "limit"));
-    else if (json_object_get(q, "limit") && !json_is_null(json_object_get(q, "limit")))
-        limit = -1; /* not a number: refused below */
-    if (json_is_integer(json_object_get(q, "offset")))
-        offset = json_integer_value(json_object_get(q, "offset"));
-    else if (json_object_get(q, "offset") && !json_is_null(json_object_get(q, "offset")))
-        offset = -1;
-    if (limit < 1 || limit > LG_SEARCH_MAX || offset < 0) {
-        ret = lg__detail(conn, 422, "'limit' must be 1 to %d, 'offset' at least 0",
-                         LG_SEARCH_MAX);
-        goto out;
-    }
-    if (json_object_size(json_object_get(q, "values"))) {
-        ret = lg__detail(conn, 422, "searching threads by 'values' is not supported");
-        goto out;
-    }
-    if (!(all = session_table_list(srv->sessions)) ||
-        !(v = calloc(json_array_size(all) + 1, sizeof(*v))))
-        goto oom;
-    json_array_foreach(all, i, e)
-    {
-        if (!passes(srv, e, q))
-            continue;
-        v[n].entry = e;
-        v[n].id = json_string_value(json_object_get(e, "id"));
-        v[n].key = sort_by && !strcmp(sort_by, "thread_id")
-                       ? 0
-                       : json_integer_value(json_object_get(
-                             e, sort_by && !strcmp(sort_by, "updated_at") ? "updatedAt"
-                                                                          : "createdAt"));
-        n++;
-    }
-    desc = !order || strcmp(order, "asc");
-    qsort_r(v, n, sizeof(*v), by_key, &desc);
-    if (!(out = json_array()))
-        goto oom;
-    for (i = (size_t)offset; i < n && json_array_size(out) < (size_t)limit; i++) {
-        struct session *s = session_table_get(srv->sessions, v[i].id);
-        int err = 0;
-        json_t *t = s ? lg__thread_json(s, json_object_get(q, "select"), &err) : NULL;
-
-        if (s)
-            session_unref(s);
-        if (err == -ENOMEM || (t && json_array_append_new(out, t)))
-            goto oom;
-    }
-    text = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
-             : NULL;
-    if (!r) {
-        free(text);
-        goto oom;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    snprintf(total, sizeof(total), "%zu", n);
-    MHD_add_response_header(r, "X-Pagination-Total", total);
-    /* offset may be anything up to INT64_MAX: compared, never added past n. */
-    if ((size_t)offset < n && n - (size_t)offset > (size_t)limit) {
-        snprintf(total, sizeof(total), "%lld", (long long)(offset + limit));
-        MHD_add_response_header(r, "X-Pagination-Next", total);
-    }
-    ret = lg__queue(conn, 200, r);
-    goto out;
-oom:
-    ret = lg__detail(conn, 500, "out of memory");
-out:
-    json_decref(out);
-    json_decref(all);
-    json_decref(q);
-    free(v);
-    return ret;
-}
-
 /* PATCH /threads/<tid> {"metadata": {...}}: merged into the thread's. */
 static enum MHD_Result patch(struct door *srv, struct MHD_Connection *conn,
                              struct session *s, const struct rx_buf *body)
@@ -354,7 +342,7 @@ static enum MHD_Result patch(struct door *srv, struct MHD_Connection *conn,
         ret = lg__detail(conn, 422, "'metadata' must be an object");
     else if (json_is_object(meta) && (err = meta_set(session_id(s), meta, false, max)))
         ret = err == -E2BIG ? meta_too_big(conn, max)
-                            : lg__detail(conn, 500, "out of memory");
+                            : lg__table_error(conn, err, session_id(s));
     else
         ret = lg__reply_thread(conn, s);
     json_decref(q);
@@ -388,9 +376,10 @@ static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
         return lg__table_error(conn, meta ? err : -ENOMEM, session_id(s));
     }
     err = session_table_fork(srv->sessions, session_id(s), seq, &fork);
-    if (!err && (json_object_set_new(meta, "thread_id", json_string(session_id(fork))) ||
-                 meta_set(session_id(fork), meta, true, SIZE_MAX)))
-        err = -ENOMEM; /* the source's metadata is within the bound already */
+    if (!err && json_object_set_new(meta, "thread_id", json_string(session_id(fork))))
+        err = -ENOMEM;
+    if (!err) /* the source's metadata is within the bound already */
+        err = meta_set(session_id(fork), meta, true, SIZE_MAX);
     json_decref(meta);
     ret = err ? lg__table_error(conn, err, session_id(s)) : lg__reply_thread(conn, fork);
     if (fork)
@@ -440,7 +429,7 @@ enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
     if (!strcmp(path, "/search")) {
         if (strcmp(method, "POST"))
             return lg__detail(conn, 405, "Method Not Allowed");
-        return search(srv, conn, body);
+        return lg__threads_search(srv, conn, body);
     }
     n = strcspn(path + 1, "/");
     if (*path != '/' || !n || n > SESSION_ID_MAX)

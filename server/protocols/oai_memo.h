@@ -5,13 +5,19 @@
  * happened in, how many user messages that session had then and the seq of
  * its last input then (for a fork when the session moved on).
  *
- * In memory and bounded (OAI_MEMO_MAX entries, the oldest replaced first):
+ * With a store (server/records), the map is the store's records of kind
+ * OAI_MEMO_KIND, one per answered turn, deleted with their session: it
+ * survives restarts and every node reads the same. A put is written behind
+ * (its caller holds the session's lock) and kept meanwhile in a ring in
+ * memory, bounded (OAI_MEMO_MAX entries, the oldest replaced first), which
+ * a get looks in first. With `--db :memory:` the ring is all there is:
  * after a restart, or past the bound, a resent conversation starts a new
  * session unless the client names one (X-Reflexor-Session).
  *
- * Depends on server/protocols/oai_wire (the fingerprint) and server/session
- * (SESSION_ID_MAX) only. Thread-safe: one mutex, a leaf (callers may hold a
- * session's lock).
+ * Depends on server/protocols/oai_wire (the fingerprint), server/session
+ * (SESSION_ID_MAX), server/records and store/store only. Thread-safe: one
+ * mutex, a leaf (callers may hold a session's lock); no store call is made
+ * with it held.
  * Ownership: struct oai_memo is caller-allocated (oai_memo_init/_release);
  * entries are copied in and out.
  */
@@ -26,8 +32,10 @@
 #include "server/protocols/oai_wire.h"
 #include "server/session.h"
 
-/* Conversations remembered at most. */
+/* Conversations remembered in memory at most. */
 #define OAI_MEMO_MAX 4096
+/* The store's records of the map. */
+#define OAI_MEMO_KIND "oai.fp"
 
 struct oai_memo_entry {
     struct oai_fp fp;
@@ -47,11 +55,16 @@ void oai_memo_init(struct oai_memo *m);
 void oai_memo_release(struct oai_memo *m);
 
 /*
- * Remember `e` (a fingerprint already there is updated). 0 or -ENOMEM (the
- * conversation is then not remembered: its next request starts a session).
+ * Remember `e` (a fingerprint already there is updated), and queue it for
+ * the store when there is one. 0 or -ENOMEM (the conversation is then not
+ * remembered, or only on this node until a restart).
  */
 int oai_memo_put(struct oai_memo *m, const struct oai_memo_entry *e) RX_WUR;
-/* The entry for `fp` copied to *out: true, or false when unknown. */
+/*
+ * The entry for `fp` copied to *out, from memory or else from the store
+ * (a read; never call it holding a session's lock): true, or false when
+ * unknown (or the store cannot be read: logged).
+ */
 bool oai_memo_get(struct oai_memo *m, const struct oai_fp *fp,
                   struct oai_memo_entry *out);
 

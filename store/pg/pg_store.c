@@ -372,6 +372,7 @@ static struct store *pg_store_open(const char *conninfo, struct rx_error *err)
     }
     if (open_conn(pg, &pg->a, "admin", why, sizeof(why)) ||
         check_schema(pg, &pg->a, why, sizeof(why)) ||
+        pg_store__records_schema(pg, why, sizeof(why)) ||
         open_conn(pg, &pg->r, "reader", why, sizeof(why)) ||
         open_conn(pg, &pg->w, "writer", why, sizeof(why)))
         goto out_fail;
@@ -475,4 +476,8 @@ const struct store_backend pg_store_backend = {
     .set_title = pg_store_set_title,
     .session_title = pg_store_session_title,
     .search = pg_store_search,
+    .record_put = pg_store_record_put,
+    .record_get = pg_store_record_get,
+    .record_delete = pg_store_record_delete,
+    .record_list = pg_store_record_list,
 };

@@ -256,4 +256,16 @@ void *pg_store__writer_main(void *arg);
  */
 extern const char pg_store__index_sql[];
 
+/* ---- pg_store_records.c: the records of store.h ---- */
+
+/* The records table when missing, on `a` at open. 0 or -EIO with why. */
+int pg_store__records_schema(struct pg_store *pg, char *why, size_t n);
+int pg_store_record_put(struct store *st, const char *kind, const char *key,
+                        const char *sid, const char *text, size_t len);
+int pg_store_record_get(struct store *st, const char *kind, const char *key,
+                        struct store_record *out);
+int pg_store_record_delete(struct store *st, const char *kind, const char *key);
+int pg_store_record_list(struct store *st, const char *kind, const char *sid,
+                         const char *after, size_t limit, struct store_records *out);
+
 #endif

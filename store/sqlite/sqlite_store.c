@@ -506,7 +506,9 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
     }
     sqlite3_extended_result_codes(st->w.db, 1);
     if (configure(st->w.db, memory, why, sizeof(why)) ||
-        check_schema(st->w.db, why, sizeof(why)) || prepare_all(&st->w, why, sizeof(why)))
+        check_schema(st->w.db, why, sizeof(why)) ||
+        sqlite_store__records_schema(st->w.db, why, sizeof(why)) ||
+        prepare_all(&st->w, why, sizeof(why)))
         goto out_fail;
     st->reader = &st->w;
     if (!memory) {
@@ -656,4 +658,8 @@ const struct store_backend sqlite_store_backend = {
     .set_title = sqlite_store_set_title,
     .session_title = sqlite_store_session_title,
     .search = sqlite_store_search,
+    .record_put = sqlite_store_record_put,
+    .record_get = sqlite_store_record_get,
+    .record_delete = sqlite_store_record_delete,
+    .record_list = sqlite_store_record_list,
 };

@@ -551,4 +551,17 @@ int sqlite_store__recent_open(struct sqlite_store *st);
 void *sqlite_store__writer_main(void *arg);
 void *sqlite_store__checkpointer_main(void *arg);
 
+/* ---- sqlite_store_records.c: the records of store.h ---- */
+
+/* The records table, its index and trigger, at open (IF NOT EXISTS). 0 or -EIO with why.
+ */
+int sqlite_store__records_schema(sqlite3 *db, char *why, size_t n);
+int sqlite_store_record_put(struct store *st, const char *kind, const char *key,
+                            const char *sid, const char *text, size_t len);
+int sqlite_store_record_get(struct store *st, const char *kind, const char *key,
+                            struct store_record *out);
+int sqlite_store_record_delete(struct store *st, const char *kind, const char *key);
+int sqlite_store_record_list(struct store *st, const char *kind, const char *sid,
+                             const char *after, size_t limit, struct store_records *out);
+
 #endif

@@ -502,3 +502,35 @@ describe('langgraph: with an auth token', () => {
     await assert.rejects(client(server).threads.get(t.thread_id), (e) => e.status === 401);
   });
 });
+
+// Threads' metadata and finished runs are the store's records (SPEC 6.2,
+// issue 29): the SDK sees them again after the server restarted.
+describe('langgraph: records across a restart', () => {
+  const server = new Server({ chunkDelayMs: 2 });
+
+  before(() => server.start());
+  after(stopped(server));
+
+  test('a thread\'s metadata and a finished run survive a restart', async () => {
+    const lg = client(server);
+    const t = await lg.threads.create({ metadata: { owner: 'restart' } });
+    const run = await lg.runs.create(t.thread_id, GRAPH, {
+      input: { messages: [{ type: 'human', content: 'remember this run' }] },
+    });
+    await lg.runs.join(t.thread_id, run.run_id);
+    await server.restart();
+    const again = await lg.threads.get(t.thread_id);
+    assert.equal(again.metadata.owner, 'restart');
+    assert.equal(again.metadata.graph_id, GRAPH);
+    const found = await lg.threads.search({ metadata: { owner: 'restart' } });
+    assert.deepEqual(found.map((x) => x.thread_id), [t.thread_id]);
+    const r = await lg.runs.get(t.thread_id, run.run_id);
+    assert.equal(r.run_id, run.run_id);
+    assert.equal(r.status, 'success');
+    const runs = await lg.runs.list(t.thread_id);
+    assert.deepEqual(runs.map((x) => x.run_id), [run.run_id]);
+    // A join after the restart gets the thread's values.
+    const values = await lg.runs.join(t.thread_id, run.run_id);
+    assert.match(lastAi(values).content, /remember this run/);
+  });
+});

@@ -345,3 +345,27 @@ test('openai: tool_details off, on_disconnect cancel', async () => {
     assert.notEqual(st.assistantMessages[0].content, `Echo: ${words}`);
   });
 });
+
+// The continuity map is in the store (SPEC 6.2, issue 29): a conversation the
+// client resends after the server restarted goes on in the same session.
+describe('openai: continuity across a restart', () => {
+  test('the resent conversation continues its session after a restart', async () => {
+    await withServer({}, async (server) => {
+      const oai = client(server);
+      const first = await complete(oai, { messages: [{ role: 'user', content: 'before the restart' }] });
+      assert.ok(first.sid);
+      await server.restart();
+      const second = await complete(oai, {
+        messages: [
+          { role: 'user', content: 'before the restart' },
+          { role: 'assistant', content: first.text },
+          { role: 'user', content: 'after the restart' },
+        ],
+      });
+      assert.equal(second.sid, first.sid);
+      assert.match(second.text, /after the restart/);
+      const st = await native(server, `/sessions/${first.sid}`);
+      assert.equal(st.userMessages.length, 2);
+    });
+  });
+});

@@ -2982,6 +2982,9 @@ static void add_shared(TCase *tc)
                         sizeof(page_cases) / sizeof(page_cases[0]));
 }
 
+/* The records' tests (at the end of the file), on both backends. */
+static void add_records(TCase *tc);
+
 Suite *store_suite(void);
 
 Suite *store_suite(void)
@@ -3003,6 +3006,7 @@ Suite *store_suite(void)
     tcase_set_timeout(files, 60);
     tcase_set_timeout(more, 60);
     add_shared(tc);
+    add_records(tc);
     tcase_add_test(tc, test_memory_and_session_load);
     tcase_add_test(tc, test_search_index);
     tcase_add_test(tc, test_index_follows_the_log);
@@ -3047,6 +3051,7 @@ Suite *store_suite(void)
     tcase_add_checked_fixture(pg, pg_setup, pg_teardown);
     tcase_set_timeout(pg, 60);
     add_shared(pg);
+    add_records(pg);
     tcase_add_test(pg, test_schema);
     tcase_add_test(pg, test_batch_unique_violation);
     tcase_add_test(pg, test_fencing);
@@ -3055,4 +3060,179 @@ Suite *store_suite(void)
     tcase_add_test(pg, test_pg_rows_upgrade);
     suite_add_tcase(s, pg);
     return s;
+}
+
+/* ---- records (store_record_*): both backends ---------------------------------- */
+
+/* One step of the records script: an operation and what it must give. */
+struct record_row {
+    char op; /* 'p'ut, 'g'et, 'd'elete */
+    const char *kind, *key, *sid, *text;
+    int err;
+    const char *want_sid; /* 'g': the session read back (NULL: none) */
+};
+
+static const struct record_row record_rows[] = {
+    {'p', "oai.fp", "k1", "rec-a", "{\"v\":1}", 0, NULL},
+    {'g', "oai.fp", "k1", NULL, "{\"v\":1}", 0, "rec-a"},
+    /* Overwritten, and moved to another session. */
+    {'p', "oai.fp", "k1", "rec-b", "{\"v\":2}", 0, NULL},
+    {'g', "oai.fp", "k1", NULL, "{\"v\":2}", 0, "rec-b"},
+    /* Same key, other kind: another record. */
+    {'p', "lg.thread", "k1", "rec-a", "{}", 0, NULL},
+    {'g', "lg.thread", "k1", NULL, "{}", 0, "rec-a"},
+    {'g', "oai.fp", "k1", NULL, "{\"v\":2}", 0, "rec-b"},
+    /* Belonging to no session; empty text. */
+    {'p', "free", "k", NULL, "", 0, NULL},
+    {'g', "free", "k", NULL, "", 0, NULL},
+    /* No such session: nothing stored. */
+    {'p', "oai.fp", "k2", "rec-none", "{}", -ENOENT, NULL},
+    {'g', "oai.fp", "k2", NULL, NULL, -ENOENT, NULL},
+    /* Names out of bounds. */
+    {'p', "", "k", NULL, "{}", -EINVAL, NULL},
+    {'p', "oai.fp", "", NULL, "{}", -EINVAL, NULL},
+    {'p', "a-kind-name-longer-than-32-bytes!", "k", NULL, "{}", -EINVAL, NULL},
+    {'g', "oai.fp", "", NULL, NULL, -EINVAL, NULL},
+    {'d', "oai.fp", "k9", NULL, NULL, -ENOENT, NULL},
+    {'d', "free", "k", NULL, NULL, 0, NULL},
+    {'g', "free", "k", NULL, NULL, -ENOENT, NULL},
+    {'d', "free", "k", NULL, NULL, -ENOENT, NULL},
+};
+
+static void record_step(struct store *st, const struct record_row *r, size_t i)
+{
+    struct store_record got = {0};
+    int err;
+
+    switch (r->op) {
+    case 'p':
+        err = store_record_put(st, r->kind, r->key, r->sid, r->text, strlen(r->text));
+        break;
+    case 'd':
+        err = store_record_delete(st, r->kind, r->key);
+        break;
+    default:
+        err = store_record_get(st, r->kind, r->key, &got);
+        if (!err) {
+            ck_assert_str_eq(got.key, r->key);
+            ck_assert_str_eq(got.text, r->text);
+            ck_assert_uint_eq(got.len, strlen(r->text));
+            if (r->want_sid)
+                ck_assert_str_eq(got.sid, r->want_sid);
+            else
+                ck_assert_ptr_null(got.sid);
+            store_record_release(&got);
+        }
+    }
+    ck_assert_msg(err == r->err, "row %zu (%c %s/%s): %d, want %d", i, r->op, r->kind,
+                  r->key, err, r->err);
+}
+
+START_TEST(test_records)
+{
+    struct store *st = open_ok(url);
+    struct store_record got = {0};
+
+    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-b", BASE_MS));
+    for (size_t i = 0; i < sizeof(record_rows) / sizeof(record_rows[0]); i++)
+        record_step(st, &record_rows[i], i);
+    /* Committed: a store opened anew (a restart, another node) reads them. */
+    store_close(st);
+    st = open_ok(url);
+    ck_store_ok(st, store_record_get(st, "oai.fp", "k1", &got));
+    ck_assert_str_eq(got.text, "{\"v\":2}");
+    store_record_release(&got);
+    store_close(st);
+}
+END_TEST
+
+/* The keys listed, comma-separated, one page after `after` of at most `limit`. */
+static void records_page(struct store *st, const char *kind, const char *sid,
+                         const char *after, size_t limit, const char *want)
+{
+    struct store_records l = {0};
+    char got[256] = "";
+
+    ck_store_ok(st, store_record_list(st, kind, sid, after, limit, &l));
+    for (size_t i = 0; i < l.n; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
+                 l.v[i].key);
+    ck_assert_msg(!strcmp(got, want), "page after '%s': '%s', want '%s'",
+                  after ? after : "", got, want);
+    store_records_release(&l);
+    ck_assert_uint_eq(l.n, 0);
+}
+
+/* The pages of a listing, in key order (bytewise), by session or of a whole kind. */
+static const struct {
+    const char *sid, *after;
+    size_t limit;
+    const char *want;
+} record_pages[] = {
+    {"rec-a", NULL, 2, "r/0,r/1"},
+    {"rec-a", "r/1", 2, "r/3,r/B"},
+    {"rec-a", "r/B", 2, "r/a"},
+    {"rec-a", "r/a", 2, ""},
+    {"rec-a", NULL, 0, "r/0,r/1,r/3,r/B,r/a"},
+    {"rec-b", NULL, 0, "r/2"},
+    {NULL, NULL, 3, "r/0,r/1,r/2"},
+    {NULL, "r/2", 0, "r/3,r/B,r/a"},
+};
+
+START_TEST(test_records_list)
+{
+    struct store *st = open_ok(url);
+    const char *keys[] = {"r/a", "r/0", "r/B", "r/3", "r/1"};
+
+    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-b", BASE_MS));
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        ck_store_ok(st, store_record_put(st, "run", keys[i], "rec-a", "{}", 2));
+    ck_store_ok(st, store_record_put(st, "run", "r/2", "rec-b", "{}", 2));
+    ck_store_ok(st, store_record_put(st, "other", "r/5", "rec-a", "{}", 2));
+    for (size_t i = 0; i < sizeof(record_pages) / sizeof(record_pages[0]); i++)
+        records_page(st, "run", record_pages[i].sid, record_pages[i].after,
+                     record_pages[i].limit, record_pages[i].want);
+    records_page(st, "none", NULL, NULL, 0, "");
+    store_close(st);
+}
+END_TEST
+
+/* A session's records go with it: deleted, or removed by retention. */
+START_TEST(test_records_go_with_session)
+{
+    struct store *st = open_ok(url);
+    struct store_record got = {0};
+    int sessions = 0;
+
+    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS + 1000));
+    ck_store_ok(st, store_create_session(st, "rec-old", BASE_MS - 1000));
+    ck_store_ok(st, store_create_session(st, "rec-keep", BASE_MS + 1000));
+    ck_store_ok(st, store_record_put(st, "k", "a1", "rec-a", "1", 1));
+    ck_store_ok(st, store_record_put(st, "k", "a2", "rec-a", "2", 1));
+    ck_store_ok(st, store_record_put(st, "k", "old", "rec-old", "3", 1));
+    ck_store_ok(st, store_record_put(st, "k", "keep", "rec-keep", "4", 1));
+    ck_store_ok(st, store_record_put(st, "k", "none", NULL, "5", 1));
+    ck_store_ok(st, store_delete_session(st, "rec-a"));
+    ck_assert_int_eq(store_record_get(st, "k", "a1", &got), -ENOENT);
+    ck_assert_int_eq(store_record_get(st, "k", "a2", &got), -ENOENT);
+    ck_store_ok(st, store_gc(st, BASE_MS, &sessions, NULL));
+    ck_assert_int_eq(sessions, 1);
+    ck_assert_int_eq(store_record_get(st, "k", "old", &got), -ENOENT);
+    records_page(st, "k", NULL, NULL, 0, "keep,none");
+    ck_assert_int_eq(be->count("SELECT count(*) FROM records"), 2);
+    /* A session created again under a deleted id starts with none. */
+    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS + 2000));
+    records_page(st, "k", "rec-a", NULL, 0, "");
+    store_close(st);
+}
+END_TEST
+
+/* The records' tests, beside the shared ones on both backends. */
+static void add_records(TCase *tc)
+{
+    tcase_add_test(tc, test_records);
+    tcase_add_test(tc, test_records_list);
+    tcase_add_test(tc, test_records_go_with_session);
 }
