@@ -218,6 +218,15 @@ int cluster_claim(struct cluster *c, const char *sid)
     return err ? err : take(c, sid);
 }
 
+void cluster_touched(void *cluster, const char *sid)
+{
+    int err = cluster_claim(cluster, sid);
+
+    if (err && err != -EBUSY && err != -ENOENT)
+        log_debug("cluster: session %s: not claimed on its touch: %s", sid,
+                  strerror(-err));
+}
+
 int cluster_owner_url(struct cluster *c, const char *sid, char **url)
 {
     char node[RX_UUID_LEN];

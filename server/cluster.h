@@ -95,6 +95,13 @@ int cluster_owner_url(struct cluster *c, const char *sid, char **url) RX_WUR;
 int cluster_claim(struct cluster *c, const char *sid) RX_WUR;
 
 /*
+ * session_env.touched (`cluster` is the struct cluster): a session loaded
+ * on a touch is claimed when no live node owns it (cluster_claim; a live
+ * owner keeps it). Blocks on the database, at most its usual wait.
+ */
+void cluster_touched(void *cluster, const char *sid);
+
+/*
  * Relay a streamed delta of answer `mid` of owned session `sid` (text, or
  * reasoning; `cluster` is the struct cluster: this is session_env.relay)
  * at byte `offset` to the other nodes. Queued, never blocks; a

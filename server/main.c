@@ -493,6 +493,7 @@ int main(int argc, char **argv)
         .removed = lg_thread_removed,
         .relay = cluster ? cluster_relay : NULL,
         .may_act = cluster ? cluster_may_act : NULL,
+        .touched = cluster ? cluster_touched : NULL,
         .cluster = cluster,
     });
     if (!sessions) {

@@ -224,9 +224,12 @@ struct session *session_table__touch(struct session_table *t, const char *id)
     pthread_cond_broadcast(&t->loaded);
     pthread_mutex_unlock(&t->lock);
     if (s) {
-        /* In a cluster a follower's log may have moved while it was read. */
+        /* In a cluster a follower's log may have moved while it was read;
+           and one no live node owns is this node's to take. */
         if (session_is_follower(s) && session_follow_catchup(s))
             log_debug("session %s: loaded, not caught up yet", id);
+        if (session_is_follower(s) && t->env.touched)
+            t->env.touched(t->env.cluster, id);
         session_reconcile(s);
         (void)session_table__evict(t);
     }

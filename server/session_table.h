@@ -57,6 +57,13 @@ struct session_env {
     void (*relay)(void *cluster, const char *sid, const char *mid, bool reasoning,
                   size_t offset, const char *delta, size_t len);
     bool (*may_act)(void *cluster);
+    /*
+     * A session loaded on a touch (SPEC 6.2): this node takes it over when
+     * no live node owns it (claims it; its effects resume), so a chat whose
+     * owner died is served by whoever touches it first, through any route.
+     * Called with no lock held. NULL: one node alone.
+     */
+    void (*touched)(void *cluster, const char *sid);
     void *cluster;
 };
 
