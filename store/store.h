@@ -33,13 +33,14 @@
  * connection). Schema 4: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave), 4 what each session's row keeps of its state
- * (messages, busy, the title from its first message; SPEC 6.2). Every commit
- * indexes its own inputs, so a search finds every input acknowledged before
- * it began; what an older version left unindexed is caught up by the idle
- * writer, and whole by a search or a fork before it reads
- * (store/sqlite/sqlite_store_search.c). A file of schema 1 to 3 is upgraded
- * at open: the index filled from its log, each session's row computed once
- * from its state (store/sqlite/sqlite_store_sessions.c).
+ * (messages, busy, the title from its first message; SPEC 6.2). The commit
+ * that finds STORE_INDEX_EVERY (1024) rows unindexed indexes them, in its
+ * transaction, and so does a merge; the idle writer indexes the rest; a
+ * search or a fork first indexes whatever is left (at most about that many
+ * rows, or what an older version left), so a search finds every input
+ * acknowledged before it began (store/sqlite/sqlite_store_search.c). A file of schema 1
+ * to 3 is upgraded at open: the index filled from its log, each session's row computed
+ * once from its state (store/sqlite/sqlite_store_sessions.c).
  *
  * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
  * nothing from effects/ or server/. Thread-safe: the writer's connection, the reader's
