@@ -73,8 +73,9 @@
  * Files: store/store.c (the dispatcher over the backends, and what they
  * share: the fold of a stored input, store_load, store_append, the history
  * in JSON), store/store_queue.c (group commit's queue and writer thread) and
- * store/store_notifier.c (the thread that answers committed writes), for
- * both; store/sqlite/ and store/pg/ (the backends).
+ * store/store_notifier.c (the thread that answers committed writes) and
+ * store/store_row.c (a session's row computed from its state), for both; store/sqlite/
+ * and store/pg/ (the backends).
  */
 #ifndef STORE_H
 #define STORE_H
