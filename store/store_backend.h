@@ -156,8 +156,8 @@ struct store_row {
 /* The row of state `s` into `out`: 0 or -ENOMEM (out untouched). */
 int store__row_of(const struct rx_state *s, struct store_row *out) RX_WUR;
 /*
- * The row of a log about to be imported: from its snapshot (the state after
- * the inputs) when there is one, else from the inputs folded. 0, -EPROTO or
+ * The row of a log about to be imported: its inputs folded one by one (its
+ * snapshot, may be NULL, is not decoded: see store_row.c). 0, -EPROTO or
  * -ENOMEM, with the error set.
  */
 int store__row_of_log(struct store *st, const char *sid, const struct store_text *inputs,
