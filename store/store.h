@@ -33,13 +33,14 @@
  * connection). Schema 4: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave), 4 what each session's row keeps of its state
- * (messages, busy, the title from its first message; SPEC 6.2). Every commit
- * indexes its own inputs, so a search finds every input acknowledged before
- * it began; what an older version left unindexed is caught up by the idle
- * writer, and whole by a search or a fork before it reads
- * (store/sqlite/sqlite_store_search.c). A file of schema 1 to 3 is upgraded
- * at open: the index filled from its log, each session's row computed once
- * from its state (store/sqlite/sqlite_store_sessions.c).
+ * (messages, busy, the title from its first message; SPEC 6.2). The commit
+ * that finds STORE_INDEX_EVERY (1024) rows unindexed indexes them, in its
+ * transaction, and so does a merge; the idle writer indexes the rest; a
+ * search or a fork first indexes whatever is left (at most about that many
+ * rows, or what an older version left), so a search finds every input
+ * acknowledged before it began (store/sqlite/sqlite_store_search.c). A file of schema 1
+ * to 3 is upgraded at open: the index filled from its log, each session's row computed
+ * once from its state (store/sqlite/sqlite_store_sessions.c).
  *
  * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
  * nothing from effects/ or server/. Thread-safe: the writer's connection, the reader's
@@ -72,8 +73,9 @@
  * Files: store/store.c (the dispatcher over the backends, and what they
  * share: the fold of a stored input, store_load, store_append, the history
  * in JSON), store/store_queue.c (group commit's queue and writer thread) and
- * store/store_notifier.c (the thread that answers committed writes), for
- * both; store/sqlite/ and store/pg/ (the backends).
+ * store/store_notifier.c (the thread that answers committed writes) and
+ * store/store_row.c (a session's row computed from its state), for both; store/sqlite/
+ * and store/pg/ (the backends).
  */
 #ifndef STORE_H
 #define STORE_H

@@ -8,7 +8,8 @@
  * `return st->be->x(st, ...)`, so no caller asks which backend it has.
  * What both backends need alike lives in store.c too, declared below (the
  * error sentence, one stored input folded, a snapshot decoded, a history
- * row, a session listed) and in store/store_notifier.h.
+ * row, a session listed), in store/store_row.c (what a session's row keeps
+ * of its state) and in store/store_notifier.h.
  *
  * Private to store/: server/ and the tests use store.h. Depends on
  * store/store.h, state_machine/ and pthreads only; a backend includes this,
@@ -151,13 +152,6 @@ int store__history_row(struct store *st, const char *sid, struct rx_buf *out,
 int store__history_end(struct store *st, const char *sid, struct rx_buf *out,
                        size_t start, int err, int64_t after_seq, int64_t *last) RX_WUR;
 /*
- * One session at the end of `l`: id and title (NULL: none) copied. 0 or
- * -ENOMEM (l unchanged).
- */
-int store__list_add(struct store_list *l, const char *id, const char *title,
-                    int64_t created_at, int64_t updated_at, int64_t messages) RX_WUR;
-
-/*
  * What a session's row keeps of its state (SPEC 6.2), as store_write carries
  * it: messages (user + assistant), whether it wants effects, and the title
  * from its first message (malloc'd, NULL: none). Filled by the writes that do
@@ -171,14 +165,21 @@ struct store_row {
 /* The row of state `s` into `out`: 0 or -ENOMEM (out untouched). */
 int store__row_of(const struct rx_state *s, struct store_row *out) RX_WUR;
 /*
- * The row of a log about to be imported: from its snapshot (the state after
- * the inputs) when there is one, else from the inputs folded. 0, -EPROTO or
+ * The row of a log about to be imported: its inputs folded one by one (its
+ * snapshot, may be NULL, is not decoded: see store_row.c). 0, -EPROTO or
  * -ENOMEM, with the error set.
  */
 int store__row_of_log(struct store *st, const char *sid, const struct store_text *inputs,
                       size_t n, const struct store_text *snapshot,
                       struct store_row *out) RX_WUR;
 void store__row_release(struct store_row *r);
+
+/*
+ * One session at the end of `l`: id and title (NULL: none) copied. 0 or
+ * -ENOMEM (l unchanged).
+ */
+int store__list_add(struct store_list *l, const char *id, const char *title,
+                    int64_t created_at, int64_t updated_at, int64_t messages) RX_WUR;
 
 /*
  * One record at the end of `l`: key, sid (NULL: none) and text[0..len)

@@ -269,6 +269,7 @@ struct sqlite_store {
     int64_t recent_rows;       /* rows in inputs_recent (as far as this process knows) */
     int64_t merge_at;          /* recent_rows at which the writer merges them */
     uint64_t batch;            /* the writer's transactions so far (struct last_seq) */
+    int64_t unindexed;         /* rows committed since the last index_batch (a trigger) */
     struct last_undo undo[STORE_BATCH_MAX];
 
     /* Under base.hlock (a leaf), with base.err. */
@@ -520,12 +521,18 @@ int sqlite_store__search_bind(sqlite3_stmt *q, const char *const *words, size_t 
  */
 void sqlite_store__index_sync(struct sqlite_store *st);
 /*
- * In a batch's transaction: index the rows of inputs_recent past the mark
- * (the batch's own: every batch does this, so what waits there is never
- * more than what one merge period left) and move the mark to the last.
- * 0 or an errno (which fails the batch). lock held.
+ * Rows of inputs_recent a commit leaves unindexed at most: the batch that
+ * reaches it indexes them all, in its transaction (one FTS5 segment for
+ * about this many rows, not one per batch). Bounds what a search indexes
+ * before it reads.
  */
-int sqlite_store__index_batch(struct sqlite_store *st);
+#define STORE_INDEX_EVERY 1024
+/*
+ * In a write transaction: when at least `min_rows` rows of inputs_recent
+ * wait past the mark, index them all and move the mark to the last. 0 or
+ * an errno (which fails the transaction). lock held.
+ */
+int sqlite_store__index_batch(struct sqlite_store *st, int64_t min_rows);
 
 /* ---- sqlite_store_writer.c: the sessions' last seqs (lock held) ---- */
 

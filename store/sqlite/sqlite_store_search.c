@@ -10,15 +10,20 @@
  * the two in step, so whoever writes search_docs (rename, fork, delete, retention,
  * import, the catch-up below) keeps the index right without touching it.
  *
- * Every commit indexes its own inputs (sqlite_store__index_batch), in its
- * transaction: a search finds every input acknowledged before it began,
- * and costs the same whatever was written just before it (SPEC 6.2). The
- * price, measured with bench_store 20000 200 on 2 cores: an FTS5 segment
- * per transaction, some 25 to 35% of the writer's inputs per second
- * (grouped 135k -> 90-100k/s, one fsync per input 4.2k -> 2.7-3.1k/s); the
- * alternative, indexing only when the writer is idle and catching up at
- * search time, left a first search after a busy hour (or a restart after a
- * bulk load) to index the whole backlog: seconds to minutes, where SPEC 6.2
+ * A search finds every input acknowledged before it began (SPEC 6.2): it
+ * first indexes what is left (sqlite_store__index_sync), and that is
+ * bounded: the commit that finds STORE_INDEX_EVERY rows of inputs_recent
+ * unindexed indexes them in its own transaction (sqlite_store__index_batch),
+ * a merge indexes the tail before it moves it, and the idle writer indexes
+ * the rest. So a search indexes at most about 1024 rows first (a few ms),
+ * whatever was written before it, where the old catch-up (4 096 ranges at
+ * most, the rest when idle) missed most of a busy restart's sessions.
+ * Why not every commit: an FTS5 segment per transaction cost about 30% of
+ * the writer's throughput (bench/durable.sh, 100 sessions with fsync:
+ * 20.3k -> 13.9k POST/s); one segment per 1024 rows costs little
+ * (see the commit message for the figures). Why not only when idle: a
+ * saturated writer is never idle, and the first search after a bulk load
+ * or a busy hour would index all of it: seconds to minutes, where SPEC 6.2
  * wants 50 ms.
  * What older versions left unindexed is known two ways: the rows of
  * inputs_recent past a mark (search_mark, the last rowid indexed), and the
@@ -198,13 +203,14 @@ int sqlite_store__index_step(struct sqlite_store *st, int64_t max_rows, bool *mo
     return 0;
 }
 
-int sqlite_store__index_batch(struct sqlite_store *st)
+int sqlite_store__index_batch(struct sqlite_store *st, int64_t min_rows)
 {
     int64_t mark, top;
     int err;
 
     if ((err = writer_i64(st, Q_INDEX_MARK, &mark)) ||
-        (err = writer_i64(st, Q_RECENT_TOP, &top)) || top <= mark)
+        (err = writer_i64(st, Q_RECENT_TOP, &top)) || top - mark < min_rows ||
+        top <= mark)
         return err;
     return index_recent(st, mark, top);
 }
@@ -245,7 +251,11 @@ static int index_one(struct sqlite_store *st, int64_t max_rows)
         sqlite_store__tx_rollback(st);
         return err;
     }
-    return (err = sqlite_store__tx_commit(st)) ? err : more;
+    if ((err = sqlite_store__tx_commit(st)))
+        return err;
+    if (!more)
+        st->unindexed = 0; /* caught up: the writer's count starts over */
+    return more;
 }
 
 int sqlite_store__index_idle(struct sqlite_store *st)

@@ -139,15 +139,19 @@ static int upgrade_batch(struct sqlite_store *st, sqlite3_stmt *next, sqlite3_st
 {
     char *ids[STORE_UPGRADE_BATCH];
     size_t n = 0;
-    int rc, err;
+    int rc = SQLITE_DONE, err;
 
     sqlite3_reset(next);
     while (n < STORE_UPGRADE_BATCH && (rc = sqlite3_step(next)) == SQLITE_ROW)
         if (!(ids[n++] = strdup((const char *)sqlite3_column_text(next, 0))))
             break;
-    sqlite3_reset(next);
     *left = n == STORE_UPGRADE_BATCH;
-    err = n && !ids[n - 1] ? -ENOMEM : 0;
+    /* A failed read is not the end of the list: the table must not go yet. */
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        err = sqlite_store__sql_fail(st, &st->w, rc, "upgrading sessions");
+    else
+        err = n && !ids[n - 1] ? -ENOMEM : 0;
+    sqlite3_reset(next);
     if (!err && (err = sqlite_store__tx_begin(st)))
         goto out_free;
     for (size_t i = 0; !err && i < n; i++)

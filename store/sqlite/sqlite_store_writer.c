@@ -277,10 +277,12 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
  * the batch has it (and the title of its first write with one: a later one
  * may carry none), so a session with many inputs in a batch costs one
  * UPDATE, and one with nothing new in its row none (sqlite_store__row_write).
- * Then the batch's inputs are indexed: a search sees every committed input.
+ * Then, once STORE_INDEX_EVERY rows wait unindexed, they are indexed in
+ * this transaction (sqlite_store_search.c says why not every batch).
  * lock held, in the batch's transaction.
  */
-static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n)
+static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n,
+                      size_t added, bool *indexed)
 {
     int err = 0;
 
@@ -291,7 +293,9 @@ static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n)
             continue;
         err = sqlite_store__row_write(st, v[i], e->title_w);
     }
-    return err ? err : sqlite_store__index_batch(st);
+    /* Counted, not asked: two queries a commit would cost more than the rows. */
+    *indexed = !err && st->unindexed + (int64_t)added >= STORE_INDEX_EVERY;
+    return err || !*indexed ? err : sqlite_store__index_batch(st, 1);
 }
 
 /* A transaction failed: the map as it was before it. lock held. */
@@ -316,12 +320,13 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
 {
     int err = sqlite_store__tx_begin(st);
     size_t i, undo_n = 0;
+    bool indexed = false;
 
     st->batch++;
     for (i = 0; !err && i < n; i++)
         err = append_rows(st, v[i], &st->undo[undo_n], &undo_n);
     if (!err)
-        err = rows_write(st, v, n);
+        err = rows_write(st, v, n, undo_n, &indexed);
     if (!err)
         err = sqlite_store__tx_commit(st);
     else
@@ -334,6 +339,7 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
         return err;
     }
     st->recent_rows += (int64_t)undo_n;
+    st->unindexed = indexed ? 0 : st->unindexed + (int64_t)undo_n;
     return 0;
 }
 
@@ -348,9 +354,11 @@ int sqlite_store__recent_merge(struct sqlite_store *st)
 
     if ((err = sqlite_store__tx_begin(st)))
         return err;
-    /* What is not indexed yet is noted, not indexed: merges stay as cheap as
-       they were (sqlite_store_search.c). */
-    if ((err = sqlite_store__index_defer(st))) {
+    /* The tail not yet indexed (under STORE_INDEX_EVERY rows) is indexed
+       first, so nothing moves into `inputs` unindexed; the note of what
+       still is (search_pending) stays for a failure's sake. */
+    if ((err = sqlite_store__index_batch(st, 1)) ||
+        (err = sqlite_store__index_defer(st))) {
         sqlite_store__tx_rollback(st);
         goto out_retry;
     }
@@ -362,7 +370,7 @@ int sqlite_store__recent_merge(struct sqlite_store *st)
         goto out_retry;
     }
     if (!(err = sqlite_store__tx_commit(st)))
-        st->recent_rows = 0;
+        st->recent_rows = st->unindexed = 0;
 out_retry:
     /* After a failure, not at every batch: once as many rows again came. */
     st->merge_at = st->recent_rows + STORE_RECENT_MERGE;

@@ -1789,7 +1789,7 @@ START_TEST(test_index_deferred)
 }
 END_TEST
 
-/* Every commit indexes its inputs: the index holds them as soon as they are stored. */
+/* The writer indexes by itself once it has had nothing to commit for a moment. */
 START_TEST(test_index_when_idle)
 {
     static const char *const ids[] = {"a"};
