@@ -180,6 +180,17 @@ static struct session *load(struct session_table *t, const char *id)
                              &s);
     if (err)
         rx_state_release(&state);
+    if (err == -EEXIST) {
+        /* Listed meanwhile by another way in (a cluster's notice of a
+           session made elsewhere): that one is the session. */
+        pthread_mutex_lock(&t->lock);
+        if ((s = session_table__find(t, id)))
+            session_ref(s);
+        pthread_mutex_unlock(&t->lock);
+        err = s ? 0 : -ENOENT;
+        store_session_info_release(&info);
+        return s;
+    }
 out_fail:
     store_session_info_release(&info);
     if (err && err != -ENOENT) {
