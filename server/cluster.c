@@ -220,7 +220,13 @@ int cluster_claim(struct cluster *c, const char *sid)
 
 void cluster_touched(void *cluster, const char *sid)
 {
-    int err = cluster_claim(cluster, sid);
+    struct cluster *c = cluster;
+    int err;
+
+    /* Before cluster_run (the start-up's loads) the scan claims: it runs first. */
+    if (!__atomic_load_n(&c->table, __ATOMIC_ACQUIRE))
+        return;
+    err = cluster_claim(c, sid);
 
     if (err && err != -EBUSY && err != -ENOENT)
         log_debug("cluster: session %s: not claimed on its touch: %s", sid,
@@ -455,7 +461,7 @@ int cluster_start(const struct config *cfg, struct store *st, struct cluster **o
 
 int cluster_run(struct cluster *c, struct session_table *t)
 {
-    c->table = t;
+    __atomic_store_n(&c->table, t, __ATOMIC_RELEASE);
     /* Own what is nobody's before the first request: a node alone (or the
        first up) serves its sessions at once, not after a lease period. */
     scan(c);
