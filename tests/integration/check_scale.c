@@ -95,7 +95,11 @@ static void start(void)
     fill[11] = ids_path;
     ck_assert_msg(itest_fill(db_path, fill) == 0, "the store could not be filled");
     read_ids();
-    ck_assert_msg(itest_server_start(&srv, config, args) == 0, "server did not start");
+    if (itest_server_start(&srv, config, args)) {
+        itest_remove_db(db_path); /* the teardown does not run after a failed setup */
+        unlink(ids_path);
+        ck_abort_msg("server did not start");
+    }
 }
 
 static void stop(void)

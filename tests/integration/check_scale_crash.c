@@ -103,7 +103,10 @@ static void start(void)
 {
     const char *args[] = {"--db", db_path, NULL};
 
-    ck_assert_msg(itest_server_start(&srv, config(), args) == 0, "server did not start");
+    if (itest_server_start(&srv, config(), args)) {
+        cleanup(); /* the store is this test's: gone on any failure to start */
+        ck_abort_msg("server did not start");
+    }
 }
 
 static bool stopping(void)
