@@ -31,3 +31,6 @@ bench-scale: $(BUILD)/reflexor $(BUILD)/bench/scale_fill $(BUILD)/bench/scale_pr
 all: $(BUILD)/bench/scale_fill
 integration valgrind cluster-integration: $(BUILD)/bench/scale_fill
 BENCH_RUN += bench-scale
+
+# What the scale suites share, linked into the integration runner.
+$(INTEG): $(BUILD)/tests/integration/itest_scale.o

@@ -25,21 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/integration/itest.h"
+#include "tests/integration/itest_scale.h"
 
 #define SESSIONS 2000
 #define ACKS_MAX 20000
 #define CLIENTS  2
 #define RESIDENT 20
 
-static bool slow_build(void)
-{
-    return getenv("RX_SERVER_WRAPPER") || getenv("ASAN_OPTIONS");
-}
-
 static struct itest_server srv;
-static char db_path[64], ids_path[80];
-static char *ids[SESSIONS];
+static struct itest_scale store;
+static char **ids; /* store.ids */
 
 /* One acknowledged input: its session and its message id. */
 struct ack {
@@ -67,44 +62,19 @@ static const char *config(void)
 
 static void fill(void)
 {
-    const char *args[] = {"--sessions", "2000",   "--messages", "4",
-                          "--ids",      ids_path, NULL};
-    FILE *f;
-    char line[128];
-    int fd, n = 0;
+    static const char *const args[] = {"--sessions", "2000", "--messages", "4", NULL};
 
-    snprintf(db_path, sizeof(db_path), "/tmp/rx-itest-scrash-XXXXXX");
-    fd = mkstemp(db_path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    snprintf(ids_path, sizeof(ids_path), "%s.ids", db_path);
-    ck_assert_msg(itest_fill(db_path, args) == 0, "the store could not be filled");
-    f = fopen(ids_path, "r");
-    ck_assert_ptr_nonnull(f);
-    while (n < SESSIONS && fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
-        ids[n++] = strdup(line);
-    }
-    fclose(f);
-    ck_assert_int_eq(n, SESSIONS);
-}
-
-static void cleanup(void)
-{
-    itest_remove_db(db_path);
-    unlink(ids_path);
-    for (int i = 0; i < SESSIONS; i++) {
-        free(ids[i]);
-        ids[i] = NULL;
-    }
+    ck_assert_msg(itest_scale_fill(&store, args, SESSIONS) == 0,
+                  "the store could not be filled");
+    ids = store.ids;
 }
 
 static void start(void)
 {
-    const char *args[] = {"--db", db_path, NULL};
+    const char *args[] = {"--db", store.db, NULL};
 
     if (itest_server_start(&srv, config(), args)) {
-        cleanup(); /* the store is this test's: gone on any failure to start */
+        itest_scale_remove(&store); /* the store is this test's: gone on any failure */
         ck_abort_msg("server did not start");
     }
 }
@@ -203,14 +173,15 @@ START_TEST(test_kill_loop_loses_no_acknowledged_input)
 {
     const char *env = getenv("RX_SCALE_SEED");
     unsigned seed = env ? (unsigned)atoi(env) : 29;
-    int iterations = slow_build() ? 2 : 5, before;
+    int iterations = itest_scale_slow_build() ? 2 : 5, before;
     long evicted = 0;
 
     fill();
     for (int iter = 0; iter < iterations; iter++) {
         pthread_t t[CLIENTS];
         struct timespec nap;
-        long delay_ms = (slow_build() ? 3000 : 400) + (long)(rand_r(&seed) % 1200);
+        long delay_ms =
+            (itest_scale_slow_build() ? 3000 : 400) + (long)(rand_r(&seed) % 1200);
 
         start();
         check_acks(iter);
@@ -241,7 +212,7 @@ START_TEST(test_kill_loop_loses_no_acknowledged_input)
     ck_assert_msg(acks.n > 0, "nothing was acknowledged");
     ck_assert_msg(evicted > 0, "no session was evicted while the clients ran");
     ck_assert_int_eq(itest_server_stop(&srv), 0);
-    cleanup();
+    itest_scale_remove(&store);
 }
 END_TEST
 
