@@ -450,6 +450,8 @@ START_TEST(test_routes_touch_cold_sessions)
     ck_assert_int_eq(call("GET", path, NULL, NULL, &j), 200);
     loaded_since(before, "GET /threads/:id");
     ck_assert_str_eq(json_string_value(json_object_get(j, "thread_id")), sid);
+    ck_assert_uint_eq(
+        json_array_size(json_object_get(json_object_get(j, "values"), "messages")), 4);
     json_decref(j);
     sid = pick(1, k++);
     snprintf(path, sizeof(path), "/api/langgraph/threads/%s/state", sid);
@@ -513,6 +515,23 @@ static void touch_range(int slot, int from, int n)
     }
 }
 
+/*
+ * The resident set is back within the limit (and the slack of pinned
+ * sessions) at once or within a second or two: eviction may run beside the
+ * loads rather than inside each one. True, or false after saying so.
+ */
+static bool resident_settles(void)
+{
+    long end = itest_now_ms() + (getenv("RX_SERVER_WRAPPER") ? 30000 : 3000), n;
+
+    while ((n = metric("reflexor_sessions_resident")) > RESIDENT + SLACK &&
+           itest_now_ms() < end)
+        usleep(20000);
+    if (n > RESIDENT + SLACK)
+        fprintf(stderr, "check_scale: %ld sessions resident, limit %d\n", n, RESIDENT);
+    return n <= RESIDENT + SLACK;
+}
+
 START_TEST(test_touches_keep_resident_bounded)
 {
     long loaded = metric("reflexor_sessions_loaded_total");
@@ -522,7 +541,7 @@ START_TEST(test_touches_keep_resident_bounded)
     touch_range(4, 0, n);
     ck_assert_int_ge(metric("reflexor_sessions_loaded_total") - loaded, n);
     ck_assert_int_gt(metric("reflexor_sessions_evicted_total"), evicted);
-    ck_assert_int_le(metric("reflexor_sessions_resident"), RESIDENT + SLACK);
+    ck_assert(resident_settles());
     ck_assert_int_gt(itest_metric(&srv, "reflexor_session_load_seconds_count"), 0);
 }
 END_TEST
@@ -567,9 +586,10 @@ START_TEST(test_long_answer_survives_sweep)
     for (t0 = itest_now_ms(); touches < most && itest_now_ms() - t0 < 8000;
          touches += 100) {
         touch_range(6, touches, 100);
-        ck_assert_int_le(metric("reflexor_sessions_resident"), RESIDENT + SLACK);
+        ck_assert(resident_settles());
     }
-    ck_assert_msg(touches >= 2 * RESIDENT, "only %d touches while it streamed", touches);
+    ck_assert_msg(touches > RESIDENT + SLACK, "only %d touches while it streamed",
+                  touches);
     fprintf(stderr, "check_scale: %d touches while an answer streamed\n", touches);
     st = state_when_answered(sid, 3);
     ck_assert_uint_eq(count_of(st, "assistantMessages"), 3);
