@@ -128,7 +128,7 @@ timed_start scale-empty "$REFLEXOR" --config "$SCALE_CONF" --db "$EMPTY" --liste
 P_EMPTY=$SRV_PORT
 echo "start_0 listen_ms=$START_MS idle_rss_kb=$(rss_kb "$SRV_PID")" >>"$RAW"
 
-DONE=""
+DONE="" FAILED=0
 for n in $NS; do
     db=$DIR/scale-$n.db ids=$DIR/scale-$n.ids
     if [ "${SCALE_REUSE:-0}" = 1 ] && [ -s "$db" ] && [ -s "$ids" ]; then
@@ -143,11 +143,14 @@ for n in $NS; do
         echo "bench: scale: filling $n sessions of 20 messages into $db..." >&2
         rec "fill_$n" "$FILL" --db "$db" --sessions "$n" --messages 20 --word "$WORD" \
             --every 1000 --ids "$ids"
-        [ -s "$ids" ] || { echo "bench: scale: the fill of $n failed" >&2; continue; }
+        grep -q "^fill_$n " "$RAW" || { echo "bench: scale: the fill of $n failed" >&2; FAILED=1; continue; }
     fi
     echo "db_$n bytes=$(($(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0)))" >>"$RAW"
 
-    timed_start "scale-$n" "$REFLEXOR" --config "$SCALE_CONF" --db "$db" --listen 127.0.0.1:0 --log-level warn || continue
+    if ! timed_start "scale-$n" "$REFLEXOR" --config "$SCALE_CONF" --db "$db" --listen 127.0.0.1:0 --log-level warn; then
+        FAILED=1
+        continue
+    fi
     pid=$SRV_PID port=$SRV_PORT
     sleep 1
     echo "start_$n listen_ms=$START_MS idle_rss_kb=$(rss_kb "$pid")" >>"$RAW"
@@ -246,3 +249,5 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
         "${G_SEARCH:-n/a}" "${G_SWEEP:-n/a}" "${G_HOT:-n/a}"
     echo "}"
 } >"$JSON"
+# A figure never fails the run; a store not filled or a server not started does.
+exit "$FAILED"
