@@ -13,8 +13,9 @@
  * checked to be RX_ACCEPTED, and stored with store_import: the session's
  * whole log and a snapshot of its final state, in one transaction per
  * session, with fsync off (store_set_durable) during the fill. A producer
- * thread folds and encodes while the caller's thread imports, so the two
- * cores each do half.
+ * thread folds and encodes while the caller's thread imports; the import
+ * (the rows and their full-text index) is nearly all the cost: about 35 us
+ * an input here, some 900 chats of 20 messages a second on 2 CPUs.
  *
  * Session i (0-based) is created at T - (N - i) s (T: --end-ms, default one
  * minute ago), its inputs 10 ms apart after that, so created and updated
