@@ -7,11 +7,13 @@
 #                      start build/reflexor on it and measure exec to listening,
 #                      idle RSS, first touch of cold sessions, the list's first
 #                      page, a search, a sweep of touches under
-#                      limits.resident_sessions, and the hot loop against
-#                      bench-loop's server; figures in build/bench/scale.json
+#                      limits.resident_sessions, and the hot loop against an
+#                      empty store and bench-loop's server; figures in
+#                      build/bench/scale.json (SCALE_NS, SCALE_DIR, SCALE_KEEP,
+#                      SCALE_REUSE, SCALE_BEFORE: see bench/scale.sh)
 #
-# The integration suite `scale` (tests/integration/check_scale.c) runs the
-# filler too: it finds it beside $RX_SERVER (build/bench/scale_fill, or
+# The integration suites `scale` and `scale_crash` (tests/integration/check_scale*.c)
+# run the filler too: they find it beside $RX_SERVER (build/bench/scale_fill, or
 # build/san/bench/scale_fill for the sanitized server), so `all` builds it.
 
 .PHONY: bench-scale
