@@ -145,7 +145,8 @@ for n in $NS; do
             --every 1000 --ids "$ids"
         grep -q "^fill_$n " "$RAW" || { echo "bench: scale: the fill of $n failed" >&2; FAILED=1; continue; }
     fi
-    echo "db_$n bytes=$(($(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0)))" >>"$RAW"
+    # In MB: awk keeps six digits of a number, too few for the bytes of a big store.
+    echo "db_$n mb=$((($(stat -c %s "$db") + $(stat -c %s "$db-wal" 2>/dev/null || echo 0)) >> 20))" >>"$RAW"
 
     if ! timed_start "scale-$n" "$REFLEXOR" --config "$SCALE_CONF" --db "$db" --listen 127.0.0.1:0 --log-level warn; then
         FAILED=1
@@ -228,9 +229,9 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
     echo "  \"runs\": ["
     sep=""
     for n in $DONE; do
-        printf '%s    {"sessions": %s, "fill_seconds": %s, "fill_sessions_per_s": %s, "db_bytes": %s, "listen_ms": %s, "idle_rss_kb": %s, "touch_p50_ms": %s, "touch_p99_ms": %s, "touch_max_ms": %s, "list_first_ms": %s, "list_p50_ms": %s, "search_first_ms": %s, "search_p50_ms": %s, "sweep_touches": %s, "sweep_per_s": %s, "sweep_rss_max_kb": %s, "sweep_rss_end_kb": %s, "hot_rps": %s, "empty_rps": %s, "loop_rps": %s, "hot_over_empty": %s, "hot_over_loop": %s, "errors": %s}' \
+        printf '%s    {"sessions": %s, "fill_seconds": %s, "fill_sessions_per_s": %s, "db_mb": %s, "listen_ms": %s, "idle_rss_kb": %s, "touch_p50_ms": %s, "touch_p99_ms": %s, "touch_max_ms": %s, "list_first_ms": %s, "list_p50_ms": %s, "search_first_ms": %s, "search_p50_ms": %s, "sweep_touches": %s, "sweep_per_s": %s, "sweep_rss_max_kb": %s, "sweep_rss_end_kb": %s, "hot_rps": %s, "empty_rps": %s, "loop_rps": %s, "hot_over_empty": %s, "hot_over_loop": %s, "errors": %s}' \
             "$sep" "$n" "$(num "$(med "fill_$n" seconds)")" "$(num "$(med "fill_$n" sessions_per_s)")" \
-            "$(num "$(med "db_$n" bytes)")" "$(num "$(med "start_$n" listen_ms)")" \
+            "$(num "$(med "db_$n" mb)")" "$(num "$(med "start_$n" listen_ms)")" \
             "$(num "$(med "start_$n" idle_rss_kb)")" "$(num "$(med "touch_$n" p50_ms)")" \
             "$(num "$(med "touch_$n" p99_ms)")" "$(num "$(med "touch_$n" max_ms)")" \
             "$(num "$(med "list_$n" first_ms)")" "$(num "$(med "list_$n" p50_ms)")" \
