@@ -816,6 +816,47 @@ void itest_remove_db(const char *path)
     }
 }
 
+/* The filler beside the server: build/bench/scale_fill for build/reflexor. */
+static void fill_path(char *buf, size_t n)
+{
+    const char *server = getenv("RX_SERVER") ? getenv("RX_SERVER") : "build/reflexor";
+    const char *slash = strrchr(server, '/');
+
+    if (getenv("RX_SCALE_FILL"))
+        snprintf(buf, n, "%s", getenv("RX_SCALE_FILL"));
+    else if (slash)
+        snprintf(buf, n, "%.*s/bench/scale_fill", (int)(slash - server), server);
+    else
+        snprintf(buf, n, "bench/scale_fill");
+}
+
+int itest_fill(const char *path, const char *const *args)
+{
+    char bin[PATH_MAX], db[PATH_MAX + 128], out[512] = "";
+    char *argv[40];
+    int argc = 0, rc;
+
+    fill_path(bin, sizeof(bin));
+    itest_remove_db(path);
+    snprintf(db, sizeof(db), "%s", path);
+    if (itest_on_postgres()) { /* the database a server started on `path` uses */
+        char name[64];
+
+        pg_name_for_file(path, name, sizeof(name));
+        if (pg_createdb(name) || pg_url(name, db, sizeof(db)))
+            return -1;
+    }
+    argv[argc++] = bin;
+    argv[argc++] = (char *)"--db";
+    argv[argc++] = db;
+    for (size_t i = 0; args && args[i] && argc < 38; i++)
+        argv[argc++] = (char *)args[i];
+    argv[argc] = NULL;
+    rc = run_cmd(argv, out, sizeof(out));
+    fprintf(stderr, "itest: %s: %s", bin, rc ? "failed\n" : out);
+    return rc ? -1 : 0;
+}
+
 int itest_fake_start(struct itest_fake *f)
 {
     const char *bin =

@@ -132,6 +132,14 @@ long itest_get_status(const struct itest_server *s, const char *path);
  * RX_PG_DIR, drop the PostgreSQL database that stands for it). */
 void itest_remove_db(const char *path);
 
+/*
+ * A fresh store for `path` (removed first) filled by the filler beside the
+ * server (bench/scale_fill, or $RX_SCALE_FILL) with `args` (NULL-terminated,
+ * may be NULL), e.g. "--sessions", "20000"; on PostgreSQL the database a
+ * server started with `--db path` uses. Its line goes to stderr. 0 or -1.
+ */
+int itest_fill(const char *path, const char *const *args);
+
 /* True when $RX_PG_DIR makes every server run on PostgreSQL. */
 bool itest_on_postgres(void);
 /* Say on stderr that `test` does not run on PostgreSQL, and why. */
