@@ -337,6 +337,10 @@ int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
                         const struct store_text *snapshot);
 
 /* sqlite_store_sessions.c */
+/* Append the rows of q (its columns: id, created_at, title, updated_at,
+   messages) to `out`. c's lock held. 0, -ENOMEM or -EIO. */
+int sqlite_store__list_rows(struct sqlite_store *st, struct store_conn *c,
+                            sqlite3_stmt *q, struct store_list *out) RX_WUR;
 int sqlite_store_sessions_page(struct store *st, const char *const *words, size_t n,
                                int64_t before, size_t limit, struct store_list *out);
 int sqlite_store_sessions_busy(struct store *st, struct store_list *out);

@@ -91,18 +91,12 @@ int sqlite_store_list_sessions(struct store *base, const struct store_cursor *af
     struct store_conn *c = sqlite_store__reader_lock(st);
     sqlite3_stmt *q = sqlite_store__stmt(c, Q_SESSION_PAGE);
     const char *id = after ? after->id : "";
-    int rc, err = 0;
+    int err;
 
     sqlite3_bind_int64(q, 1, after ? after->created_at : INT64_MIN);
     sqlite_store__bind_text(q, 2, id, strlen(id));
     sqlite3_bind_int64(q, 3, limit ? (int64_t)limit : -1);
-    while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW)
-        err = store__list_add(out, (const char *)sqlite3_column_text(q, 0),
-                              (const char *)sqlite3_column_text(q, 2),
-                              sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 3),
-                              sqlite3_column_int64(q, 4));
-    if (!err && rc != SQLITE_DONE)
-        err = sqlite_store__sql_fail(st, c, rc, "listing sessions");
+    err = sqlite_store__list_rows(st, c, q, out);
     sqlite_store__done(q);
     sqlite_store__reader_unlock(st);
     return err;

@@ -219,9 +219,8 @@ int sqlite_store__rows_upgrade(struct sqlite_store *st, const char *path, char *
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-/* Append the rows of q (ROW_COLUMNS) to `out`. c's lock held. */
-static int list_rows(struct sqlite_store *st, struct store_conn *c, sqlite3_stmt *q,
-                     struct store_list *out)
+int sqlite_store__list_rows(struct sqlite_store *st, struct store_conn *c,
+                            sqlite3_stmt *q, struct store_list *out)
 {
     int rc, err = 0;
 
@@ -275,7 +274,7 @@ static int page_words(struct sqlite_store *st, struct store_conn *c,
     if (!(err = sqlite_store__search_bind(q, words, n))) {
         sqlite3_bind_int64(q, (int)n + 1, before);
         sqlite3_bind_int64(q, (int)n + 2, (int64_t)limit);
-        err = list_rows(st, c, q, out);
+        err = sqlite_store__list_rows(st, c, q, out);
     }
 out_release:
     sqlite3_finalize(q);
@@ -302,7 +301,7 @@ int sqlite_store_sessions_page(struct store *base, const char *const *words, siz
             q = sqlite_store__stmt(c, Q_SESSIONS_PAGE);
             sqlite3_bind_int64(q, 1, before);
             sqlite3_bind_int64(q, 2, (int64_t)limit);
-            err = list_rows(st, c, q, out);
+            err = sqlite_store__list_rows(st, c, q, out);
             sqlite_store__done(q);
         }
     }
@@ -316,7 +315,7 @@ int sqlite_store_sessions_busy(struct store *base, struct store_list *out)
     struct sqlite_store *st = sqlite_store_of(base);
     struct store_conn *c = sqlite_store__reader_lock(st);
     sqlite3_stmt *q = sqlite_store__stmt(c, Q_SESSIONS_BUSY);
-    int err = list_rows(st, c, q, out);
+    int err = sqlite_store__list_rows(st, c, q, out);
 
     sqlite_store__done(q);
     sqlite_store__reader_unlock(st);
@@ -343,7 +342,7 @@ int sqlite_store_session_info(struct store *base, const char *sid,
     int err;
 
     sqlite_store__bind_text(q, 1, sid, strlen(sid));
-    err = list_rows(st, c, q, &l);
+    err = sqlite_store__list_rows(st, c, q, &l);
     sqlite_store__done(q);
     sqlite_store__reader_unlock(st);
     if (!err && !l.n) {
