@@ -35,10 +35,7 @@ const char *const sqlite_store__sql[Q__COUNT] = {
  * write would reach the disk, and the process must not acknowledge it.
  * hlock held.
  */
-static int mark_unusable(struct sqlite_store *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int mark_unusable(struct sqlite_store *st, const char *fmt, ...)
+int sqlite_store__mark_unusable(struct sqlite_store *st, const char *fmt, ...)
 {
     va_list ap;
 
@@ -131,7 +128,7 @@ int sqlite_store__sql_fail(struct sqlite_store *st, struct store_conn *c, int rc
     case SQLITE_NOTADB:
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
-        err = mark_unusable(st, "%.400s%s%s", st->base.err, sys ? ": " : "",
+        err = sqlite_store__mark_unusable(st, "%.400s%s%s", st->base.err, sys ? ": " : "",
                             sys ? strerror(sys) : "");
         break;
     default:
@@ -204,18 +201,18 @@ static int file_check(struct sqlite_store *st, struct store_file *f, const char 
         if (!f->known && e == ENOENT)
             return 0;
         if (e == ENOENT)
-            return mark_unusable(st,
+            return sqlite_store__mark_unusable(st,
                                  "the %s was removed while in use; writes are refused "
                                  "until a restart",
                                  name);
-        return mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
+        return sqlite_store__mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
     }
     if (!f->known) {
         f->dev = sb.st_dev;
         f->ino = sb.st_ino;
         f->known = true;
     } else if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
-        return mark_unusable(st,
+        return sqlite_store__mark_unusable(st,
                              "the %s was replaced by another file while in use; "
                              "writes are refused until a restart",
                              name);

@@ -276,6 +276,7 @@ struct sqlite_store {
     struct store_file file, wal;
     bool full;            /* the last write found no room; the next may */
     bool unusable;        /* writes are refused until restart; sticky */
+    bool check_later;     /* too big to check at open: the checkpointer checks it */
     char why[RX_ERR_LEN]; /* why full or unusable, for store_health */
 
     struct store_queue queue; /* the writer, the notifier; its lock guards durable */
@@ -335,6 +336,21 @@ int sqlite_store_search(struct store *st, const char *const *words, size_t n,
 int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
                         const char *title, const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot);
+
+/*
+ * The store can no longer be trusted to keep what it is given: every write
+ * is refused from now on (-EIO, returned), `fmt` the reason /healthz and
+ * the errors give. Sticky. hlock held.
+ */
+int sqlite_store__mark_unusable(struct sqlite_store *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * The file's check (PRAGMA quick_check) on the checkpointer's connection,
+ * for a file too big to check at open: a damage found makes the store
+ * unusable (sticky, with its report as the reason). Checkpointer thread.
+ */
+void sqlite_store__check_later(struct sqlite_store *st);
 
 /* sqlite_store_sessions.c */
 /* Append the rows of q (its columns: id, created_at, title, updated_at,

@@ -534,6 +534,8 @@ void *sqlite_store__checkpointer_main(void *arg)
 {
     struct sqlite_store *st = arg;
 
+    if (st->check_later)
+        sqlite_store__check_later(st);
     for (;;) {
         pthread_mutex_lock(&st->cklock);
         while (!st->ck_due && !st->ck_stop)

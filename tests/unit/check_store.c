@@ -699,6 +699,34 @@ START_TEST(test_corrupt_pages)
 }
 END_TEST
 
+/*
+ * The same damage in a file too big to check at open (the bound lowered to
+ * 0 bytes here): open answers at once, and the check after start-up makes
+ * the store unusable, with the reason /healthz gives.
+ */
+START_TEST(test_corrupt_pages_checked_later)
+{
+    struct store *st = open_ok(dbpath);
+    struct rx_error why;
+    char junk[4096];
+    enum store_health h = STORE_OK;
+
+    fill_session(st, "s", 120, 50, NULL);
+    store_close(st);
+    memset(junk, 0x5a, sizeof(junk));
+    write_bytes(dbpath, 4096, junk, sizeof(junk), 0);
+    ck_assert_int_eq(setenv("RX_STORE_CHECK_AT_OPEN_MAX", "0", 1), 0);
+    st = store_open(dbpath, &why);
+    ck_assert_int_eq(unsetenv("RX_STORE_CHECK_AT_OPEN_MAX"), 0);
+    ck_assert_msg(st != NULL, "%s", why.text);
+    for (int i = 0; i < 500 && (h = store_health(st, &why)) == STORE_OK; i++)
+        usleep(10000);
+    ck_assert_int_eq(h, STORE_UNAVAILABLE);
+    ck_assert_msg(strstr(why.text, "corrupt"), "%s", why.text);
+    store_close(st);
+}
+END_TEST
+
 START_TEST(test_unusable_directory)
 {
     char path[256];
@@ -3018,6 +3046,7 @@ Suite *store_suite(void)
     tcase_add_test(files, test_foreign_database);
     tcase_add_test(files, test_garbage_file);
     tcase_add_test(files, test_corrupt_pages);
+    tcase_add_test(files, test_corrupt_pages_checked_later);
     tcase_add_test(files, test_unusable_directory);
     tcase_add_test(files, test_in_use);
     tcase_add_test(files, test_schema_2_upgrades);
