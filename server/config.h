@@ -36,10 +36,10 @@ struct config {
     size_t lg_metadata_max; /* bytes of one LangGraph thread's metadata (413 past it) */
     size_t lg_runs_bytes;   /* bytes finished LangGraph run records may keep, in all */
     size_t message_max;
-    int max_sessions;       /* sessions at once with --db :memory: (nowhere to evict to) */
-    int resident_sessions;  /* sessions in memory past which idle ones are evicted */
-    size_t resident_bytes;  /* their states' bytes past which idle ones are evicted */
-    int sessions_idle_ms;   /* an idle session may leave memory after this */
+    int max_sessions;      /* sessions at once with --db :memory: (nowhere to evict to) */
+    int resident_sessions; /* sessions in memory past which idle ones are evicted */
+    size_t resident_bytes; /* their states' bytes past which idle ones are evicted */
+    int sessions_idle_ms;  /* an idle session may leave memory after this */
     int max_connections;
     int http_threads; /* libmicrohttpd threads; 0: one per CPU, at most 4 */
     int sse_queue_max;

@@ -147,8 +147,7 @@ static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *c
     runtime_gauges(&fx);
     session_table_figures(srv->door.sessions, &sf);
     rx_buf_init(&b, RX_BUF_SMALL_MAX);
-    if (metrics_render(&b, &sf, sse_clients_open(),
-                       sse_clients_dropped(), &fx) ||
+    if (metrics_render(&b, &sf, sse_clients_open(), sse_clients_dropped(), &fx) ||
         toolkit_metrics(session_table_tools(srv->door.sessions), &b)) {
         rx_buf_release(&b);
         return reply_error(conn, 500, "internal", NULL, "out of memory");

@@ -120,8 +120,8 @@ int metrics_render(struct rx_buf *b, const struct session_figures *sessions,
                     "reflexor_inputs_total{verdict=\"rejected\"} %ld\n"
                     "# HELP reflexor_inputs_rejected_total Rejected inputs by reason.\n"
                     "# TYPE reflexor_inputs_rejected_total counter\n",
-                    sse_clients, sse_dropped, fx->running, fx->waiting,
-                    fx->draining, LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
+                    sse_clients, sse_dropped, fx->running, fx->waiting, fx->draining,
+                    LOAD(inputs[RX_ACCEPTED]), LOAD(inputs[RX_UNCHANGED]),
                     LOAD(inputs[RX_REJECTED]));
     for (int r = 1; r < RX_REASON__COUNT && !err; r++)
         err = rx_buf_printf(b, "reflexor_inputs_rejected_total{reason=\"%s\"} %ld\n",

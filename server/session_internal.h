@@ -78,7 +78,7 @@ struct session {
     int64_t touched_ms; /* monotonic ms of its last session_table_get (table's lock) */
     size_t bytes;       /* what its state holds, about (session_resident.c) */
     bool counted;       /* its bytes are in the table's total (listed, not stopped) */
-    char *title; /* given by a person (rename, import) or from the first message */
+    char *title;        /* given by a person (rename, import) or from the first message */
     /* The sessions feed (session_feed.c): what it last announced, and when. */
     size_t feed_count;           /* messageCount announced */
     bool feed_title;             /* the title changed since */
@@ -127,8 +127,8 @@ bool session_id_is_plain(const char *id);
 /* A session to list (session_table__add). */
 struct table_add {
     const char *id;
-    int64_t created_at; /* of a rebuilt one; a fresh one is made now */
-    const char *title;  /* given by a person, or from its first message; NULL: none */
+    int64_t created_at;     /* of a rebuilt one; a fresh one is made now */
+    const char *title;      /* given by a person, or from its first message; NULL: none */
     struct rx_state *state; /* rebuilt (moved in on success); NULL: fresh, stored now */
     int64_t seq;            /* inputs folded into `state` */
     bool follower;          /* another node owns it (session_follow.h) */

@@ -42,7 +42,8 @@ struct table_loading {
     struct table_loading *next;
 };
 
-/* ---- the index ---------------------------------------------------------------------- */
+/* ---- the index ----------------------------------------------------------------------
+ */
 
 struct session *session_table__find(struct session_table *t, const char *id)
 {
@@ -123,7 +124,8 @@ void session_table__unlink(struct session_table *t, struct session *s)
     t->count--;
 }
 
-/* ---- bytes -------------------------------------------------------------------------- */
+/* ---- bytes --------------------------------------------------------------------------
+ */
 
 /* Counted in the table's total only while listed and not stopped: session_stop
    takes it back under the same lock, so the total never drifts. */
@@ -134,7 +136,8 @@ void session__resize(struct session *s, size_t bytes)
     s->bytes = bytes;
 }
 
-/* ---- loading on touch --------------------------------------------------------------- */
+/* ---- loading on touch ---------------------------------------------------------------
+ */
 
 static bool loading_has(struct session_table *t, const char *id)
 {
@@ -170,13 +173,14 @@ static struct session *load(struct session_table *t, const char *id)
         goto out_fail;
     if ((err = store_session_load(t->env.store, id, &state, &seq)))
         goto out_fail;
-    err = session_table__add(t, &(struct table_add){.id = id,
-                                                    .created_at = info.created_at,
-                                                    .title = info.title,
-                                                    .state = &state,
-                                                    .seq = seq,
-                                                    .follower = t->env.relay != NULL,
-                                                    .quiet = true},
+    err = session_table__add(t,
+                             &(struct table_add){.id = id,
+                                                 .created_at = info.created_at,
+                                                 .title = info.title,
+                                                 .state = &state,
+                                                 .seq = seq,
+                                                 .follower = t->env.relay != NULL,
+                                                 .quiet = true},
                              &s);
     if (err)
         rx_state_release(&state);
@@ -247,7 +251,8 @@ struct session *session_table__touch(struct session_table *t, const char *id)
     return s;
 }
 
-/* ---- eviction ----------------------------------------------------------------------- */
+/* ---- eviction -----------------------------------------------------------------------
+ */
 
 bool session__is_idle(struct session *s)
 {
@@ -266,7 +271,8 @@ static bool over_limits(struct session_table *t)
 {
     const struct config *cfg = t->env.cfg;
 
-    return t->count > (size_t)__atomic_load_n(&cfg->resident_sessions, __ATOMIC_RELAXED) ||
+    return t->count >
+               (size_t)__atomic_load_n(&cfg->resident_sessions, __ATOMIC_RELAXED) ||
            __atomic_load_n(&t->bytes, __ATOMIC_RELAXED) >
                __atomic_load_n(&cfg->resident_bytes, __ATOMIC_RELAXED);
 }

@@ -244,8 +244,8 @@ static int stored_page(struct session_table *t, const struct query *q, int64_t b
             err = -ENOMEM;
     /* Every row read is on the page only when the store had no more than
        one past the limit, all sharing its updatedAt: then ask on anyway. */
-    page->next = !err && (take < l.n || l.n > (size_t)limit) ? l.v[take - 1].updated_at
-                                                              : -1;
+    page->next =
+        !err && (take < l.n || l.n > (size_t)limit) ? l.v[take - 1].updated_at : -1;
     page->list = err ? NULL : arr;
     if (err)
         json_decref(arr);

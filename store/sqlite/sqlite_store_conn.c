@@ -129,7 +129,7 @@ int sqlite_store__sql_fail(struct sqlite_store *st, struct store_conn *c, int rc
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
         err = sqlite_store__mark_unusable(st, "%.400s%s%s", st->base.err, sys ? ": " : "",
-                            sys ? strerror(sys) : "");
+                                          sys ? strerror(sys) : "");
         break;
     default:
         err = -EIO;
@@ -201,21 +201,24 @@ static int file_check(struct sqlite_store *st, struct store_file *f, const char 
         if (!f->known && e == ENOENT)
             return 0;
         if (e == ENOENT)
-            return sqlite_store__mark_unusable(st,
-                                 "the %s was removed while in use; writes are refused "
-                                 "until a restart",
-                                 name);
-        return sqlite_store__mark_unusable(st, "the %s cannot be checked: %s", name, strerror(e));
+            return sqlite_store__mark_unusable(
+                st,
+                "the %s was removed while in use; writes are refused "
+                "until a restart",
+                name);
+        return sqlite_store__mark_unusable(st, "the %s cannot be checked: %s", name,
+                                           strerror(e));
     }
     if (!f->known) {
         f->dev = sb.st_dev;
         f->ino = sb.st_ino;
         f->known = true;
     } else if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
-        return sqlite_store__mark_unusable(st,
-                             "the %s was replaced by another file while in use; "
-                             "writes are refused until a restart",
-                             name);
+        return sqlite_store__mark_unusable(
+            st,
+            "the %s was replaced by another file while in use; "
+            "writes are refused until a restart",
+            name);
     }
     return 0;
 }
