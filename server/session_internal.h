@@ -1,14 +1,15 @@
 /*
  * session_internal - what server/session.c, server/session_pipeline.c,
  * server/session_table.c and the table's helpers (session_feed.c,
- * session_search.c) share. Private to those files.
+ * session_search.c, session_resident.c) share. Private to those files.
  * Depends on server/session, session_table, session_feed, msgstream, sse,
  * effects/runtime and state_machine/; its files also on server/run, event,
  * metrics, config, session_follow and session_import, store/store.h, base/,
  * effects/toolkit and effects/log.
  *
  * Lock order (docs/ARCHITECTURE.md): table -> session -> store. A session's
- * lock is taken under the table's lock only to read or cancel; inputs are
+ * lock is taken under the table's lock only to read, cancel or ask whether
+ * it may be evicted (the store is read with neither held: a load); inputs are
  * queued to the store under a session's lock (so its log keeps their order),
  * but nobody waits for a commit with it held: the store's notifier thread
  * takes it afterwards, with no store lock held, to publish what became
