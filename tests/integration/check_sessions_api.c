@@ -433,7 +433,9 @@ static void check_search(bool file)
     json_decref(p);
     /* Without q, the same pages over every session; without anything, the array. */
     p = page("limit=2");
-    ck_assert_uint_eq(json_array_size(json_object_get(p, "sessions")), 2);
+    /* Two, and those that share the second's updatedAt (sessions made within
+       one millisecond and not yet updated a second later tie). */
+    ck_assert_uint_ge(json_array_size(json_object_get(p, "sessions")), 2);
     ck_assert(json_is_integer(json_object_get(p, "next")));
     json_decref(p);
 
