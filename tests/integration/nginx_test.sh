@@ -35,12 +35,22 @@ for _ in $(seq 100); do grep -q 'http://127.0.0.1:' "$work/out" && break; sleep 
 up=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/out" | head -1 | cut -d: -f3)
 [ -n "$up" ] || { fail "server did not start"; echo "0 passed, 1 failed"; exit 1; }
 
-front=$(free_port)
-sed -e "s/127.0.0.1:8080/127.0.0.1:$up/" -e "s/127.0.0.1:8081/127.0.0.1:$front/" \
-    -e "s#/tmp/reflexor-nginx#$work/ngx#g" config/nginx.conf >"$work/nginx.conf"
-"$nginx" -p "$work" -c "$work/nginx.conf" -g 'daemon off;' 2>"$work/nginx.err" &
-npid=$!
-for _ in $(seq 100); do curl -s "http://127.0.0.1:$front/healthz" >/dev/null && break; sleep 0.1; done
+# A port found free may be taken before nginx binds it: then another, three times.
+for attempt in 1 2 3; do
+  front=$(free_port)
+  sed -e "s/127.0.0.1:8080/127.0.0.1:$up/" -e "s/127.0.0.1:8081/127.0.0.1:$front/" \
+      -e "s#/tmp/reflexor-nginx#$work/ngx#g" config/nginx.conf >"$work/nginx.conf"
+  "$nginx" -p "$work" -c "$work/nginx.conf" -g 'daemon off;' 2>"$work/nginx.err" &
+  npid=$!
+  for _ in $(seq 100); do
+    curl -s "http://127.0.0.1:$front/healthz" >/dev/null && break 2
+    kill -0 "$npid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "nginx on port $front did not answer (attempt $attempt):"
+  sed 's/^/  nginx: /' "$work/nginx.err"
+  kill "$npid" 2>/dev/null; wait "$npid" 2>/dev/null
+done
 base="http://127.0.0.1:$front/api/reflexor"
 
 sid=$(curl -s -X POST "$base/sessions" | sed 's/.*"id":"\([^"]*\)".*/\1/')
