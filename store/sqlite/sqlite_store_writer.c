@@ -86,8 +86,6 @@ static struct last_seq *last_add(struct last_map *m, const char *sid, int64_t se
     e->seq = seq;
     e->batch = 0; /* batches count from 1 */
     e->row_w = e->title_w = NULL;
-    e->row_ms = 0; /* its row is written at its first write */
-    e->row_busy = e->lag = false;
     h = sid_hash(sid) % m->n_buckets;
     e->next = m->buckets[h];
     m->buckets[h] = e;
