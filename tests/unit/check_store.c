@@ -2486,25 +2486,6 @@ static void expect_row(struct store *st, const char *sid, int64_t messages, bool
     ck_assert_msg(is_busy(st, sid) == busy, "%s busy: %s", sid, busy_ids(st));
 }
 
-/*
- * Wait until the row says `messages` and `busy` (SQLite lets a row lag its
- * last write up to a second, sqlite_store_lag.c), 3 s at most; the caller
- * then checks it whole.
- */
-static void row_settle(struct store *st, const char *sid, int64_t messages, bool busy)
-{
-    for (int i = 0; i < 150; i++) {
-        struct store_session_info info = {0};
-        bool done = !store_session_info(st, sid, &info) && info.messages == messages &&
-                    is_busy(st, sid) == busy;
-
-        store_session_info_release(&info);
-        if (done)
-            return;
-        usleep(20000);
-    }
-}
-
 /* The row a state makes: what the machine says of it. */
 static void expect_row_of(struct store *st, const char *sid, const struct rx_state *s)
 {
@@ -2570,7 +2551,6 @@ START_TEST(test_rows_written)
         qw_wait(v, c->n);
         for (size_t i = 0; i < c->n; i++)
             ck_assert_int_eq(v[i].err, 0);
-        row_settle(st, sid, c->messages, c->busy);
         expect_row(st, sid, c->messages, c->busy, c->title);
         ck_store_ok(st, store_session_info(st, sid, &info));
         ck_assert_int_eq(info.updated_at, BASE_MS + 5000 * (int64_t)c->n);
@@ -2581,44 +2561,6 @@ START_TEST(test_rows_written)
     /* Kept across a restart. */
     st = open_ok(url);
     expect_row(st, "apart", c->messages, c->busy, c->title);
-    store_close(st);
-}
-END_TEST
-
-/*
- * A hot session's row: busy rising is in the row as soon as its write is
- * answered (a restart must find the session); busy falling and the count
- * may lag, and are there once the writer is idle, and after a close.
- */
-START_TEST(test_rows_lag)
-{
-    struct store *st = open_ok(url);
-    struct qw v[6];
-
-    ck_store_ok(st, store_create_session(st, "hot", BASE_MS));
-    for (int i = 0; i < 6; i++) {
-        qw_init(&v[i], "hot", i + 1, i);
-        v[i].w.updated_at = BASE_MS + i + 1;
-        v[i].w.messages = i + 1;
-        v[i].w.busy = i % 2 == 0; /* rises, falls, rises... */
-        store_write_queue(st, &v[i].w);
-        qw_wait(&v[i], 1);
-        ck_assert_int_eq(v[i].err, 0);
-        if (v[i].w.busy)
-            ck_assert_msg(is_busy(st, "hot"), "write %d: busy not in the row", i);
-    }
-    row_settle(st, "hot", 6, false);
-    expect_row(st, "hot", 6, false, NULL);
-    /* Written by the close, when nothing else wrote it. */
-    qw_init(&v[0], "hot", 7, 0);
-    v[0].w.updated_at = BASE_MS + 7;
-    v[0].w.messages = 7;
-    v[0].w.busy = false;
-    store_write_queue(st, &v[0].w);
-    qw_wait(&v[0], 1);
-    store_close(st);
-    st = open_ok(url);
-    expect_row(st, "hot", 7, false, NULL);
     store_close(st);
 }
 END_TEST
@@ -3058,7 +3000,6 @@ static void add_shared(TCase *tc)
         test_sessions_busy_count,
         test_rows_import_fork,
         test_load_refused_named,
-        test_rows_lag,
     };
 
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
