@@ -198,10 +198,8 @@ struct store_write {
      * (user + assistant), whether it wants any effect (rx_effects_any: a
      * restart loads and resumes it at once), and the title it takes from
      * its first message (rx_state_title; NULL: none yet, or already sent).
-     * The session's row holds the last write's values: busy rising and a
-     * title in the write's own transaction (a restart must find them), the
-     * rest at most about a second later (SQLite lets a hot session's row
-     * lag, sqlite_store_lag.c); the title is kept once set.
+     * The session's row holds the last write's values; the title is kept
+     * once set.
      */
     int64_t messages;
     bool busy;

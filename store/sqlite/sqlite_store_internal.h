@@ -228,23 +228,12 @@ struct last_seq {
        values the row takes, and its first with a title (NULL: none). */
     uint64_t batch;
     const struct store_write *row_w, *title_w;
-    /* The session's row as the writer last wrote it (row_ms: monotonic ms;
-       0: not since open) and, when `lag`, the last write's values it lags
-       by, in the map's lag list (sqlite_store_sessions.c, "the row's lag"). */
-    int64_t row_ms;
-    bool row_busy, lag;
-    int64_t lag_updated, lag_messages;
-    bool lag_busy;
-    struct last_seq *lag_next, **lag_pprev;
     char sid[];
 };
 
 struct last_map {
     struct last_seq **buckets;
     size_t n_buckets, count;
-    struct last_seq *lag; /* rows that lag their last write, oldest first */
-    struct last_seq **lag_end;
-    int64_t lag_since_ms; /* when the oldest began to lag */
 };
 
 /* What a transaction changed in the map, to put back if it fails. */
@@ -401,29 +390,6 @@ int sqlite_store__rows_upgrade(struct sqlite_store *st, const char *path, char *
  * row has none yet; written only when one of them changes. Inside the
  * batch's transaction. 0 or an errno. lock held.
  */
-/*
- * The row's lag: the writer writes a session's row at once only when the
- * row must say it now: the first write since open, a title, busy rising
- * (a restart must find the session), or a second after the row's last
- * write. Otherwise (busy falling, the count growing, in a hot chat every
- * turn) the row lags, and is written within a second (after a batch) or
- * when the writer is idle, and at close: each turn of a hot session would
- * otherwise rewrite its row and flip the busy index.
- * Whether `w` (its session's last write in the batch, `e`) writes the row
- * now. lock held.
- */
-bool sqlite_store__row_now(const struct last_seq *e, const struct store_write *w,
-                           const struct store_write *titled, int64_t now_ms);
-/* After the batch committed (`now_ms` as its row_now asked): what each
-   session's row now holds, or lags by. */
-void sqlite_store__rows_done(struct last_map *m, struct store_write **v, size_t n,
-                             int64_t now_ms);
-/* Write the rows that lag, in one transaction, when `force` or when the
-   oldest has lagged a second. 0 or an errno (they lag still). lock held. */
-int sqlite_store__rows_flush(struct sqlite_store *st, bool force);
-/* Take `e` off the lag list (it is dropped, or its row written). */
-void sqlite_store__lag_remove(struct last_map *m, struct last_seq *e);
-
 int sqlite_store__row_write(struct sqlite_store *st, const struct store_write *w,
                             const struct store_write *titled);
 /* The row's messages, busy and title set to r's. In the caller's transaction. */
@@ -595,7 +561,6 @@ int sqlite_store__index_batch(struct sqlite_store *st, int64_t min_rows);
 int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
                                  int64_t created_at, const char *what);
 
-struct last_seq *sqlite_store__last_find(const struct last_map *m, const char *sid);
 void sqlite_store__last_drop(struct last_map *m, const char *sid);
 /* Free every entry; m is empty afterwards. */
 void sqlite_store__last_release(struct last_map *m);

@@ -21,7 +21,6 @@
 
 #include <sqlite3.h>
 
-#include "base/now.h"
 #include "state_machine/rx_buf.h"
 
 /* The longest a batch waits for the writes the last commit answered (gather). */
@@ -43,7 +42,7 @@ static size_t sid_hash(const char *sid)
     return (size_t)h;
 }
 
-struct last_seq *sqlite_store__last_find(const struct last_map *m, const char *sid)
+static struct last_seq *last_find(const struct last_map *m, const char *sid)
 {
     if (!m->n_buckets)
         return NULL;
@@ -103,7 +102,6 @@ void sqlite_store__last_drop(struct last_map *m, const char *sid)
             struct last_seq *e = *p;
 
             *p = e->next;
-            sqlite_store__lag_remove(m, e);
             free(e);
             m->count--;
             return;
@@ -208,7 +206,7 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
                        struct last_undo *u, size_t *undo_n)
 {
     struct store_conn *c = &st->w;
-    struct last_seq *e = sqlite_store__last_find(&st->last, w->sid);
+    struct last_seq *e = last_find(&st->last, w->sid);
     sqlite3_stmt *q;
     int64_t last = e ? e->seq : 0;
     int rc;
@@ -284,16 +282,15 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
  * lock held, in the batch's transaction.
  */
 static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n,
-                      size_t added, int64_t now_ms, bool *indexed)
+                      size_t added, bool *indexed)
 {
     int err = 0;
 
     for (size_t i = 0; !err && i < n; i++) {
         const struct last_seq *e;
 
-        if (v[i]->err || !(e = sqlite_store__last_find(&st->last, v[i]->sid)) ||
-            e->row_w != v[i] || !sqlite_store__row_now(e, v[i], e->title_w, now_ms))
-            continue; /* the row lags: sqlite_store__rows_done notes it */
+        if (v[i]->err || !(e = last_find(&st->last, v[i]->sid)) || e->row_w != v[i])
+            continue;
         err = sqlite_store__row_write(st, v[i], e->title_w);
     }
     /* Counted, not asked: two queries a commit would cost more than the rows. */
@@ -322,7 +319,6 @@ static void last_undo(struct sqlite_store *st, size_t n)
 static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n)
 {
     int err = sqlite_store__tx_begin(st);
-    int64_t now = now_mono_ms(); /* one time for both looks at the rows */
     size_t i, undo_n = 0;
     bool indexed = false;
 
@@ -330,7 +326,7 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
     for (i = 0; !err && i < n; i++)
         err = append_rows(st, v[i], &st->undo[undo_n], &undo_n);
     if (!err)
-        err = rows_write(st, v, n, undo_n, now, &indexed);
+        err = rows_write(st, v, n, undo_n, &indexed);
     if (!err)
         err = sqlite_store__tx_commit(st);
     else
@@ -342,7 +338,6 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
                 v[i]->err = err;
         return err;
     }
-    sqlite_store__rows_done(&st->last, v, n, now);
     st->recent_rows += (int64_t)undo_n;
     st->unindexed = indexed ? 0 : st->unindexed + (int64_t)undo_n;
     return 0;
@@ -457,16 +452,13 @@ static int64_t mono_ns(void)
 static void wait_for_writes(struct sqlite_store *st, bool *index_due)
 {
     while (!st->queue.head && !st->queue.stopping) {
-        bool lag = __atomic_load_n(&st->last.lag, __ATOMIC_RELAXED) != NULL;
         int r;
 
-        if (!store_queue_wait(&st->queue,
-                              *index_due || lag ? STORE_INDEX_IDLE_MS : -1))
+        if (!store_queue_wait(&st->queue, *index_due ? STORE_INDEX_IDLE_MS : -1))
             continue;
         pthread_mutex_unlock(&st->queue.lock);
         pthread_mutex_lock(&st->lock);
-        (void)sqlite_store__rows_flush(st, true); /* failed: they lag still */
-        r = *index_due ? sqlite_store__index_idle(st) : 0;
+        r = sqlite_store__index_idle(st);
         pthread_mutex_unlock(&st->lock);
         /* Done, or failed: again once something new is committed. */
         *index_due = r > 0;
@@ -501,15 +493,11 @@ void *sqlite_store__writer_main(void *arg)
         store_notifier_push_batch(&st->queue.notifier, batch, n);
         /* Between two batches, while the notifier answers this one. */
         pthread_mutex_lock(&st->lock);
-        (void)sqlite_store__rows_flush(st, false); /* failed: they lag still */
         if (st->recent_rows >= st->merge_at)
             (void)sqlite_store__recent_merge(
                 st); /* the rows stay where they are, as safe */
         pthread_mutex_unlock(&st->lock);
     }
-    pthread_mutex_lock(&st->lock);
-    (void)sqlite_store__rows_flush(st, true);
-    pthread_mutex_unlock(&st->lock);
     store_notifier_end(&st->queue.notifier);
     return NULL;
 }
