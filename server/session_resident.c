@@ -191,7 +191,6 @@ static struct session *load(struct session_table *t, const char *id)
         if ((s = session_table__find(t, id)))
             session_ref(s);
         pthread_mutex_unlock(&t->lock);
-        err = s ? 0 : -ENOENT;
         store_session_info_release(&info);
         return s;
     }

@@ -1863,6 +1863,32 @@ START_TEST(test_schema_2_upgrades)
 }
 END_TEST
 
+/*
+ * The first n generated inputs folded into `s` (initialised here), each
+ * encoded into enc[i] with texts[i] pointing at it, and the state they make
+ * encoded into `sb`, `snap` pointing at it: a log to import. The caller
+ * releases enc[], sb and s.
+ */
+static void gen_log(int n, struct rx_state *s, struct rx_buf *enc,
+                    struct store_text *texts, struct rx_buf *sb, struct store_text *snap)
+{
+    ck_assert_int_eq(rx_state_init(s), 0);
+    for (int i = 0; i < n; i++) {
+        struct rx_input in;
+        struct rx_outcome out;
+
+        gen_parse(i, &in);
+        ck_assert_int_eq(rx_machine_apply(s, &in, &out), 0);
+        rx_buf_init(&enc[i], RX_BUF_SMALL_MAX);
+        ck_assert_int_eq(rx_input_encode(&in, &enc[i]), 0);
+        texts[i] = (struct store_text){enc[i].data, enc[i].len};
+        rx_input_release(&in);
+    }
+    rx_buf_init(sb, RX_BUF_STATE_MAX);
+    ck_assert_int_eq(rx_state_encode(s, sb), 0);
+    *snap = (struct store_text){sb->data, sb->len};
+}
+
 /* An imported log is stored whole, folds as it was, and is indexed at once. */
 START_TEST(test_import)
 {
@@ -1875,21 +1901,7 @@ START_TEST(test_import)
     int64_t seq;
     struct store *st = open_ok(url);
 
-    ck_assert_int_eq(rx_state_init(&s), 0);
-    for (int i = 0; i < N; i++) {
-        struct rx_input in;
-        struct rx_outcome out;
-
-        gen_parse(i, &in);
-        ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
-        rx_buf_init(&enc[i], RX_BUF_SMALL_MAX);
-        ck_assert_int_eq(rx_input_encode(&in, &enc[i]), 0);
-        texts[i] = (struct store_text){enc[i].data, enc[i].len};
-        rx_input_release(&in);
-    }
-    rx_buf_init(&sb, RX_BUF_STATE_MAX);
-    ck_assert_int_eq(rx_state_encode(&s, &sb), 0);
-    snap = (struct store_text){sb.data, sb.len};
+    gen_log(N, &s, enc, texts, &sb, &snap);
     ck_store_ok(st, store_import(st, "imp", BASE_MS, "Imported chat", texts, N, &snap));
     ck_assert_int_eq(store_import(st, "imp", BASE_MS, NULL, texts, N, &snap), -EEXIST);
     ck_assert_str_eq(found(st, "thanks"), "imp");
@@ -2701,21 +2713,7 @@ START_TEST(test_rows_import_fork)
     struct rx_state s, at;
     struct store *st = open_ok(url);
 
-    ck_assert_int_eq(rx_state_init(&s), 0);
-    for (int i = 0; i < N; i++) {
-        struct rx_input in;
-        struct rx_outcome out;
-
-        gen_parse(i, &in);
-        ck_assert_int_eq(rx_machine_apply(&s, &in, &out), 0);
-        rx_buf_init(&enc[i], RX_BUF_SMALL_MAX);
-        ck_assert_int_eq(rx_input_encode(&in, &enc[i]), 0);
-        texts[i] = (struct store_text){enc[i].data, enc[i].len};
-        rx_input_release(&in);
-    }
-    rx_buf_init(&sb, RX_BUF_STATE_MAX);
-    ck_assert_int_eq(rx_state_encode(&s, &sb), 0);
-    snap = (struct store_text){sb.data, sb.len};
+    gen_log(N, &s, enc, texts, &sb, &snap);
     ck_store_ok(st, store_import(st, "snap", BASE_MS, NULL, texts, N, &snap));
     ck_store_ok(st, store_import(st, "fold", BASE_MS, NULL, texts, N, NULL));
     ck_store_ok(st, store_import(st, "part", BASE_MS, NULL, texts, 3, NULL));
