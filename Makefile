@@ -23,7 +23,7 @@ WERROR  ?= -Werror
 WARN    := -Wall -Wextra $(WERROR) -Wpedantic -Wshadow -Wformat=2 -Wvla \
            -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings -fno-common \
            -Wno-overlength-strings
-PKGS    := libmicrohttpd jansson uuid libcurl sqlite3 libpq
+PKGS    := libmicrohttpd jansson uuid libcurl sqlite3 libpq libsodium
 OPT     ?= -O2 -g
 
 comma   := ,

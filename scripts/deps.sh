@@ -26,6 +26,7 @@ uuid-dev            | -                                 | message ids (libuuid)
 libcurl4-openssl-dev | -                                | the OpenAI-compatible brain and MCP over HTTP
 libsqlite3-dev      | -                                 | the durable input log
 libpq-dev           | -                                 | the input log on PostgreSQL (--db postgres://...)
+libsodium-dev       | -                                 | users' API keys: random keys, salted hashes (auth.mode keys)
 check               | -                                 | unit and integration tests
 clang-format        | clang-format                      | make format-check, the first step of make test
 valgrind            | valgrind                          | leak checks in make test (make valgrind)
@@ -46,7 +47,7 @@ git                 | git                               | the checks list tracke
 
 # What `make run` needs: the build alone.
 BUILD_PKGS=(build-essential pkg-config libmicrohttpd-dev libjansson-dev uuid-dev
-            libcurl4-openssl-dev libsqlite3-dev libpq-dev check)
+            libcurl4-openssl-dev libsqlite3-dev libpq-dev libsodium-dev check)
 
 rows() { printf '%s\n' "$LIST" | sed -e '/^[[:space:]]*$/d'; }
 field() { awk -F'|' -v n="$1" '{ gsub(/^[ \t]+|[ \t]+$/, "", $n); print $n }'; }

@@ -231,13 +231,21 @@ static enum MHD_Result submit_parked(struct door *srv, struct MHD_Connection *co
  * slipped in and is about to suspend (MHD_stop_daemon with a suspended
  * connection aborts). A request answered at once gives its count back here.
  */
-static enum MHD_Result submit_input(struct door *srv, struct MHD_Connection *conn,
-                                    struct session *s, const struct rx_buf *body,
-                                    struct park **slot)
+static enum MHD_Result submit_input(struct door *srv, const struct principal *who,
+                                    struct MHD_Connection *conn, struct session *s,
+                                    const struct rx_buf *body, struct park **slot)
 {
     bool suspended = false;
     enum MHD_Result ret;
 
+    /* One user's work may not take the whole effect pool. */
+    if (!session_table_may_work(srv->sessions, who))
+        return reply_json_retry(
+            conn, 429,
+            json_pack("{s:s, s:s}", "error", "too-many-running-effects", "message",
+                      "your sessions run as many effects as a user may "
+                      "(limits.user_running_effects)"),
+            1);
     park_enter();
     /* In a cluster, a session another node owns: its owner answers. */
     if (!api__forward(srv, conn, s, body, slot, &suspended, &ret))
@@ -290,6 +298,9 @@ enum MHD_Result api__store_error(struct MHD_Connection *conn, int err)
     if (err == -ENFILE)
         return reply_error(conn, 429, "too-many-sessions", NULL,
                            "the session limit (limits.max_sessions) is reached");
+    if (err == -EDQUOT)
+        return reply_error(conn, 429, "too-many-sessions", NULL,
+                           "you own as many sessions as a user may (limits.user_sessions)");
     if (err == -ENOSYS)
         return reply_error(
             conn, 501, "no-database", NULL,
@@ -366,8 +377,9 @@ static enum MHD_Result history(struct MHD_Connection *conn, struct session *s)
 }
 
 /* POST .../sessions/<sid>/fork {"at": seq}: a new session from that point. */
-static enum MHD_Result fork_session(struct door *srv, struct MHD_Connection *conn,
-                                    struct session *s, const struct rx_buf *body)
+static enum MHD_Result fork_session(struct door *srv, const struct principal *who,
+                                    struct MHD_Connection *conn, struct session *s,
+                                    const struct rx_buf *body)
 {
     json_t *j, *at;
     struct rx_error jerr;
@@ -390,7 +402,7 @@ static enum MHD_Result fork_session(struct door *srv, struct MHD_Connection *con
     }
     seq = json_integer_value(at);
     json_decref(j);
-    err = session_table_fork(srv->sessions, session_id(s), seq, &f);
+    err = session_table_fork(srv->sessions, session_id(s), seq, who, &f);
     if (err)
         return api__store_error(conn, err);
     j = json_pack("{s:s, s:s, s:I}", "id", session_id(f), "from", session_id(s), "at",
@@ -402,10 +414,10 @@ static enum MHD_Result fork_session(struct door *srv, struct MHD_Connection *con
 }
 
 /* Routes under /sessions/<sid>, and the seed's routes on "default". */
-static enum MHD_Result session_route(struct door *srv, struct MHD_Connection *conn,
-                                     const char *method, struct session *s,
-                                     const char *rest, const struct rx_buf *body,
-                                     struct park **pending)
+static enum MHD_Result session_route(struct door *srv, const struct principal *who,
+                                     struct MHD_Connection *conn, const char *method,
+                                     struct session *s, const char *rest,
+                                     const struct rx_buf *body, struct park **pending)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 
@@ -439,7 +451,7 @@ static enum MHD_Result session_route(struct door *srv, struct MHD_Connection *co
                                                         api__attach_stream, conn));
         }
         if (!strcmp(method, "POST"))
-            return submit_input(srv, conn, s, body, pending);
+            return submit_input(srv, who, conn, s, body, pending);
         return reply_method_not_allowed(conn, "GET, POST");
     }
     if (!strcmp(rest, "/history")) {
@@ -455,7 +467,7 @@ static enum MHD_Result session_route(struct door *srv, struct MHD_Connection *co
     if (!strcmp(rest, "/fork")) {
         if (strcmp(method, "POST"))
             return reply_method_not_allowed(conn, "POST");
-        return fork_session(srv, conn, s, body);
+        return fork_session(srv, who, conn, s, body);
     }
     if (!strncmp(rest, "/messages/", 10) && rest[10] && !strchr(rest + 10, '/')) {
         void *r = NULL;
@@ -477,19 +489,19 @@ static enum MHD_Result session_route(struct door *srv, struct MHD_Connection *co
     return reply_error(conn, 404, "not-found", NULL, "no such route");
 }
 
-static enum MHD_Result sessions_root(struct door *srv, struct MHD_Connection *conn,
-                                     const char *method)
+static enum MHD_Result sessions_root(struct door *srv, const struct principal *who,
+                                     struct MHD_Connection *conn, const char *method)
 {
     struct session *s;
     int err;
 
     if (!strcmp(method, "GET"))
-        return api_sessions_list(srv, conn);
+        return api_sessions_list(srv, who, conn);
     if (strcmp(method, "POST"))
         return reply_method_not_allowed(conn, "GET, POST");
     if (door_is_stopping(srv))
         return reply_error(conn, 503, "shutting-down", NULL, "the server is stopping");
-    err = session_table_create_session(srv->sessions, NULL, &s);
+    err = session_table_create_session(srv->sessions, NULL, who, &s);
     if (err) /* -ENFILE the limit, -ENOSPC the disk, -EIO the store */
         return api__store_error(conn, err);
     log_info("session %s created", session_id(s));
@@ -515,9 +527,20 @@ static enum MHD_Result tools_list(struct door *srv, struct MHD_Connection *conn,
     return reply_json(conn, 200, all);
 }
 
-static enum MHD_Result api_route(struct door *srv, struct MHD_Connection *conn,
-                                 const char *method, const char *path,
-                                 const struct rx_buf *body, struct park **pending)
+/* GET /me: who the request comes from (the UI shows who is signed in). */
+static enum MHD_Result me(const struct principal *who, struct MHD_Connection *conn,
+                          const char *method)
+{
+    if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+        return reply_method_not_allowed(conn, "GET, HEAD");
+    return reply_json(conn, 200, json_pack("{s:s, s:b}", "name", who->name, "admin",
+                                           who->admin));
+}
+
+static enum MHD_Result api_route(struct door *srv, const struct principal *who,
+                                 struct MHD_Connection *conn, const char *method,
+                                 const char *path, const struct rx_buf *body,
+                                 struct park **pending)
 {
     char sid[SESSION_ID_MAX + 1];
     const char *rest;
@@ -526,19 +549,21 @@ static enum MHD_Result api_route(struct door *srv, struct MHD_Connection *conn,
     size_t n;
 
     if (!strcmp(path, "/sessions"))
-        return sessions_root(srv, conn, method);
+        return sessions_root(srv, who, conn, method);
+    if (!strcmp(path, "/me"))
+        return me(who, conn, method);
     if (!strcmp(path, "/tools"))
         return tools_list(srv, conn, method);
     if (!strcmp(path, "/events")) {
         if (strcmp(method, "GET"))
             return reply_method_not_allowed(conn, "GET");
-        return api_events(srv, conn);
+        return api_events(srv, who, conn);
     }
     /* Not a session's id: ids are UUIDs (and "default"). */
     if (!strcmp(path, "/sessions/import")) {
         if (strcmp(method, "POST"))
             return reply_method_not_allowed(conn, "POST");
-        return api_sessions_import(srv, conn, body, pending);
+        return api_sessions_import(srv, who, conn, body, pending);
     }
     if (!strncmp(path, "/sessions/", 10)) {
         n = strcspn(path + 10, "/");
@@ -554,10 +579,10 @@ static enum MHD_Result api_route(struct door *srv, struct MHD_Connection *conn,
         return reply_error(conn, 404, "not-found", NULL, "no such route");
     }
     /* Not in memory (cold, or made on another node a moment ago): read now. */
-    s = session_table_get(srv->sessions, sid);
+    s = session_table_get_as(srv->sessions, sid, who);
     if (!s)
         return reply_error(conn, 404, "not-found", NULL, "no session '%s'", sid);
-    ret = session_route(srv, conn, method, s, rest, body, pending);
+    ret = session_route(srv, who, conn, method, s, rest, body, pending);
     session_unref(s);
     return ret;
 }
@@ -578,5 +603,13 @@ static enum MHD_Result api_too_large(struct MHD_Connection *conn, const char *wh
     return reply_error(conn, 413, "too-large", NULL, "%s", why);
 }
 
-const struct door_ops api_door = {"reflexor",       api_prefix,    api_route,
-                                  api_unauthorized, api_too_large, false};
+static enum MHD_Result api_too_many(struct MHD_Connection *conn, const char *why,
+                                    int retry_s)
+{
+    return reply_json_retry(
+        conn, 429, json_pack("{s:s, s:s}", "error", "rate-limited", "message", why),
+        retry_s);
+}
+
+const struct door_ops api_door = {"reflexor",    api_prefix,    api_route,    api_unauthorized,
+                                  api_too_large, api_too_many, false};

@@ -37,7 +37,7 @@
 struct forward {
     struct park park;
     int refs; /* atomic */
-    char *url, *auth, *body;
+    char *url, *auth, *user, *body; /* auth, user: header lines, or NULL */
     size_t body_len;
     /* The owner's answer: written by the thread before park_finish. */
     long status; /* 0: no answer */
@@ -51,6 +51,7 @@ static void forward_unref(struct forward *f)
         return;
     free(f->url);
     free(f->auth);
+    free(f->user);
     free(f->body);
     rx_buf_release(&f->answer);
     park_destroy(&f->park);
@@ -74,6 +75,8 @@ static void *forward_main(void *arg)
     h2 = curl_slist_append(h, "Content-Type: application/json");
     h = h2 ? curl_slist_append(h2, "X-Reflexor-Forwarded: 1") : NULL;
     if (h && f->auth && (h2 = curl_slist_append(h, f->auth)))
+        h = h2;
+    if (h && f->user && (h2 = curl_slist_append(h, f->user)))
         h = h2;
     if (curl && h) {
         curl_easy_setopt(curl, CURLOPT_URL, f->url);
@@ -104,16 +107,8 @@ static void *forward_main(void *arg)
 enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
                                 const char *msg)
 {
-    json_t *j = json_pack("{s:s, s:s}", "error", code, "message", msg);
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    struct MHD_Response *r =
-        text ? reply_response("application/json", text, strlen(text)) : NULL;
-
-    json_decref(j);
-    free(text);
-    if (r)
-        MHD_add_response_header(r, "Retry-After", "1");
-    return reply_queue(conn, 503, r);
+    return reply_json_retry(conn, 503, json_pack("{s:s, s:s}", "error", code, "message", msg),
+                            1);
 }
 
 static enum MHD_Result forward_answer(struct park *park, struct door *srv,
@@ -138,13 +133,41 @@ static void forward_release(struct park *park)
 
 static const struct park_ops forward_ops = {forward_answer, forward_release};
 
-/* Relay to `owner`, parked. The caller has counted the request (park_enter). */
-static enum MHD_Result relay(struct MHD_Connection *conn, const char *owner,
-                             const char *path, const struct rx_buf *body,
-                             struct park **slot, bool *suspended)
+/*
+ * The request's credentials as header lines for the owner, which checks
+ * them again (SPEC 4.4): its bearer (from Authorization, X-Api-Key or
+ * ?token=) and, behind a proxy that authenticates, the header naming the
+ * user (this node must then be one of the owner's auth.trusted_proxies).
+ * 0 or -ENOMEM.
+ */
+static int credentials(const struct config *cfg, struct MHD_Connection *conn,
+                       struct forward *f)
 {
-    const char *auth =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    const char *user = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, cfg->auth_header);
+
+    if (!key)
+        key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+    if ((auth && asprintf(&f->auth, "Authorization: %s", auth) < 0) ||
+        (!auth && key && asprintf(&f->auth, "Authorization: Bearer %s", key) < 0)) {
+        f->auth = NULL;
+        return -ENOMEM;
+    }
+    if (config_auth_mode(cfg) == CONFIG_AUTH_TRUSTED_HEADER && user &&
+        asprintf(&f->user, "%s: %s", cfg->auth_header, user) < 0) {
+        f->user = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Relay to `owner`, parked. The caller has counted the request (park_enter). */
+static enum MHD_Result relay(const struct config *cfg, struct MHD_Connection *conn,
+                             const char *owner, const char *path,
+                             const struct rx_buf *body, struct park **slot,
+                             bool *suspended)
+{
     struct forward *f = calloc(1, sizeof(*f));
     size_t n = strlen(owner) + strlen(path) + 1;
     pthread_attr_t attr;
@@ -157,10 +180,8 @@ static enum MHD_Result relay(struct MHD_Connection *conn, const char *owner,
     f->refs = 2;
     f->body_len = body->len;
     if (!(f->url = malloc(n)) || !(f->body = malloc(body->len + 1)) ||
-        (auth && asprintf(&f->auth, "Authorization: %s", auth) < 0)) {
-        f->auth = NULL;
+        credentials(cfg, conn, f))
         goto out_free;
-    }
     snprintf(f->url, n, "%s%s", owner, path);
     if (body->len)
         memcpy(f->body, body->data, body->len);
@@ -213,7 +234,7 @@ int api__forward(struct door *srv, struct MHD_Connection *conn, struct session *
     if (owner) {
         snprintf(path, sizeof(path), "%s/sessions/%s/moorex", srv->cfg->prefix,
                  session_id(s));
-        *ret = relay(conn, owner, path, body, slot, suspended);
+        *ret = relay(srv->cfg, conn, owner, path, body, slot, suspended);
         free(owner);
         return 1;
     }

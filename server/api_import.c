@@ -37,7 +37,8 @@ struct import_job {
     struct park park; /* first: the park's owner is the job */
     int refs;         /* atomic: the request's and the worker's */
     struct door *srv;
-    const char *text; /* the request's body, borrowed (above) */
+    struct principal who; /* the new session's owner */
+    const char *text;     /* the request's body, borrowed (above) */
     size_t len;
     /* Written by the worker before park_finish, read by the answer after. */
     int err;
@@ -110,7 +111,7 @@ static void *import_main(void *arg)
     struct session *s = NULL;
 
     j->err = session_table_import_text(j->srv->sessions, j->text, j->len, still_wanted, j,
-                                       &j->e, &s);
+                                       &j->who, &j->e, &s);
     if (!j->err) {
         snprintf(j->sid, sizeof(j->sid), "%s", session_id(s));
         log_info("session %s imported", j->sid);
@@ -161,8 +162,9 @@ static enum MHD_Result import_admit(struct door *srv, struct MHD_Connection *con
     return MHD_YES;
 }
 
-enum MHD_Result api_sessions_import(struct door *srv, struct MHD_Connection *conn,
-                                    const struct rx_buf *body, struct park **slot)
+enum MHD_Result api_sessions_import(struct door *srv, const struct principal *who,
+                                    struct MHD_Connection *conn, const struct rx_buf *body,
+                                    struct park **slot)
 {
     struct import_job *j;
     enum MHD_Result ret;
@@ -183,6 +185,7 @@ enum MHD_Result api_sessions_import(struct door *srv, struct MHD_Connection *con
     park_init(&j->park, &import_ops, conn);
     j->refs = 2;
     j->srv = srv;
+    j->who = *who;
     j->text = body->data ? body->data : "";
     j->len = body->len;
     if (!import_start(j)) {

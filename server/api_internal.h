@@ -58,9 +58,11 @@ enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
 
 /*
  * GET /sessions: the plain array when no paging is asked; with q, limit or
- * before, one page {"sessions":[...],"next":T|null}.
+ * before, one page {"sessions":[...],"next":T|null}. Only `who`'s sessions
+ * (an admin's: all, or ?owner='s).
  */
-enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn);
+enum MHD_Result api_sessions_list(struct door *srv, const struct principal *who,
+                                  struct MHD_Connection *conn);
 /* PATCH /sessions/<sid> {"title": ...}. */
 enum MHD_Result api_session_rename(struct door *srv, struct MHD_Connection *conn,
                                    struct session *s, const struct rx_buf *body);
@@ -73,9 +75,11 @@ enum MHD_Result api_session_export(struct door *srv, struct MHD_Connection *conn
  * limits.imports_running at once; 429 past it). `body` is borrowed until the
  * park is finished: the request, which owns it, outlives its park.
  */
-enum MHD_Result api_sessions_import(struct door *srv, struct MHD_Connection *conn,
-                                    const struct rx_buf *body, struct park **slot);
-/* GET /events: the sessions feed (SSE). */
-enum MHD_Result api_events(struct door *srv, struct MHD_Connection *conn);
+enum MHD_Result api_sessions_import(struct door *srv, const struct principal *who,
+                                    struct MHD_Connection *conn, const struct rx_buf *body,
+                                    struct park **slot);
+/* GET /events: the sessions feed (SSE) of `who`'s sessions. */
+enum MHD_Result api_events(struct door *srv, const struct principal *who,
+                           struct MHD_Connection *conn);
 
 #endif

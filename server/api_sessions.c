@@ -26,8 +26,17 @@
 
 /* ---- GET /sessions ----------------------------------------------------------- */
 
-enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn)
+/* Whose sessions `who` asks for: ?owner= filters an admin's lists (SPEC 4.4). */
+static const char *owner_filter(const struct principal *who, struct MHD_Connection *conn)
 {
+    return principal_filter(who,
+                            MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner"));
+}
+
+enum MHD_Result api_sessions_list(struct door *srv, const struct principal *who,
+                                  struct MHD_Connection *conn)
+{
+    const char *owner = owner_filter(who, conn);
     const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q");
     const char *l = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
     const char *b = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "before");
@@ -37,7 +46,7 @@ enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn)
 
     /* No paging asked: the whole list, as it always was (an array). */
     if (!q && !l && !b)
-        return reply_json(conn, 200, session_table_list(srv->sessions));
+        return reply_json(conn, 200, session_table_list(srv->sessions, owner));
     if (l && (limit = door_parse_count(l)) < 1)
         return reply_error(conn, 400, "invalid-input", "limit",
                            "'limit' must be an integer from 1 to %d", SESSION_PAGE_MAX);
@@ -47,7 +56,7 @@ enum MHD_Result api_sessions_list(struct door *srv, struct MHD_Connection *conn)
         return reply_error(conn, 400, "invalid-input", "before",
                            "'before' must be a non-negative integer (an updatedAt from "
                            "the last page's 'next')");
-    err = session_table_search(srv->sessions, q, before, (int)limit, &page);
+    err = session_table_search(srv->sessions, owner, q, before, (int)limit, &page);
     if (err == -E2BIG)
         return reply_error(conn, 400, "invalid-input", "q",
                            "'q' may hold at most %d words and %d bytes",
@@ -226,8 +235,9 @@ enum MHD_Result api_session_export(struct door *srv, struct MHD_Connection *conn
 
 /* ---- GET /events ----------------------------------------------------------------- */
 
-enum MHD_Result api_events(struct door *srv, struct MHD_Connection *conn)
+enum MHD_Result api_events(struct door *srv, const struct principal *who,
+                           struct MHD_Connection *conn)
 {
-    return reply_stream(conn,
-                        session_table_follow(srv->sessions, api__attach_stream, conn));
+    return reply_stream(conn, session_table_follow(srv->sessions, owner_filter(who, conn),
+                                                   api__attach_stream, conn));
 }

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cidr.h"
 #include "effects/mcp_server.h"
 #include "effects/toolkit.h"
+#include "server/principal.h"
 #include "state_machine/rx_buf.h"
 #include "state_machine/rx_json.h"
 
@@ -28,19 +30,19 @@ int config_set_str(char **field, const char *value)
     return 0;
 }
 
-static void free_models(struct config *c)
+static void free_strs(char ***v, size_t *n)
 {
-    for (size_t i = 0; i < c->n_oai_models; i++)
-        free(c->oai_models[i]);
-    free(c->oai_models);
-    c->oai_models = NULL;
-    c->n_oai_models = 0;
+    for (size_t i = 0; i < *n; i++)
+        free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
 }
 
-/* Replace the model names GET /v1/models lists. 0 or -ENOMEM (old ones kept). */
-static int set_models(struct config *c, const char *const *names, size_t n)
+/* Replace a list of strings with copies of names[0..n). 0 or -ENOMEM (old kept). */
+static int set_strs(char ***field, size_t *count, const char *const *names, size_t n)
 {
-    char **v = calloc(n, sizeof(*v));
+    char **v = calloc(n ? n : 1, sizeof(*v));
 
     if (!v)
         return -ENOMEM;
@@ -52,10 +54,16 @@ static int set_models(struct config *c, const char *const *names, size_t n)
             return -ENOMEM;
         }
     }
-    free_models(c);
-    c->oai_models = v;
-    c->n_oai_models = n;
+    free_strs(field, count);
+    *field = v;
+    *count = n;
     return 0;
+}
+
+/* Replace the model names GET /v1/models lists. 0 or -ENOMEM (old ones kept). */
+static int set_models(struct config *c, const char *const *names, size_t n)
+{
+    return set_strs(&c->oai_models, &c->n_oai_models, names, n);
 }
 
 int config_init(struct config *c)
@@ -91,6 +99,9 @@ int config_init(struct config *c)
     c->retention_max_age_days = 0;
     c->oai_tool_details = true;
     c->cluster_lease_ms = 5000;
+    c->user_sessions = 10000;
+    c->user_running_effects = 16;
+    c->user_rate = 50;
     c->json = json_object();
     if (!c->json || config_set_str(&c->listen_host, "127.0.0.1") ||
         config_set_str(&c->prefix, "/api/reflexor") ||
@@ -101,6 +112,11 @@ int config_init(struct config *c)
         config_set_str(&c->oai_prefix, "/v1") ||
         config_set_str(&c->lg_prefix, "/api/langgraph") ||
         config_set_str(&c->cluster_advertise, "") ||
+        config_set_str(&c->auth_header, "X-Remote-User") ||
+        config_set_str(&c->metrics_token, "") ||
+        set_strs(&c->auth_proxies, &c->n_auth_proxies,
+                 (const char *[]){"127.0.0.1/32", "::1/128"}, 2) ||
+        set_strs(&c->auth_admins, &c->n_auth_admins, NULL, 0) ||
         set_models(c, (const char *[]){"reflexor"}, 1)) {
         config_release(c);
         return -ENOMEM;
@@ -119,7 +135,11 @@ void config_release(struct config *c)
     free(c->oai_prefix);
     free(c->lg_prefix);
     free(c->cluster_advertise);
-    free_models(c);
+    free(c->auth_header);
+    free(c->metrics_token);
+    free_strs(&c->auth_proxies, &c->n_auth_proxies);
+    free_strs(&c->auth_admins, &c->n_auth_admins);
+    free_strs(&c->oai_models, &c->n_oai_models);
     for (size_t i = 0; i < c->n_retired; i++)
         free(c->retired[i]);
     free(c->retired);
@@ -185,18 +205,20 @@ static const struct {
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools mcpServers openai langgraph cluster sessions"},
+         "retention brain tools mcpServers openai langgraph cluster sessions metrics"},
+    {"metrics", "token"},
     {"sessions", "idle_ms"},
     {"openai", "prefix models tool_details on_disconnect"},
     {"langgraph", "prefix"},
     {"cluster", "lease_ms advertise"},
-    {"auth", "token"},
+    {"auth", "token mode header trusted_proxies admins"},
     {"api", "allow_agent_inputs"},
     {"limits",
      "body_max import_max message_max max_sessions max_connections http_threads "
      "sse_queue_max sse_queue_bytes session_queue_max idle_timeout_ms "
      "max_running_effects session_running_effects tool_result_max mcp_tools_max "
-     "imports_running lg_metadata_max lg_runs_bytes resident_sessions resident_bytes"},
+     "imports_running lg_metadata_max lg_runs_bytes resident_sessions resident_bytes "
+     "user_sessions user_running_effects user_rate"},
     {"sse", "retry_ms ping_ms"},
     {"runtime", "effects backoff_ms backoff_max_ms"},
     {"store", "snapshot_every fsync max_bytes"},
@@ -293,6 +315,70 @@ static int load_protocols(struct config *c, json_t *root, const char *file,
         names[i] = s;
     }
     return set_models(c, names, json_array_size(v));
+}
+
+/* A list of 0 to 256 strings (each checked by `ok`, when not NULL) into *field. */
+static int get_strs(json_t *root, const char *file, const char *path, bool (*ok)(const char *),
+                    const char *what, char ***field, size_t *count, struct rx_error *err)
+{
+    const char *v[256];
+    json_t *arr = at(root, path), *e;
+    size_t i;
+
+    if (!arr)
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > 256)
+        return bad(err, file, path, "must be an array of at most 256 strings");
+    json_array_foreach(arr, i, e)
+    {
+        if (!(v[i] = json_string_value(e)) || (ok && !ok(v[i])))
+            return bad(err, file, path, what);
+    }
+    return set_strs(field, count, v, json_array_size(arr));
+}
+
+static bool is_cidr(const char *s)
+{
+    struct cidr c;
+
+    return !cidr_parse(s, &c);
+}
+
+static bool is_name(const char *s)
+{
+    return principal_name_is_valid(s);
+}
+
+/* The auth section and metrics.token (SPEC 4.4). */
+static int load_auth(struct config *c, json_t *root, const char *file, struct rx_error *err)
+{
+    static const char *const modes[] = {"none", "token", "keys", "trusted-header"};
+    json_t *v;
+    int rc;
+
+    if ((v = at(root, "auth.mode"))) {
+        const char *m = json_string_value(v);
+        size_t i = 0;
+
+        while (m && i < 4 && strcmp(m, modes[i]))
+            i++;
+        if (!m || i == 4)
+            return bad(err, file, "auth.mode",
+                       "must be \"none\", \"token\", \"keys\" or \"trusted-header\"");
+        c->auth_mode = (enum config_auth_mode)(CONFIG_AUTH_NONE + i);
+    }
+    if ((rc = get_str(root, file, "auth.header", &c->auth_header, err)) ||
+        (rc = get_str(root, file, "metrics.token", &c->metrics_token, err)) ||
+        (rc = get_strs(root, file, "auth.trusted_proxies", is_cidr,
+                       "must hold addresses or CIDR blocks (\"10.0.0.0/8\", \"::1/128\")",
+                       &c->auth_proxies, &c->n_auth_proxies, err)) ||
+        (rc = get_strs(root, file, "auth.admins", is_name,
+                       "must hold user names (letters, digits, '._@-', 1 to 64)",
+                       &c->auth_admins, &c->n_auth_admins, err)))
+        return rc;
+    if (!*c->auth_header || strpbrk(c->auth_header, " :\t\r\n"))
+        return bad(err, file, "auth.header", "must be a header name");
+    return 0;
 }
 
 #define INT_FIELD(path, field, lo, hi)                                                   \
@@ -423,7 +509,10 @@ int config_load_file(struct config *c, const char *file, struct rx_error *err)
         rc = bad(err, file, "cluster.advertise", "must be \"\" or an http:// URL");
         goto out_decref;
     }
-    if ((rc = load_protocols(c, root, file, err)))
+    INT_FIELD("limits.user_sessions", c->user_sessions, 0, 100000000);
+    INT_FIELD("limits.user_running_effects", c->user_running_effects, 0, 4096);
+    INT_FIELD("limits.user_rate", c->user_rate, 0, 1000000);
+    if ((rc = load_protocols(c, root, file, err)) || (rc = load_auth(c, root, file, err)))
         goto out_decref;
     if (*c->prefix != '/' || c->prefix[strlen(c->prefix) - 1] == '/') {
         rc = bad(err, file, "api_prefix", "must start with '/' and not end with one");
@@ -526,10 +615,35 @@ int config_apply_reload(struct config *c, const struct config *fresh)
     __atomic_store_n(&c->resident_sessions, fresh->resident_sessions, __ATOMIC_RELAXED);
     __atomic_store_n(&c->resident_bytes, fresh->resident_bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&c->sessions_idle_ms, fresh->sessions_idle_ms, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->user_sessions, fresh->user_sessions, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->user_running_effects, fresh->user_running_effects,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&c->user_rate, fresh->user_rate, __ATOMIC_RELAXED);
     return 0;
 }
 
 const char *config_auth_token(const struct config *c)
 {
     return __atomic_load_n(&c->auth_token, __ATOMIC_ACQUIRE);
+}
+
+enum config_auth_mode config_auth_mode(const struct config *c)
+{
+    if (c->auth_mode != CONFIG_AUTH_DEFAULT)
+        return c->auth_mode;
+    return *config_auth_token(c) ? CONFIG_AUTH_TOKEN : CONFIG_AUTH_NONE;
+}
+
+const char *config_auth_mode_name(enum config_auth_mode m)
+{
+    switch (m) {
+    case CONFIG_AUTH_TOKEN:
+        return "token";
+    case CONFIG_AUTH_KEYS:
+        return "keys";
+    case CONFIG_AUTH_TRUSTED_HEADER:
+        return "trusted-header";
+    default:
+        return "none";
+    }
 }

@@ -27,6 +27,23 @@ struct config {
     char *db_path;  /* ":memory:" for none */
     char *system_prompt;
     char *auth_token; /* "" = no auth */
+    /* Users (SPEC 4.4, server/auth). */
+    enum config_auth_mode {
+        CONFIG_AUTH_DEFAULT, /* not set: token when auth_token is set, else none */
+        CONFIG_AUTH_NONE,
+        CONFIG_AUTH_TOKEN,
+        CONFIG_AUTH_KEYS,
+        CONFIG_AUTH_TRUSTED_HEADER,
+    } auth_mode;
+    char *auth_header;     /* trusted-header: the header naming the user */
+    char **auth_proxies;   /* trusted-header: CIDRs believed, "127.0.0.1/32", ... */
+    size_t n_auth_proxies;
+    char **auth_admins;    /* trusted-header: the names that are admins */
+    size_t n_auth_admins;
+    char *metrics_token;   /* "" none: /metrics needs an admin (or this bearer) */
+    int user_sessions;        /* sessions one non-admin may own; 0: no limit */
+    int user_running_effects; /* effects of one non-admin's sessions at once; 0: none */
+    int user_rate;            /* requests a second one non-admin may make; 0: none */
     bool allow_agent_inputs;
     bool effects; /* false: inputs are folded, nothing is carried out (benchmarks) */
     char *brain;  /* "builtin" or "openai" */
@@ -92,7 +109,8 @@ int config_set_str(char **field, const char *value) RX_WUR;
  * SIGHUP: take `fresh`'s auth token and limits (body_max, import_max, message_max,
  * max_sessions, session_queue_max, idle_timeout_ms, sse_queue_bytes,
  * imports_running, lg_metadata_max, lg_runs_bytes, resident_sessions,
- * resident_bytes, sessions_idle_ms) into the
+ * resident_bytes, sessions_idle_ms, user_sessions, user_running_effects,
+ * user_rate) into the
  * running `c`, for new work. Other threads may be reading `c`: the token
  * pointer is swapped atomically (read it with config_auth_token) and the old
  * string is kept until config_release; each limit is one atomic store.
@@ -101,6 +119,10 @@ int config_set_str(char **field, const char *value) RX_WUR;
 int config_apply_reload(struct config *c, const struct config *fresh) RX_WUR;
 /* The auth token now in force ("" = none); borrowed until config_release. */
 const char *config_auth_token(const struct config *c);
+/* auth.mode with the default resolved: none, token, keys or trusted-header. */
+enum config_auth_mode config_auth_mode(const struct config *c);
+/* Its word in the config file ("none", "token", "keys", "trusted-header"). */
+const char *config_auth_mode_name(enum config_auth_mode m);
 
 /* The brain's section: json["brain"][name] (borrowed, may be NULL). */
 json_t *config_brain_section(const struct config *c, const char *name);

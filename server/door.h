@@ -26,6 +26,7 @@
 
 #include "server/config.h"
 #include "server/park.h"
+#include "server/principal.h"
 #include "state_machine/rx_buf.h"
 
 struct cluster;
@@ -49,14 +50,22 @@ struct door_ops {
     const char *name;
     /* Its prefix, read from the config at each request: "" turns it off. */
     const char *(*prefix)(const struct config *cfg);
-    /* A request under the prefix; `path` is what follows it ("" or "/..."). */
-    enum MHD_Result (*route)(struct door *d, struct MHD_Connection *conn,
-                             const char *method, const char *path,
-                             const struct rx_buf *body, struct park **pending);
+    /*
+     * A request under the prefix from `who` (SPEC 4.4: a route shows `who`
+     * only its own sessions, another's answered as an unknown id); `path` is
+     * what follows the prefix ("" or "/...").
+     */
+    enum MHD_Result (*route)(struct door *d, const struct principal *who,
+                             struct MHD_Connection *conn, const char *method,
+                             const char *path, const struct rx_buf *body,
+                             struct park **pending);
     /* The 401 for a request without the right credentials. */
     enum MHD_Result (*unauthorized)(struct MHD_Connection *conn);
     /* The 413 for a body over the bound, with `why` to say so. */
     enum MHD_Result (*too_large)(struct MHD_Connection *conn, const char *why);
+    /* The 429 of a per-principal limit, `why`, with Retry-After: retry_s. */
+    enum MHD_Result (*too_many)(struct MHD_Connection *conn, const char *why,
+                                int retry_s);
     /* OPTIONS goes to the route without credentials (a CORS preflight has none). */
     bool open_preflight;
 };

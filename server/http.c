@@ -16,6 +16,7 @@
 #include "base/now.h"
 #include "effects/toolkit.h"
 #include "server/api.h"
+#include "server/auth.h"
 #include "server/cluster.h"
 #include "server/protocols/lg.h"
 #include "server/protocols/oai.h"
@@ -98,10 +99,12 @@ static json_t *mcp_status(struct http_server *srv)
 /*
  * Liveness, and whether writes are stored: "degraded" with the store's
  * status and reason when its disk is full or it is unusable (SPEC 6). Still
- * a 200: the process is alive and serves reads.
+ * a 200: the process is alive and serves reads. Anyone may ask; only an
+ * admin is shown more than the status word (SPEC 4.4).
  */
 static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *conn)
 {
+    struct principal who;
     struct store *st = session_table_store(srv->door.sessions);
     struct rx_error why = {""};
     enum store_health h = st ? store_health(st, &why) : STORE_OK;
@@ -134,6 +137,12 @@ static enum MHD_Result health(struct http_server *srv, struct MHD_Connection *co
         if (!leased && h == STORE_OK && !door_is_stopping(&srv->door))
             json_object_set_new(j, "status", json_string("degraded"));
     }
+    if (j && (auth_identify(srv->auth, conn, &who) || !who.admin)) {
+        json_t *brief = json_pack("{s:O}", "status", json_object_get(j, "status"));
+
+        json_decref(j);
+        j = brief;
+    }
     return reply_json(conn, 200, j);
 }
 
@@ -141,8 +150,15 @@ static enum MHD_Result metrics(struct http_server *srv, struct MHD_Connection *c
 {
     struct session_figures sf;
     struct runtime_gauges fx;
+    struct principal who;
     struct rx_buf b;
     enum MHD_Result ret;
+
+    /* Counts of everyone's work: an admin's, or a scraper's with metrics.token. */
+    if (!auth_metrics_token(srv->auth, conn) &&
+        (auth_identify(srv->auth, conn, &who) || !who.admin))
+        return reply_error(conn, 401, "unauthorized", NULL,
+                           "/metrics needs an admin's credential or metrics.token");
 
     runtime_gauges(&fx);
     session_table_figures(srv->door.sessions, &sf);
@@ -185,32 +201,38 @@ static enum MHD_Result static_route(struct http_server *srv, struct MHD_Connecti
 static enum MHD_Result client_config(struct http_server *srv, struct MHD_Connection *conn)
 {
     return reply_json(conn, 200,
-                      json_pack("{s:s, s:b}", "apiPrefix", srv->door.cfg->prefix,
-                                "authRequired",
-                                *config_auth_token(srv->door.cfg) != '\0'));
+                      json_pack("{s:s, s:b, s:s}", "apiPrefix", srv->door.cfg->prefix,
+                                "authRequired", auth_asks_credential(srv->auth),
+                                "authMode", auth_mode_name(srv->auth)));
 }
 
 /*
- * Bearer token; X-Api-Key (what the LangGraph SDK sends); or ?token= for
- * EventSource (which cannot set headers).
+ * Who the request comes from, into *who: 0, or the answer already queued
+ * (a 401, or a 429 past limits.user_rate) in *ret. A CORS preflight carries
+ * no credentials: it is nobody's, and sees nothing.
  */
-static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
+static int identify(struct http_server *srv, const struct door_ops *d,
+                    struct MHD_Connection *conn, const char *method,
+                    struct principal *who, enum MHD_Result *ret)
 {
-    const char *want = config_auth_token(srv->door.cfg), *got;
-    size_t n = strlen(want), diff = 0;
+    char why[96];
+    int retry_s;
 
-    if (!*want)
-        return true;
-    got = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (got && !strncmp(got, "Bearer ", 7))
-        got += 7;
-    else if (!(got = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key")))
-        got = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-    if (!got || strlen(got) != n)
-        return false;
-    for (size_t i = 0; i < n; i++) /* constant time: no early exit */
-        diff |= (size_t)(got[i] ^ want[i]);
-    return diff == 0;
+    if (d->open_preflight && !strcmp(method, "OPTIONS")) {
+        memset(who, 0, sizeof(*who));
+        return 0;
+    }
+    if (auth_identify(srv->auth, conn, who)) {
+        *ret = d->unauthorized(conn);
+        return -EACCES;
+    }
+    if (auth_admit(srv->auth, who, &retry_s)) {
+        snprintf(why, sizeof(why), "more than %d requests a second (limits.user_rate)",
+                 __atomic_load_n(&srv->door.cfg->user_rate, __ATOMIC_RELAXED));
+        *ret = d->too_many(conn, why, retry_s);
+        return -EAGAIN;
+    }
+    return 0;
 }
 
 /* The answer of a resumed request, once (the park stays in the slot until
@@ -270,9 +292,12 @@ static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *con
     if (req->too_big)
         return too_large(srv, conn, url, req->body.max);
     if ((d = door_of(srv, url, &rest))) {
-        if (!(d->open_preflight && !strcmp(method, "OPTIONS")) && !authorized(srv, conn))
-            return d->unauthorized(conn);
-        return d->route(&srv->door, conn, method, rest, &req->body, &req->pending);
+        struct principal who;
+        enum MHD_Result ret;
+
+        if (identify(srv, d, conn, method, &who, &ret))
+            return ret;
+        return d->route(&srv->door, &who, conn, method, rest, &req->body, &req->pending);
     }
     if (!strcmp(url, "/healthz"))
         return health(srv, conn);
@@ -373,6 +398,15 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     int threads;
 
     memset(srv, 0, sizeof(*srv));
+    {
+        struct rx_error why = {""};
+        int err = auth_create(cfg, session_table_store(sessions), &srv->auth, &why);
+
+        if (err) {
+            log_error("%s", err == -ENOMEM ? "out of memory" : why.text);
+            return err;
+        }
+    }
     srv->door.cfg = cfg;
     srv->door.sessions = sessions;
     srv->door.brain_name = brain_name;
@@ -385,6 +419,7 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     addr.sin_port = htons((uint16_t)cfg->listen_port);
     if (inet_pton(AF_INET, cfg->listen_host, &addr.sin_addr) != 1) {
         log_error("listen address '%s': not an IPv4 address", cfg->listen_host);
+        auth_destroy(srv->auth);
         free(srv->web_root);
         return -EINVAL;
     }
@@ -407,6 +442,7 @@ int http_server_start(struct http_server *srv, const struct config *cfg,
     if (!srv->daemon) {
         log_error("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
                   strerror(errno ? errno : EADDRINUSE));
+        auth_destroy(srv->auth);
         free(srv->web_root);
         return -EADDRINUSE;
     }
@@ -435,6 +471,8 @@ void http_server_stop(struct http_server *srv)
     if (srv->daemon)
         MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    auth_destroy(srv->auth);
+    srv->auth = NULL;
     free(srv->web_root);
     srv->web_root = NULL;
 }

@@ -8,8 +8,11 @@
  * per CPU, at most 4); streams suspend while idle. A request
  * is answered on the access handler's second call at the earliest (answering
  * on the first makes MHD close the connection), after its body is read.
+ * Every request under a door is identified first (server/auth: 401 in the
+ * door's shape when it cannot be, 429 past limits.user_rate) and its route
+ * is given the principal.
  * Depends on server/door (the protocols come in through their tables),
- * server/config and server/session.
+ * server/auth, server/config and server/session.
  * Ownership: struct http_server is caller-allocated; it borrows the config
  * and the session table, which must outlive http_server_stop().
  */
@@ -24,9 +27,12 @@
 #include "server/session.h"
 #include "state_machine/rx_common.h"
 
+struct auth;
+
 struct http_server {
     struct MHD_Daemon *daemon;
-    struct door door; /* what the protocols' routes are given */
+    struct door door;  /* what the protocols' routes are given */
+    struct auth *auth; /* who each request comes from (server/auth) */
     char *web_root;   /* realpath of cfg->web_root, NULL when absent */
     int port;         /* the bound port (useful with port 0) */
 };

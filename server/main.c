@@ -31,9 +31,12 @@
 #include "store/store.h"
 #include "server/cluster.h"
 #include "server/reply.h"
+#include "server/users_cmd.h"
 
 static const char usage[] =
     "usage: reflexor [options]\n"
+    "       reflexor [--config F] [--db D] users add NAME [--admin] | list |\n"
+    "                remove NAME | rotate NAME\n"
     "\n"
     "An event-driven HTTP/SSE AI-agent server.\n"
     "\n"
@@ -51,6 +54,10 @@ static const char usage[] =
     "      --no-effects       fold inputs but carry out no effect (benchmarks)\n"
     "      --log-level LEVEL  debug, info, warn or error (default info)\n"
     "  -h, --help             this text\n"
+    "\n"
+    "Users (auth.mode \"keys\", config/README.md): 'users add' prints a new user's\n"
+    "API key once; 'remove' and 'rotate' end the old key on every server of the\n"
+    "database by the time they return. They work on a running server's database.\n"
     "\n"
     "Environment: OPENAI_API_KEY or REFLEXOR_LLM_BASE_URL select the openai brain\n"
     "(REFLEXOR_LLM_MODEL picks the model); REFLEXOR_LISTEN, REFLEXOR_DB,\n"
@@ -73,6 +80,9 @@ struct options {
     const char *log_level;
     bool no_effects;
     bool gc;
+    bool admin;   /* users add --admin */
+    char **users; /* the operands after "users", or NULL */
+    int n_users;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -87,6 +97,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"help", no_argument, NULL, 'h'},
         {"no-effects", no_argument, NULL, 'n'},
         {"gc", no_argument, NULL, 'g'},
+        {"admin", no_argument, NULL, 'a'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -117,6 +128,9 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'g':
             o->gc = true;
             break;
+        case 'a':
+            o->admin = true;
+            break;
         case 'h':
             fputs(usage, stdout);
             exit(0);
@@ -125,8 +139,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             return -EINVAL;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "reflexor: unexpected argument '%s'\n", argv[optind]);
+    if (optind < argc && users_cmd_is(argv[optind])) {
+        o->users = argv + optind + 1;
+        o->n_users = argc - optind - 1;
+        return 0;
+    }
+    if (optind < argc || o->admin) {
+        fprintf(stderr, "reflexor: unexpected argument '%s'\n",
+                optind < argc ? argv[optind] : "--admin");
         return -EINVAL;
     }
     return 0;
@@ -405,6 +425,23 @@ static int run_gc(const struct config *cfg)
     return err ? 1 : 0;
 }
 
+/* reflexor users ...: the users of auth.mode "keys", in the database. */
+static int run_users(const struct config *cfg, const struct options *o)
+{
+    struct store *st;
+    int rc;
+
+    if (open_store(cfg, &st))
+        return 1;
+    if (!st) {
+        fprintf(stderr, "reflexor: users live in the database: not with --db :memory:\n");
+        return 2;
+    }
+    rc = users_cmd_run(st, o->users, o->n_users, o->admin);
+    store_close(st);
+    return rc;
+}
+
 /* Signals main() waits for; everything else keeps its default. */
 static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
 
@@ -453,8 +490,8 @@ int main(int argc, char **argv)
 
     if (parse_args(argc, argv, &opts) || load_config(&cfg, &opts))
         return 2;
-    if (opts.gc) {
-        rc = run_gc(&cfg);
+    if (opts.gc || opts.users) {
+        rc = opts.gc ? run_gc(&cfg) : run_users(&cfg, &opts);
         config_release(&cfg);
         return rc;
     }
@@ -504,7 +541,7 @@ int main(int argc, char **argv)
        the session "default". */
     if (session_table_load(sessions))
         goto out_release;
-    rc = session_table_create_session(sessions, "default", NULL);
+    rc = session_table_create_session(sessions, "default", NULL, NULL);
     if (rc && rc != -EEXIST) {
         fprintf(stderr, "reflexor: cannot create the default session: %s\n",
                 strerror(-rc));

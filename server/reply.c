@@ -83,6 +83,22 @@ enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t 
     return ret;
 }
 
+enum MHD_Result reply_json_retry(struct MHD_Connection *conn, unsigned status, json_t *j,
+                                 int retry_s)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    struct MHD_Response *r = text ? reply_response("application/json", text, strlen(text)) : NULL;
+    char after[16];
+
+    json_decref(j);
+    free(text);
+    if (!r)
+        return reply_out_of_memory(conn);
+    snprintf(after, sizeof(after), "%d", retry_s > 0 ? retry_s : 1);
+    MHD_add_response_header(r, "Retry-After", after);
+    return reply_queue(conn, status, r);
+}
+
 enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
                             const char *code, const char *field, const char *fmt, ...)
 {

@@ -38,6 +38,9 @@ enum MHD_Result reply_queue(struct MHD_Connection *conn, unsigned status,
 enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *type,
                            const char *text, size_t len);
 enum MHD_Result reply_json(struct MHD_Connection *conn, unsigned status, json_t *j);
+/* The same with "Retry-After: retry_s": come back then (429, 503). `j` is stolen. */
+enum MHD_Result reply_json_retry(struct MHD_Connection *conn, unsigned status, json_t *j,
+                                 int retry_s);
 /* {"error": code, "message": <fmt...>, ["field": field]} with `status`. */
 enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
                             const char *code, const char *field, const char *fmt, ...)

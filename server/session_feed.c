@@ -4,6 +4,7 @@
 #include "server/session_feed.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,6 +15,51 @@
 
 /* How often the thread looks at held-back updates while there are some. */
 #define FEED_POLL_MS 100
+
+/* One owner's followers (session_feed.h). */
+struct feed_room {
+    struct feed_room *next;
+    struct sse_channel ch;
+    char owner[];
+};
+
+/* `owner`'s room, or NULL; made when `make` (NULL then on ENOMEM). */
+static struct feed_room *room_of(struct session_feed *f, const char *owner, bool make)
+{
+    struct feed_room *r;
+
+    pthread_mutex_lock(&f->lock);
+    for (r = f->rooms; r && strcmp(r->owner, owner); r = r->next)
+        ;
+    if (!r && make && (r = malloc(sizeof(*r) + strlen(owner) + 1))) {
+        strcpy(r->owner, owner);
+        sse_channel_init(&r->ch, f->queue_max);
+        r->next = f->rooms;
+        f->rooms = r;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return r;
+}
+
+/* Does anyone follow the sessions of `owner` (NULL: not known)? */
+static bool followed(struct session_feed *f, const char *owner)
+{
+    struct feed_room *r;
+
+    if (sse_channel_has_clients(&f->ch))
+        return true;
+    return owner && (r = room_of(f, owner, false)) && sse_channel_has_clients(&r->ch);
+}
+
+/* `fr` to those who follow every session and to `owner`'s room. */
+static void publish(struct session_feed *f, const char *owner, struct sse_frame *fr)
+{
+    struct feed_room *r = owner ? room_of(f, owner, false) : NULL;
+
+    sse_channel_publish(&f->ch, fr);
+    if (r)
+        sse_channel_publish(&r->ch, fr);
+}
 
 void session_feed_entry(struct session *s, struct event_session *e)
 {
@@ -33,7 +79,7 @@ static void announce(struct session_feed *f, struct session *s, const char *type
     session_feed_entry(s, &e);
     fr = event_session(type, &e);
     if (fr)
-        sse_channel_publish(&f->ch, fr);
+        publish(f, s->owner, fr);
     else
         log_warn("session %s: cannot encode a %s event", s->id, type);
     sse_frame_unref(fr);
@@ -51,7 +97,7 @@ static bool changed(const struct session *s)
 void session_feed_created(struct session_feed *f, struct session *s)
 {
     pthread_mutex_lock(&s->lock);
-    if (sse_channel_has_clients(&f->ch))
+    if (followed(f, s->owner))
         announce(f, s, "session-created");
     else
         s->feed_count = s->state.user.len + s->state.assistant.len;
@@ -62,7 +108,7 @@ void session_feed_changed(struct session_feed *f, struct session *s)
 {
     if (!changed(s) || s->feed_due)
         return; /* nothing new, or a held-back update will carry it */
-    if (!sse_channel_has_clients(&f->ch)) {
+    if (!followed(f, s->owner)) {
         /* Nobody to tell: a client that joins later reads the list itself. */
         s->feed_count = s->state.user.len + s->state.assistant.len;
         s->feed_title = false;
@@ -84,15 +130,15 @@ void session_feed_changed(struct session_feed *f, struct session *s)
     pthread_mutex_unlock(&f->lock);
 }
 
-void session_feed_deleted(struct session_feed *f, const char *id)
+void session_feed_deleted(struct session_feed *f, const char *id, const char *owner)
 {
     struct sse_frame *fr;
 
-    if (!sse_channel_has_clients(&f->ch))
+    if (!followed(f, owner))
         return;
     fr = event_session_deleted(id);
     if (fr)
-        sse_channel_publish(&f->ch, fr);
+        publish(f, owner, fr);
     else
         log_warn("session %s: cannot encode a session-deleted event", id);
     sse_frame_unref(fr);
@@ -173,6 +219,7 @@ int session_feed_init(struct session_feed *f, size_t queue_max, int retry_ms)
 
     memset(f, 0, sizeof(*f));
     sse_channel_init(&f->ch, queue_max);
+    f->queue_max = queue_max;
     f->retry_ms = retry_ms;
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->wake, NULL);
@@ -225,17 +272,26 @@ void session_feed_release(struct session_feed *f)
 {
     session_feed_stop(f);
     sse_channel_release(&f->ch);
+    while (f->rooms) {
+        struct feed_room *r = f->rooms;
+
+        f->rooms = r->next;
+        sse_channel_release(&r->ch);
+        free(r);
+    }
     pthread_cond_destroy(&f->wake);
     pthread_mutex_destroy(&f->lock);
 }
 
-void *session_feed_subscribe(struct session_feed *f, session_attach_fn attach, void *arg)
+void *session_feed_subscribe(struct session_feed *f, const char *owner,
+                             session_attach_fn attach, void *arg)
 {
     struct sse_frame *first = sse_retry_frame(f->retry_ms);
+    struct feed_room *room = owner ? room_of(f, owner, true) : NULL;
     void *r = NULL;
 
-    if (first)
-        r = attach(arg, &f->ch, &first, 1, false);
+    if (first && (!owner || room))
+        r = attach(arg, owner ? &room->ch : &f->ch, &first, 1, false);
     sse_frame_unref(first);
     return r;
 }

@@ -12,6 +12,12 @@
  * created, updated..., deleted. Nothing is replayed: a client that
  * (re)connects reads GET .../sessions after the stream opened.
  *
+ * Users (SPEC 4.4): a principal hears only of its own sessions. Each owner
+ * with a follower has a room, a channel of its own, made on its first
+ * subscriber and kept until the feed is released (one per user, not per
+ * session); an event goes to its session's owner's room and to `ch`, the
+ * channel of those that follow every session (admins).
+ *
  * Depends on server/sse, server/event and the session's fields
  * (session_internal.h); takes no table lock. Locks: the feed's `lock` is a
  * leaf, taken under a session's lock (to queue a deferred update) or alone
@@ -35,10 +41,14 @@
 /* The title a session has no title for yet, as the list shows it. */
 #define SESSION_FEED_UNTITLED "New chat"
 
+struct feed_room;
+
 struct session_feed {
-    struct sse_channel ch;
+    struct sse_channel ch; /* every session's events (admins) */
+    size_t queue_max;
     int retry_ms;
-    pthread_mutex_t lock; /* guards everything below */
+    pthread_mutex_t lock;    /* guards everything below */
+    struct feed_room *rooms; /* one per owner followed; never freed until release */
     pthread_cond_t wake;
     struct session *due; /* sessions with an update held back (s->feed_next) */
     pthread_t thread;
@@ -60,13 +70,18 @@ void session_feed_created(struct session_feed *f, struct session *s);
  * once the coalescing window ends. The session's lock held.
  */
 void session_feed_changed(struct session_feed *f, struct session *s);
-/* A session left the table, deleted (after session_stop). */
-void session_feed_deleted(struct session_feed *f, const char *id);
 /*
- * Follow the feed: the retry line, then live events. What `attach` returned,
- * or NULL on ENOMEM.
+ * A session left the table, deleted (after session_stop). `owner` NULL (not
+ * known: a session swept from the store alone) tells only those who follow
+ * every session.
  */
-void *session_feed_subscribe(struct session_feed *f, session_attach_fn attach, void *arg);
+void session_feed_deleted(struct session_feed *f, const char *id, const char *owner);
+/*
+ * Follow the feed of `owner`'s sessions (NULL: every session): the retry
+ * line, then live events. What `attach` returned, or NULL on ENOMEM.
+ */
+void *session_feed_subscribe(struct session_feed *f, const char *owner,
+                             session_attach_fn attach, void *arg);
 
 /* The session's list entry as the feed and GET .../sessions show it. Lock held. */
 void session_feed_entry(struct session *s, struct event_session *e);

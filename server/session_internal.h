@@ -29,6 +29,7 @@
 
 #include "effects/runtime.h"
 #include "server/msgstream.h"
+#include "server/principal.h"
 #include "server/session.h"
 #include "server/session_feed.h"
 #include "server/session_table.h"
@@ -80,6 +81,7 @@ struct session {
     size_t bytes;       /* what its state holds, about (session_resident.c) */
     bool counted;       /* its bytes are in the table's total (listed, not stopped) */
     char *title;        /* given by a person (rename, import) or from the first message */
+    char owner[PRINCIPAL_NAME_MAX + 1]; /* the principal it belongs to (SPEC 4.4) */
     /* The sessions feed (session_feed.c): what it last announced, and when. */
     size_t feed_count;           /* messageCount announced */
     bool feed_title;             /* the title changed since */
@@ -96,6 +98,7 @@ struct session {
 };
 
 struct table_loading;
+struct owner_load;
 
 struct session_table {
     struct session_env env;
@@ -117,8 +120,23 @@ struct session_table {
     size_t count;
     int live;          /* sessions not yet freed, in the table or not */
     int reconcile_due; /* atomic: some session's reconcile is to be tried again */
+    /* Effects running per owner (limits.user_running_effects): a leaf lock. */
+    pthread_mutex_t owners_lock;
+    struct owner_load *owners[64];
     pthread_cond_t all_freed;
 };
+
+/* ---- session_owners.c: whose sessions they are (SPEC 4.4) ---- */
+
+/* An effect of one of `owner`'s sessions started (+1) or ended (-1). Any lock held. */
+void session_table__owner_work(struct session_table *t, const char *owner, int delta);
+/*
+ * limits.user_sessions: may `who` make one more session? 0, -EDQUOT (at the
+ * limit) or the store's -EIO. Takes the table's lock (no store): none held.
+ */
+int session_table__owner_has_room(struct session_table *t, const struct principal *who);
+/* Free the owners' counts (session_table_destroy). */
+void session_table__owners_release(struct session_table *t);
 
 /* ---- session_table.c, for session_resident.c ---- */
 
@@ -128,6 +146,7 @@ bool session_id_is_plain(const char *id);
 /* A session to list (session_table__add). */
 struct table_add {
     const char *id;
+    const char *owner;      /* its principal; NULL: PRINCIPAL_ADMIN */
     int64_t created_at;     /* of a rebuilt one; a fresh one is made now */
     const char *title;      /* given by a person, or from its first message; NULL: none */
     struct rx_state *state; /* rebuilt (moved in on success); NULL: fresh, stored now */

@@ -175,6 +175,7 @@ static struct session *load(struct session_table *t, const char *id)
         goto out_fail;
     err = session_table__add(t,
                              &(struct table_add){.id = id,
+                                                 .owner = info.owner,
                                                  .created_at = info.created_at,
                                                  .title = info.title,
                                                  .state = &state,

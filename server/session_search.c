@@ -221,14 +221,14 @@ static json_t *stored_entry(struct session_table *t, const struct store_session_
 }
 
 /* session_table_search with a store: its page, as it orders it. */
-static int stored_page(struct session_table *t, const struct query *q, int64_t before,
-                       int limit, struct session_page *page)
+static int stored_page(struct session_table *t, const char *owner, const struct query *q,
+                       int64_t before, int limit, struct session_page *page)
 {
     struct store_list l = {0};
     size_t take = (size_t)limit;
     json_t *arr;
     /* One more than asked: whether there is a next page. */
-    int err = store_sessions_page(t->env.store, q->words, q->n, before, take + 1, &l);
+    int err = store_sessions_page(t->env.store, owner, q->words, q->n, before, take + 1, &l);
 
     if (err)
         return err;
@@ -254,11 +254,12 @@ static int stored_page(struct session_table *t, const struct query *q, int64_t b
 }
 
 /*
- * Keep the hits that match and are older than `before`, each read under its
- * own lock; the others' references are dropped. Returns how many are kept.
+ * Keep the hits of `owner` (NULL: anyone's) that match and are older than
+ * `before`, each read under its own lock; the others' references are
+ * dropped. Returns how many are kept.
  */
-static size_t filter(struct hit *v, size_t n, const struct query *q, bool scan,
-                     int64_t before)
+static size_t filter(struct hit *v, size_t n, const char *owner, const struct query *q,
+                     bool scan, int64_t before)
 {
     struct rx_buf scratch;
     size_t k = 0;
@@ -271,7 +272,8 @@ static size_t filter(struct hit *v, size_t n, const struct query *q, bool scan,
 
         pthread_mutex_lock(&s->lock);
         session_feed_entry(s, &e);
-        keep = !s->deleted && (before < 0 || e.updated_at < before) &&
+        keep = !s->deleted && (!owner || !strcmp(s->owner, owner)) &&
+               (before < 0 || e.updated_at < before) &&
                (!scan || scan_session(q, s, &scratch));
         pthread_mutex_unlock(&s->lock);
         if (!keep) {
@@ -306,8 +308,8 @@ static json_t *page_json(const struct hit *v, size_t n)
     return arr;
 }
 
-int session_table_search(struct session_table *t, const char *text, int64_t before,
-                         int limit, struct session_page *page)
+int session_table_search(struct session_table *t, const char *owner, const char *text,
+                         int64_t before, int limit, struct session_page *page)
 {
     struct query q;
     struct hit *v = NULL;
@@ -319,12 +321,12 @@ int session_table_search(struct session_table *t, const char *text, int64_t befo
     if ((err = query_parse(text, &q)))
         goto out_release;
     if (t->env.store) {
-        err = stored_page(t, &q, before, limit, page);
+        err = stored_page(t, owner, &q, before, limit, page);
         goto out_release;
     }
     if ((err = candidates(t, &v, &n)))
         goto out_release;
-    n = filter(v, n, &q, q.n, before);
+    n = filter(v, n, owner, &q, q.n, before);
     qsort(v, n, sizeof(*v), hit_cmp);
     take = (size_t)limit < n ? (size_t)limit : n;
     /* Those that share the last one's updatedAt too: `next` must lose none. */
@@ -343,12 +345,12 @@ out_release:
     return err;
 }
 
-json_t *session_table_list(struct session_table *t)
+json_t *session_table_list(struct session_table *t, const char *owner)
 {
     struct session_page page = {NULL, -1};
 
-    if (session_table_search(t, NULL, -1, t->env.store ? SESSION_LIST_MAX : INT_MAX,
-                             &page))
+    if (session_table_search(t, owner, NULL, -1,
+                             t->env.store ? SESSION_LIST_MAX : INT_MAX, &page))
         return NULL;
     return page.list;
 }

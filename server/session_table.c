@@ -38,6 +38,7 @@ struct session_table *session_table_create(const struct session_env *env)
     }
     pthread_mutex_init(&t->title_lock, NULL);
     pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->owners_lock, NULL);
     pthread_cond_init(&t->all_freed, NULL);
     pthread_cond_init(&t->loaded, NULL);
     return t;
@@ -83,8 +84,13 @@ int session_table__add(struct session_table *t, const struct table_add *a,
         if (s)
             session_destroy(s);
         err = -ENOMEM;
+    } else if (snprintf(s->owner, sizeof(s->owner), "%s",
+                        a->owner ? a->owner : PRINCIPAL_ADMIN) >= (int)sizeof(s->owner)) {
+        session_destroy(s);
+        err = -EINVAL;
     } else if (!a->state && t->env.store &&
-               (err = store_create_session(t->env.store, a->id, s->created_at))) {
+               (err = store_create_session(t->env.store, a->id, s->owner,
+                                           s->created_at))) {
         session_destroy(s); /* never listed: not counted in `live` */
     } else {
         if (a->state)
@@ -125,7 +131,7 @@ static bool table_remove(struct session_table *t, const char *id, bool gone)
     /* After the stop: no update of it can follow its deletion. One not in
        memory (SPEC 6.2) is announced as well: the list shows every session. */
     if (id && (s || gone)) {
-        session_feed_deleted(&t->feed, id);
+        session_feed_deleted(&t->feed, id, s ? s->owner : NULL);
         if (t->env.removed)
             t->env.removed(id);
     }
@@ -150,23 +156,28 @@ bool session_id_is_reserved(const char *id)
 }
 
 int session_table_create_session(struct session_table *t, const char *id,
-                                 struct session **out)
+                                 const struct principal *who, struct session **out)
 {
     char fresh[RX_UUID_LEN];
+    int err;
 
     if (id && session_id_is_reserved(id))
         return -EINVAL;
+    if ((err = session_table__owner_has_room(t, who)))
+        return err;
     if (!id) {
         idgen_uuid(fresh);
         id = fresh;
     }
-    return session_table__add(t, &(struct table_add){.id = id}, out);
+    return session_table__add(t, &(struct table_add){.id = id, .owner = principal_owner(who)},
+                              out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
 {
     return session_table__touch(t, id);
 }
+
 
 struct session *session_table_peek(struct session_table *t, const char *id)
 {
@@ -236,6 +247,8 @@ void session_table_destroy(struct session_table *t)
     session_feed_release(&t->feed);
     pthread_cond_destroy(&t->all_freed);
     pthread_cond_destroy(&t->loaded);
+    session_table__owners_release(t);
+    pthread_mutex_destroy(&t->owners_lock);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->title_lock);
     free(t->buckets);
@@ -321,7 +334,7 @@ int session_table_load(struct session_table *t)
 }
 
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,
-                       struct session **out)
+                       const struct principal *who, struct session **out)
 {
     struct rx_state state;
     char fresh[RX_UUID_LEN], *title = NULL;
@@ -330,8 +343,11 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 
     if (!t->env.store)
         return -ENOSYS;
+    if ((err = session_table__owner_has_room(t, who)))
+        return err;
     idgen_uuid(fresh);
-    if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
+    if ((err = store_fork(t->env.store, sid, at, fresh, principal_owner(who),
+                          now_wall_ms())))
         return err;
     /* A fork keeps the title a person gave (edit and regenerate fork). */
     if ((err = store_session_title(t->env.store, fresh, &title)) ||
@@ -339,6 +355,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
         goto out_drop;
     if ((err = session_table__add(t,
                                   &(struct table_add){.id = fresh,
+                                                      .owner = principal_owner(who),
                                                       .created_at = now_wall_ms(),
                                                       .title = title,
                                                       .state = &state,
@@ -447,9 +464,10 @@ int session_table_rename(struct session_table *t, const char *id, const char *ti
     return err;
 }
 
-void *session_table_follow(struct session_table *t, session_attach_fn attach, void *arg)
+void *session_table_follow(struct session_table *t, const char *owner,
+                           session_attach_fn attach, void *arg)
 {
-    return session_feed_subscribe(&t->feed, attach, arg);
+    return session_feed_subscribe(&t->feed, owner, attach, arg);
 }
 
 /*
@@ -459,7 +477,7 @@ void *session_table_follow(struct session_table *t, session_attach_fn attach, vo
  * wants runs.
  */
 static int import_made(struct session_table *t, struct session_import *log,
-                       struct session **out)
+                       const struct principal *who, struct session **out)
 {
     char fresh[RX_UUID_LEN];
     int64_t now = now_wall_ms();
@@ -467,8 +485,8 @@ static int import_made(struct session_table *t, struct session_import *log,
 
     idgen_uuid(fresh);
     if (t->env.store &&
-        (err = store_import(t->env.store, fresh, now, log->title, log->inputs, log->n,
-                            log->n ? &log->snapshot : NULL))) {
+        (err = store_import(t->env.store, fresh, principal_owner(who), now, log->title,
+                            log->inputs, log->n, log->n ? &log->snapshot : NULL))) {
         struct rx_error why;
 
         store_last_error(t->env.store, &why);
@@ -477,6 +495,7 @@ static int import_made(struct session_table *t, struct session_import *log,
     }
     if ((err = session_table__add(t,
                                   &(struct table_add){.id = fresh,
+                                                      .owner = principal_owner(who),
                                                       .created_at = now,
                                                       .title = log->title,
                                                       .state = &log->state,
@@ -492,29 +511,35 @@ static int import_made(struct session_table *t, struct session_import *log,
 }
 
 int session_table_import(struct session_table *t, json_t *doc,
-                         struct session_import_error *e, struct session **out)
+                         const struct principal *who, struct session_import_error *e,
+                         struct session **out)
 {
     struct session_import log;
     int err;
 
     if (!t->env.store && session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
         return -ENFILE;
+    if ((err = session_table__owner_has_room(t, who)))
+        return err;
     if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL)) &&
         !(err = session_import_replay(doc, &log, e)))
-        err = import_made(t, &log, out);
+        err = import_made(t, &log, who, out);
     session_import_release(&log);
     return err;
 }
 
 int session_table_import_text(struct session_table *t, const char *text, size_t len,
                               int (*check)(void *), void *arg,
-                              struct session_import_error *e, struct session **out)
+                              const struct principal *who, struct session_import_error *e,
+                              struct session **out)
 {
     struct session_import log;
     int err;
 
     if (!t->env.store && session_table_count(t) >= (size_t)t->env.cfg->max_sessions)
         return -ENFILE;
+    if ((err = session_table__owner_has_room(t, who)))
+        return err;
     if (!(err = session_import_init(&log, t->env.tools, t->env.store != NULL))) {
         log.check = check;
         log.check_arg = arg;
@@ -522,7 +547,7 @@ int session_table_import_text(struct session_table *t, const char *text, size_t 
            way, and one that ends after a shutdown began must start nothing. */
         if (!(err = session_import_replay_text(text, len, &log, e)) &&
             !(err = check ? check(arg) : 0))
-            err = import_made(t, &log, out);
+            err = import_made(t, &log, who, out);
     }
     session_import_release(&log);
     return err;
@@ -532,29 +557,29 @@ int session_table_import_text(struct session_table *t, const char *text, size_t 
 
 int session_table_adopt(struct session_table *t, const char *sid)
 {
+    struct store_session_info info = {0};
     struct rx_state state;
-    char *title = NULL;
-    int64_t seq, created_at;
+    int64_t seq;
     int err;
 
     if (!t->env.store)
         return -ENOSYS;
-    if ((err = store_session_created(t->env.store, sid, &created_at)) ||
-        (err = store_session_title(t->env.store, sid, &title)))
+    if ((err = store_session_info(t->env.store, sid, &info)))
         goto out_free;
     if ((err = store_session_load(t->env.store, sid, &state, &seq)))
         goto out_free;
     if ((err = session_table__add(t,
                                   &(struct table_add){.id = sid,
-                                                      .created_at = created_at,
-                                                      .title = title,
+                                                      .owner = info.owner,
+                                                      .created_at = info.created_at,
+                                                      .title = info.title,
                                                       .state = &state,
                                                       .seq = seq,
                                                       .follower = true},
                                   NULL)))
         rx_state_release(&state);
 out_free:
-    free(title);
+    store_session_info_release(&info);
     return err;
 }
 

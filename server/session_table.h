@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "server/principal.h"
 #include "server/session.h"
 #include "state_machine/rx_common.h"
 
@@ -74,20 +75,30 @@ void session_table_destroy(struct session_table *t);
 /* True for the words no client may choose as an id ("import", "search", "count"). */
 bool session_id_is_reserved(const char *id);
 /*
- * Create a session (id NULL: a fresh UUID). 0, -EEXIST, -EINVAL (an id that is
- * not plain, or reserved: session_id_is_reserved), -ENFILE (the session
- * limit of --db :memory:, limits.max_sessions), -ENOSPC (no room in the
+ * Create a session (id NULL: a fresh UUID) owned by `who` (borrowed; NULL:
+ * the server's own, owned by PRINCIPAL_ADMIN). 0, -EEXIST, -EINVAL (an id
+ * that is not plain, or reserved: session_id_is_reserved), -ENFILE (the
+ * session limit of --db :memory:, limits.max_sessions), -EDQUOT (`who` has
+ * limits.user_sessions; admins have no such limit), -ENOSPC (no room in the
  * store), -EIO (the store is unusable) or -ENOMEM.
  */
 int session_table_create_session(struct session_table *t, const char *id,
-                                 struct session **out) RX_WUR;
+                                 const struct principal *who, struct session **out) RX_WUR;
 /*
  * A new reference to the session, or NULL: a touch. With a store, a session
  * not in memory is loaded from it (its newest snapshot and the inputs
  * after it), once however many touch it at a time, and its effects
- * reconciled; it stays until evicted (session_table_evict).
+ * reconciled; it stays until evicted (session_table_evict). For the
+ * server's own work (effects, the cluster); a route asks session_table_get_as.
  */
 struct session *session_table_get(struct session_table *t, const char *id);
+/*
+ * session_table_get for a request of `who` (SPEC 4.4): NULL as well when
+ * the session is another principal's (an admin sees all), so that a route
+ * answers it exactly as an id that does not exist.
+ */
+struct session *session_table_get_as(struct session_table *t, const char *id,
+                                     const struct principal *who);
 /* A new reference to the session if it is in memory (no load), or NULL. */
 struct session *session_table_peek(struct session_table *t, const char *id);
 /*
@@ -96,11 +107,13 @@ struct session *session_table_peek(struct session_table *t, const char *id);
  */
 int session_table_delete(struct session_table *t, const char *id) RX_WUR;
 /*
- * NEW reference: [{id, createdAt, updatedAt, title, messageCount}], newest
- * first; with a store, the newest SESSION_LIST_MAX (page on with
- * session_table_search). NULL on ENOMEM or the store's error.
+ * NEW reference: [{id, createdAt, updatedAt, title, messageCount}] of the
+ * sessions `owner` owns (NULL: everyone's; principal_filter says which a
+ * request may ask), newest first; with a store, the newest
+ * SESSION_LIST_MAX (page on with session_table_search). NULL on ENOMEM or
+ * the store's error.
  */
-json_t *session_table_list(struct session_table *t);
+json_t *session_table_list(struct session_table *t, const char *owner);
 #define SESSION_LIST_MAX 1000
 /* Sessions stored (with a store: counted at start, then kept), or in memory. */
 size_t session_table_count(struct session_table *t);
@@ -136,13 +149,14 @@ const struct toolkit *session_table_tools(struct session_table *t);
  */
 int session_table_load(struct session_table *t) RX_WUR;
 /*
- * A new session from the first `at` inputs of `sid`. 0 and a new reference in
+ * A new session from the first `at` inputs of `sid`, owned by `who` (as
+ * session_table_create_session; -EDQUOT too). 0 and a new reference in
  * *out; -ENOENT (no sid), -ERANGE (at past the log), -ENOSYS (no database:
  * --db :memory:), -ENFILE (the session limit), -ENOSPC (no room in the store),
  * -ENOMEM, -EIO (the store is unusable).
  */
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,
-                       struct session **out) RX_WUR;
+                       const struct principal *who, struct session **out) RX_WUR;
 /* Retention: drop sessions idle since before `older_than_ms`. Number removed. */
 int session_table_sweep(struct session_table *t, int64_t older_than_ms);
 /*
@@ -172,8 +186,8 @@ struct session_page {
 #define SESSION_PAGE_MAX         200
 
 /*
- * The sessions whose title or messages hold every word of `q` (NULL or
- * blank: every session), with updatedAt < `before` (< 0: no bound), newest
+ * The sessions of `owner` (NULL: everyone's) whose title or messages hold
+ * every word of `q` (NULL or blank: every session), with updatedAt < `before` (< 0: no bound), newest
  * first (updatedAt, then id, descending), `limit` of them (1 to
  * SESSION_PAGE_MAX) and those that share the last one's updatedAt, so that
  * `next` (that updatedAt) loses none. Words are runs of letters and digits,
@@ -183,25 +197,27 @@ struct session_page {
  * 0 and `page` filled; -E2BIG (more than STORE_SEARCH_WORDS_MAX words or
  * SESSION_SEARCH_QUERY_MAX bytes), -ENOMEM or the store's -EIO.
  */
-int session_table_search(struct session_table *t, const char *q, int64_t before,
-                         int limit, struct session_page *page) RX_WUR;
+int session_table_search(struct session_table *t, const char *owner, const char *q,
+                         int64_t before, int limit, struct session_page *page) RX_WUR;
 
 /*
- * Follow the sessions feed (session_feed.h): the retry line, then
- * session-created, -updated and -deleted events. What `attach` returned, or
- * NULL on ENOMEM.
+ * Follow the sessions feed (session_feed.h) of the sessions `owner` owns
+ * (NULL: everyone's): the retry line, then session-created, -updated and
+ * -deleted events. What `attach` returned, or NULL on ENOMEM.
  */
-void *session_table_follow(struct session_table *t, session_attach_fn attach, void *arg);
+void *session_table_follow(struct session_table *t, const char *owner,
+                           session_attach_fn attach, void *arg);
 
 /*
  * A new session from an exported log (session_import.h): every input replayed
  * through the machine; the session is stored and listed, and only the effects
- * its final state wants start. 0 and a new reference in *out; -EINVAL with
- * `e` filled (nothing made); -ENFILE (the session limit), -ENOSPC, -EIO,
- * -ENOMEM.
+ * its final state wants start; it is `who`'s (as session_table_create_session).
+ * 0 and a new reference in *out; -EINVAL with `e` filled (nothing made);
+ * -ENFILE (the session limit), -EDQUOT (`who`'s limit), -ENOSPC, -EIO, -ENOMEM.
  */
 int session_table_import(struct session_table *t, json_t *doc,
-                         struct session_import_error *e, struct session **out) RX_WUR;
+                         const struct principal *who, struct session_import_error *e,
+                         struct session **out) RX_WUR;
 /*
  * The same from the document's text (`len` bytes, borrowed), read input by
  * input (session_import_replay_text): what POST .../sessions/import uses, on
@@ -211,8 +227,15 @@ int session_table_import(struct session_table *t, json_t *doc,
  */
 int session_table_import_text(struct session_table *t, const char *text, size_t len,
                               int (*check)(void *), void *arg,
-                              struct session_import_error *e,
+                              const struct principal *who, struct session_import_error *e,
                               struct session **out) RX_WUR;
+
+/*
+ * limits.user_running_effects (SPEC 4.4): may `who` give its sessions more
+ * work now, or do they run as many effects as one user may? Always true
+ * for an admin and for the server itself (NULL).
+ */
+bool session_table_may_work(struct session_table *t, const struct principal *who);
 
 /* Cancel every effect of every session (shutdown, step one). */
 void session_table_cancel_all(struct session_table *t);

@@ -142,10 +142,11 @@ long long lg__query_count(struct MHD_Connection *conn, const char *key, long lon
     return *end || errno || n < 0 ? -1 : n;
 }
 
-struct session *lg__thread(struct door *srv, struct MHD_Connection *conn, const char *tid,
+struct session *lg__thread(struct door *srv, const struct principal *who,
+                           struct MHD_Connection *conn, const char *tid,
                            enum MHD_Result *ret)
 {
-    struct session *s = session_table_get(srv->sessions, tid);
+    struct session *s = session_table_get_as(srv->sessions, tid, who);
 
     if (!s)
         *ret = lg__detail(conn, 404, "Thread with ID %s not found", tid);
@@ -283,9 +284,10 @@ static const char *segment(const char *path, const char *word)
     return path + n;
 }
 
-static enum MHD_Result lg_route(struct door *srv, struct MHD_Connection *conn,
-                                const char *method, const char *path,
-                                const struct rx_buf *body, struct park **slot)
+static enum MHD_Result lg_route(struct door *srv, const struct principal *who,
+                                struct MHD_Connection *conn, const char *method,
+                                const char *path, const struct rx_buf *body,
+                                struct park **slot)
 {
     const char *rest;
 
@@ -308,9 +310,9 @@ static enum MHD_Result lg_route(struct door *srv, struct MHD_Connection *conn,
         if (n && n <= SESSION_ID_MAX && (runs = segment(tid + n, "/runs"))) {
             memcpy(id, tid, n);
             id[n] = '\0';
-            return lg_runs_route(srv, conn, method, id, runs, body, slot);
+            return lg_runs_route(srv, who, conn, method, id, runs, body, slot);
         }
-        return lg_threads_route(srv, conn, method, rest, body);
+        return lg_threads_route(srv, who, conn, method, rest, body);
     }
     return lg__detail(conn, 404, "Not Found");
 }
@@ -337,6 +339,11 @@ static enum MHD_Result lg_too_large(struct MHD_Connection *conn, const char *why
     return lg__detail(conn, 413, "%s", why);
 }
 
+enum MHD_Result lg__too_many(struct MHD_Connection *conn, const char *why, int retry_s)
+{
+    return reply_json_retry(conn, 429, json_pack("{s:s}", "detail", why), retry_s);
+}
+
 /* A browser's CORS preflight carries no credentials: the route answers it. */
-const struct door_ops lg_door = {"langgraph",     lg_prefix,    lg_route,
-                                 lg_unauthorized, lg_too_large, true};
+const struct door_ops lg_door = {"langgraph",  lg_prefix,   lg_route,   lg_unauthorized,
+                                 lg_too_large, lg__too_many, true};

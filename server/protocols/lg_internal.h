@@ -48,22 +48,25 @@ enum MHD_Result lg__queue(struct MHD_Connection *conn, unsigned status,
  */
 json_t *lg__body(struct MHD_Connection *conn, const struct rx_buf *body,
                  enum MHD_Result *ret);
+/* 429 {"detail": why} with Retry-After: retry_s (a per-principal limit). */
+enum MHD_Result lg__too_many(struct MHD_Connection *conn, const char *why, int retry_s);
 /* A query value as a non-negative count, `dflt` when absent; -1 when bad. */
 long long lg__query_count(struct MHD_Connection *conn, const char *key, long long dflt);
 
 /*
  * The session behind thread `tid` (NEW reference), or NULL with 404
- * answered in *ret.
+ * answered in *ret: also when it is another principal's than `who`'s.
  */
-struct session *lg__thread(struct door *srv, struct MHD_Connection *conn, const char *tid,
+struct session *lg__thread(struct door *srv, const struct principal *who,
+                           struct MHD_Connection *conn, const char *tid,
                            enum MHD_Result *ret);
 
 /* ---- lg_threads.c ---- */
 
 /* /threads, /threads/search and /threads/<tid>[/state|/history...]. */
-enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
-                                 const char *method, const char *path,
-                                 const struct rx_buf *body);
+enum MHD_Result lg_threads_route(struct door *srv, const struct principal *who,
+                                 struct MHD_Connection *conn, const char *method,
+                                 const char *path, const struct rx_buf *body);
 /* NEW: a thread's metadata: {"graph_id","assistant_id"} under what clients set. */
 json_t *lg__thread_meta(const char *tid);
 /* NEW: the same for what clients set being `set` (borrowed; NULL: nothing). */
@@ -101,14 +104,15 @@ enum MHD_Result lg__state_route(struct door *srv, struct MHD_Connection *conn,
 /* ---- lg_runs.c ---- */
 
 /* /threads/<tid>/runs[...]: `rest` is what follows "/runs". */
-enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
-                              const char *method, const char *tid, const char *rest,
-                              const struct rx_buf *body, struct park **slot);
+enum MHD_Result lg_runs_route(struct door *srv, const struct principal *who,
+                              struct MHD_Connection *conn, const char *method,
+                              const char *tid, const char *rest, const struct rx_buf *body,
+                              struct park **slot);
 
 /* ---- lg_search.c ---- */
 
 /* POST /threads/search: the threads filtered, sorted and paged, from the store's list. */
-enum MHD_Result lg__threads_search(struct door *srv, struct MHD_Connection *conn,
-                                   const struct rx_buf *body);
+enum MHD_Result lg__threads_search(struct door *srv, const struct principal *who,
+                                   struct MHD_Connection *conn, const struct rx_buf *body);
 
 #endif

@@ -227,9 +227,9 @@ static json_t *kwargs_of(json_t *q, const struct ask *a)
 enum how { HOW_BACKGROUND, HOW_STREAM, HOW_WAIT };
 
 /* POST runs, runs/stream, runs/wait. */
-static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
-                              const char *tid, const struct rx_buf *body, enum how how,
-                              struct park **slot)
+static enum MHD_Result create(struct door *srv, const struct principal *who,
+                              struct MHD_Connection *conn, const char *tid,
+                              const struct rx_buf *body, enum how how, struct park **slot)
 {
     struct rx_input *in = NULL;
     struct session *s = NULL;
@@ -248,13 +248,21 @@ static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
         return err == -ENOMEM ? lg__detail(conn, 500, "out of memory")
                               : lg__detail(conn, err == -ENOENT ? 404 : 422, "%s", why);
     }
-    s = session_table_get(srv->sessions, tid);
+    if (!session_table_may_work(srv->sessions, who)) {
+        ret = lg__too_many(conn,
+                           "your threads run as many effects as a user may "
+                           "(limits.user_running_effects)",
+                           1);
+        goto out;
+    }
+    s = session_table_get_as(srv->sessions, tid, who);
     if (!s && a.create_thread &&
-        (err = session_table_create_session(srv->sessions, tid, &s)) && err != -EEXIST) {
+        (err = session_table_create_session(srv->sessions, tid, who, &s)) &&
+        err != -EEXIST) {
         ret = lg__table_error(conn, err, tid);
         goto out;
     }
-    if (!s && !(s = lg__thread(srv, conn, tid, &ret)))
+    if (!s && !(s = lg__thread(srv, who, conn, tid, &ret)))
         goto out;
     if (inputs_of(conn, s, &a, &in, &n, &ret))
         goto out;
@@ -367,9 +375,10 @@ static enum MHD_Result run_route(struct door *srv, struct MHD_Connection *conn,
     return lg__detail(conn, 405, "Method Not Allowed");
 }
 
-enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
-                              const char *method, const char *tid, const char *rest,
-                              const struct rx_buf *body, struct park **slot)
+enum MHD_Result lg_runs_route(struct door *srv, const struct principal *who,
+                              struct MHD_Connection *conn, const char *method,
+                              const char *tid, const char *rest, const struct rx_buf *body,
+                              struct park **slot)
 {
     bool post = !strcmp(method, "POST");
     struct session *s;
@@ -381,10 +390,10 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
 
     if (!*rest) {
         if (post)
-            return create(srv, conn, tid, body, HOW_BACKGROUND, slot);
+            return create(srv, who, conn, tid, body, HOW_BACKGROUND, slot);
         if (strcmp(method, "GET"))
             return lg__detail(conn, 405, "Method Not Allowed");
-        if (!(s = lg__thread(srv, conn, tid, &ret)))
+        if (!(s = lg__thread(srv, who, conn, tid, &ret)))
             return ret;
         session_unref(s);
         {
@@ -404,14 +413,15 @@ enum MHD_Result lg_runs_route(struct door *srv, struct MHD_Connection *conn,
     if (!strcmp(rest, "/stream") || !strcmp(rest, "/wait")) {
         if (!post)
             return lg__detail(conn, 405, "Method Not Allowed");
-        return create(srv, conn, tid, body, rest[1] == 's' ? HOW_STREAM : HOW_WAIT, slot);
+        return create(srv, who, conn, tid, body, rest[1] == 's' ? HOW_STREAM : HOW_WAIT,
+                      slot);
     }
     n = strcspn(rest + 1, "/");
     if (!n || n >= sizeof(rid))
         return lg__detail(conn, 404, "Run not found");
     memcpy(rid, rest + 1, n);
     rid[n] = '\0';
-    if (!(s = lg__thread(srv, conn, tid, &ret)))
+    if (!(s = lg__thread(srv, who, conn, tid, &ret)))
         return ret;
     /* Not in the registry: over, and maybe in the store (SPEC 6.2). */
     err = (lr = lg_run_find(tid, rid)) ? 0 : lg_run_load(srv->cfg, s, rid, &lr);

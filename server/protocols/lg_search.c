@@ -46,6 +46,7 @@ struct query {
     const char *sort_by; /* NULL: created_at */
     bool desc;
     json_t *meta; /* {tid: what clients set} from the store, or NULL: ask each thread */
+    const char *owner; /* whose threads (SPEC 4.4); NULL: everyone's */
 };
 
 static int by_key(const void *a, const void *b, void *desc)
@@ -128,8 +129,9 @@ static int collect_stored(struct door *srv, struct store *st, const struct query
     while (!err && more) {
         err = store_list_sessions(st, *last ? &at : NULL, LG_SEARCH_PAGE, &page);
         for (size_t i = 0; !err && i < page.n; i++)
-            err = consider(srv, qu, page.v[i].id, page.v[i].created_at,
-                           page.v[i].updated_at, l);
+            if (!qu->owner || !strcmp(page.v[i].owner, qu->owner))
+                err = consider(srv, qu, page.v[i].id, page.v[i].created_at,
+                               page.v[i].updated_at, l);
         more = !err && page.n == LG_SEARCH_PAGE;
         if (more) {
             snprintf(last, sizeof(last), "%s", page.v[page.n - 1].id);
@@ -145,7 +147,7 @@ static int collect_stored(struct door *srv, struct store *st, const struct query
 static int collect_resident(struct door *srv, const struct query *qu,
                             struct found_list *l)
 {
-    json_t *all = session_table_list(srv->sessions), *e;
+    json_t *all = session_table_list(srv->sessions, qu->owner), *e;
     size_t i;
     int err = all ? 0 : -ENOMEM;
 
@@ -218,14 +220,14 @@ static json_int_t count_field(json_t *q, const char *name, json_int_t dflt)
     return v && !json_is_null(v) ? -1 : dflt;
 }
 
-enum MHD_Result lg__threads_search(struct door *srv, struct MHD_Connection *conn,
-                                   const struct rx_buf *body)
+enum MHD_Result lg__threads_search(struct door *srv, const struct principal *who,
+                                   struct MHD_Connection *conn, const struct rx_buf *body)
 {
     enum MHD_Result ret;
     json_t *q = lg__body(conn, body, &ret), *out = NULL;
     struct found_list l = {0};
     struct store *st = session_table_store(srv->sessions);
-    struct query qu = {q, NULL, true, NULL};
+    struct query qu = {q, NULL, true, NULL, principal_filter(who, NULL)};
     const char *order;
     json_int_t limit, offset;
     int err;

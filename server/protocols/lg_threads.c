@@ -267,6 +267,9 @@ enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char
         return lg__detail(conn, 429,
                           "the server's session limit (limits.max_sessions) "
                           "is reached");
+    case -EDQUOT:
+        return lg__detail(conn, 429,
+                          "you own as many threads as a user may (limits.user_sessions)");
     case -ENOSPC:
         return lg__detail(conn, 507, "no room left in the store");
     case -ENOSYS:
@@ -281,8 +284,8 @@ enum MHD_Result lg__table_error(struct MHD_Connection *conn, int err, const char
 }
 
 /* POST /threads {thread_id?, metadata?, if_exists?}. */
-static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
-                              const struct rx_buf *body)
+static enum MHD_Result create(struct door *srv, const struct principal *who,
+                              struct MHD_Connection *conn, const struct rx_buf *body)
 {
     enum MHD_Result ret;
     json_t *q = lg__body(conn, body, &ret), *meta, *tidj;
@@ -312,9 +315,9 @@ static enum MHD_Result create(struct door *srv, struct MHD_Connection *conn,
         json_decref(q);
         return meta_too_big(conn, max);
     }
-    err = session_table_create_session(srv->sessions, tid, &s);
+    err = session_table_create_session(srv->sessions, tid, who, &s);
     if (err == -EEXIST && if_exists && !strcmp(if_exists, "do_nothing")) {
-        s = session_table_get(srv->sessions, tid);
+        s = session_table_get_as(srv->sessions, tid, who);
         err = s ? 0 : -ENOENT;
     } else if (!err && json_is_object(meta)) {
         err = meta_set(session_id(s), meta, true, max);
@@ -362,8 +365,8 @@ static enum MHD_Result delete_thread(struct door *srv, struct MHD_Connection *co
 }
 
 /* POST /threads/<tid>/copy: a new thread from the whole log (a fork). */
-static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
-                            struct session *s)
+static enum MHD_Result copy(struct door *srv, const struct principal *who,
+                            struct MHD_Connection *conn, struct session *s)
 {
     struct session *fork = NULL;
     json_t *meta = lg__thread_meta(session_id(s));
@@ -375,7 +378,7 @@ static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
         json_decref(meta);
         return lg__table_error(conn, meta ? err : -ENOMEM, session_id(s));
     }
-    err = session_table_fork(srv->sessions, session_id(s), seq, &fork);
+    err = session_table_fork(srv->sessions, session_id(s), seq, who, &fork);
     if (!err && json_object_set_new(meta, "thread_id", json_string(session_id(fork))))
         err = -ENOMEM;
     if (!err) /* the source's metadata is within the bound already */
@@ -388,9 +391,10 @@ static enum MHD_Result copy(struct door *srv, struct MHD_Connection *conn,
 }
 
 /* One thread's routes: `rest` follows /threads/<tid>. */
-static enum MHD_Result thread_route(struct door *srv, struct MHD_Connection *conn,
-                                    const char *method, struct session *s,
-                                    const char *rest, const struct rx_buf *body)
+static enum MHD_Result thread_route(struct door *srv, const struct principal *who,
+                                    struct MHD_Connection *conn, const char *method,
+                                    struct session *s, const char *rest,
+                                    const struct rx_buf *body)
 {
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
 
@@ -405,16 +409,16 @@ static enum MHD_Result thread_route(struct door *srv, struct MHD_Connection *con
         return lg__state_route(srv, conn, method, s, rest, body);
     } else if (!strcmp(rest, "/copy")) {
         if (post)
-            return copy(srv, conn, s);
+            return copy(srv, who, conn, s);
     } else {
         return lg__detail(conn, 404, "Not Found");
     }
     return lg__detail(conn, 405, "Method Not Allowed");
 }
 
-enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
-                                 const char *method, const char *path,
-                                 const struct rx_buf *body)
+enum MHD_Result lg_threads_route(struct door *srv, const struct principal *who,
+                                 struct MHD_Connection *conn, const char *method,
+                                 const char *path, const struct rx_buf *body)
 {
     char tid[SESSION_ID_MAX + 1];
     struct session *s;
@@ -424,21 +428,21 @@ enum MHD_Result lg_threads_route(struct door *srv, struct MHD_Connection *conn,
     if (!*path || !strcmp(path, "/")) {
         if (strcmp(method, "POST"))
             return lg__detail(conn, 405, "Method Not Allowed");
-        return create(srv, conn, body);
+        return create(srv, who, conn, body);
     }
     if (!strcmp(path, "/search")) {
         if (strcmp(method, "POST"))
             return lg__detail(conn, 405, "Method Not Allowed");
-        return lg__threads_search(srv, conn, body);
+        return lg__threads_search(srv, who, conn, body);
     }
     n = strcspn(path + 1, "/");
     if (*path != '/' || !n || n > SESSION_ID_MAX)
         return lg__detail(conn, 404, "Not Found");
     memcpy(tid, path + 1, n);
     tid[n] = '\0';
-    if (!(s = lg__thread(srv, conn, tid, &ret)))
+    if (!(s = lg__thread(srv, who, conn, tid, &ret)))
         return ret;
-    ret = thread_route(srv, conn, method, s, path + 1 + n, body);
+    ret = thread_route(srv, who, conn, method, s, path + 1 + n, body);
     session_unref(s);
     return ret;
 }

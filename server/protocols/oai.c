@@ -169,6 +169,9 @@ static enum MHD_Result made_error(struct MHD_Connection *conn, int err)
     case -ENFILE:
         return fail(conn, 429, "rate_limit_error", NULL, "session_limit",
                     "the server holds as many sessions as it may (limits.max_sessions)");
+    case -EDQUOT:
+        return fail(conn, 429, "rate_limit_error", NULL, "session_limit",
+                    "you own as many sessions as a user may (limits.user_sessions)");
     case -ENOSPC:
         return fail(conn, 507, "server_error", NULL, "storage_full",
                     "no room left in the store");
@@ -185,19 +188,22 @@ static enum MHD_Result made_error(struct MHD_Connection *conn, int err)
  * itself while it is where the answer left it, else a fork of it at that
  * point. NULL when there is none (or the fork is impossible: no log).
  */
-static struct session *continued(struct door *srv, const struct oai_fp *hist)
+static struct session *continued(struct door *srv, const struct principal *who,
+                                 const struct oai_fp *hist)
 {
     struct oai_memo_entry e;
     struct session *s, *fork = NULL;
     size_t users = 0;
     int err;
 
-    if (!oai_memo_get(&memo, hist, &e) || !(s = session_table_get(srv->sessions, e.sid)))
+    /* Another's conversation is not continued, even with the same words. */
+    if (!oai_memo_get(&memo, hist, &e) ||
+        !(s = session_table_get_as(srv->sessions, e.sid, who)))
         return NULL;
     if (!session_read(s, read_user_count, &users) && users == e.n_user)
         return s;
     session_unref(s);
-    err = session_table_fork(srv->sessions, e.sid, e.seq, &fork);
+    err = session_table_fork(srv->sessions, e.sid, e.seq, who, &fork);
     if (err) {
         log_info(
             "openai: session %s moved on and cannot be forked (%s); a new one starts",
@@ -210,8 +216,9 @@ static struct session *continued(struct door *srv, const struct oai_fp *hist)
 }
 
 /* A new session holding the request's history. 0 and *out, or a negative errno. */
-static int import_history(struct door *srv, const struct oai_request *req,
-                          const char *system, struct session **out)
+static int import_history(struct door *srv, const struct principal *who,
+                          const struct oai_request *req, const char *system,
+                          struct session **out)
 {
     struct session_import_error ie;
     json_t *doc = oai_history_doc(req, system, now_wall_ms() - 2 * (int64_t)req->n - 2);
@@ -219,7 +226,7 @@ static int import_history(struct door *srv, const struct oai_request *req,
 
     if (!doc)
         return -ENOMEM;
-    err = session_table_import(srv->sessions, doc, &ie, out);
+    err = session_table_import(srv->sessions, doc, who, &ie, out);
     json_decref(doc);
     if (err == -EINVAL)
         log_warn("openai: the history was refused at input %ld: %s", ie.index,
@@ -250,8 +257,20 @@ static int make_inputs(const struct oai_request *req, const char *system,
     return 0;
 }
 
-static enum MHD_Result chat(struct door *srv, struct MHD_Connection *conn,
-                            const struct rx_buf *body, struct park **slot)
+/*
+ * A user's conversations are remembered apart from everyone else's (SPEC
+ * 4.4): the fingerprint ends with its owner's name, so one user's words
+ * never find, or replace, another's session. Admins' fingerprints are the
+ * words alone, as before users existed (they see every session anyway).
+ */
+static int salt(const struct principal *who, struct oai_fp *fp)
+{
+    return who->admin ? 0 : oai_fp_add(fp, OAI_ROLE_TOOL, who->name);
+}
+
+static enum MHD_Result chat(struct door *srv, const struct principal *who,
+                            struct MHD_Connection *conn, const struct rx_buf *body,
+                            struct park **slot)
 {
     const struct config *cfg = srv->cfg;
     const char *named =
@@ -274,20 +293,28 @@ static enum MHD_Result chat(struct door *srv, struct MHD_Connection *conn,
                           cfg->n_oai_models, &req, &e))
         return oai__reply_error(conn, &e, NULL);
     if (oai_fp_messages(&req, req.turn, &hist) || oai_fp_messages(&req, req.n, &all) ||
+        salt(who, &hist) || salt(who, &all) ||
         (system = oai_request_system(&req, &oom), oom)) {
         ret = fail(conn, 500, "server_error", NULL, NULL, "out of memory");
         goto out_release;
     }
+    if (!session_table_may_work(srv->sessions, who)) {
+        ret = oai__too_many(conn,
+                            "your sessions run as many effects as a user may "
+                            "(limits.user_running_effects)",
+                            1);
+        goto out_release;
+    }
     if (named) {
-        if (!(s = session_table_get(srv->sessions, named))) {
+        if (!(s = session_table_get_as(srv->sessions, named, who))) {
             ret = fail(conn, 404, "invalid_request_error", NULL, "session_not_found",
                        "no session with the id given in X-Reflexor-Session");
             goto out_release;
         }
-    } else if (oai_request_has_turns(&req) && (s = continued(srv, &hist))) {
+    } else if (oai_request_has_turns(&req) && (s = continued(srv, who, &hist))) {
         /* continued: only the new turn is posted */
     } else if (oai_request_has_turns(&req)) {
-        if ((err = import_history(srv, &req, system, &s))) {
+        if ((err = import_history(srv, who, &req, system, &s))) {
             ret = err == -EINVAL
                       ? fail(conn, 400, "invalid_request_error", "messages",
                              "invalid_value", "the conversation could not be rebuilt")
@@ -295,7 +322,7 @@ static enum MHD_Result chat(struct door *srv, struct MHD_Connection *conn,
             goto out_release;
         }
     } else {
-        if ((err = session_table_create_session(srv->sessions, NULL, &s))) {
+        if ((err = session_table_create_session(srv->sessions, NULL, who, &s))) {
             ret = made_error(conn, err);
             goto out_release;
         }
@@ -317,9 +344,10 @@ out_release:
 
 /* ---- routes ------------------------------------------------------------------ */
 
-static enum MHD_Result oai_route(struct door *srv, struct MHD_Connection *conn,
-                                 const char *method, const char *path,
-                                 const struct rx_buf *body, struct park **slot)
+static enum MHD_Result oai_route(struct door *srv, const struct principal *who,
+                                 struct MHD_Connection *conn, const char *method,
+                                 const char *path, const struct rx_buf *body,
+                                 struct park **slot)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), plain = true;
     char msg[160];
@@ -330,7 +358,7 @@ static enum MHD_Result oai_route(struct door *srv, struct MHD_Connection *conn,
         return get ? models(srv, conn, path + 8) : not_allowed(conn, "GET");
     if (!strcmp(path, "/chat/completions"))
         return strcmp(method, "POST") ? not_allowed(conn, "POST")
-                                      : chat(srv, conn, body, slot);
+                                      : chat(srv, who, conn, body, slot);
     /* Quote the path only when it is plain ASCII: the answer must be JSON. */
     for (const char *p = path; *p; p++)
         plain = plain && (unsigned char)*p >= 0x20 && (unsigned char)*p <= 0x7e;
@@ -355,5 +383,14 @@ static enum MHD_Result oai_too_large(struct MHD_Connection *conn, const char *wh
     return fail(conn, 413, "invalid_request_error", NULL, "request_too_large", why);
 }
 
-const struct door_ops oai_door = {"openai",         oai_prefix,    oai_route,
-                                  oai_unauthorized, oai_too_large, false};
+enum MHD_Result oai__too_many(struct MHD_Connection *conn, const char *why, int retry_s)
+{
+    return reply_json_retry(
+        conn, 429,
+        json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", why, "type",
+                  "rate_limit_error", "param", "code", "rate_limit_exceeded"),
+        retry_s);
+}
+
+const struct door_ops oai_door = {"openai",      oai_prefix,    oai_route,    oai_unauthorized,
+                                  oai_too_large, oai__too_many, false};

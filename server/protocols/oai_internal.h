@@ -36,6 +36,9 @@ enum MHD_Result oai__reply_buf(struct MHD_Connection *conn, unsigned status,
  * one chat.completion. When the run ends, the conversation (the request's
  * messages, fingerprinted in `fp`, and the answer) is remembered in `memo`.
  */
+/* 429 in OpenAI's shape (rate_limit_error), with Retry-After: retry_s. */
+enum MHD_Result oai__too_many(struct MHD_Connection *conn, const char *why, int retry_s);
+
 enum MHD_Result oai__chat_start(struct door *srv, struct MHD_Connection *conn,
                                 struct session *s, struct oai_memo *memo,
                                 const struct oai_request *req, const struct oai_fp *fp,
