@@ -84,7 +84,7 @@ int session_table__add(struct session_table *t, const struct table_add *a,
             session_destroy(s);
         err = -ENOMEM;
     } else if (!a->state && t->env.store &&
-               (err = store_create_session(t->env.store, a->id, s->created_at))) {
+               (err = store_create_session(t->env.store, a->id, NULL, s->created_at))) {
         session_destroy(s); /* never listed: not counted in `live` */
     } else {
         if (a->state)
@@ -331,7 +331,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
     if (!t->env.store)
         return -ENOSYS;
     idgen_uuid(fresh);
-    if ((err = store_fork(t->env.store, sid, at, fresh, now_wall_ms())))
+    if ((err = store_fork(t->env.store, sid, at, fresh, NULL, now_wall_ms())))
         return err;
     /* A fork keeps the title a person gave (edit and regenerate fork). */
     if ((err = store_session_title(t->env.store, fresh, &title)) ||
@@ -467,8 +467,8 @@ static int import_made(struct session_table *t, struct session_import *log,
 
     idgen_uuid(fresh);
     if (t->env.store &&
-        (err = store_import(t->env.store, fresh, now, log->title, log->inputs, log->n,
-                            log->n ? &log->snapshot : NULL))) {
+        (err = store_import(t->env.store, fresh, NULL, now, log->title, log->inputs,
+                            log->n, log->n ? &log->snapshot : NULL))) {
         struct rx_error why;
 
         store_last_error(t->env.store, &why);
