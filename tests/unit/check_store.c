@@ -650,6 +650,7 @@ START_TEST(test_schema_1_upgrades)
     ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.seq[0], 9);
     ck_assert_str_eq(l.state[0], want);
+    ck_assert_str_eq(l.owner[0], STORE_OWNER_DEFAULT);
     loaded_release(&l);
     store_close(st);
     free(want);
@@ -2446,8 +2447,12 @@ static const char *list_ids(const struct store_list *l)
     return out;
 }
 
-/* The sessions store_sessions_page lists for the words of `q` ("" for none). */
-static const char *page_ids(struct store *st, const char *q, int64_t before, size_t limit)
+/*
+ * The sessions store_sessions_page lists for the words of `q` ("" for none),
+ * of `owner` only (NULL: everyone's).
+ */
+static const char *owned_page_ids(struct store *st, const char *owner, const char *q,
+                                  int64_t before, size_t limit)
 {
     const char *words[STORE_SEARCH_WORDS_MAX];
     char buf[256], *save = NULL, *w;
@@ -2458,10 +2463,17 @@ static const char *page_ids(struct store *st, const char *q, int64_t before, siz
     snprintf(buf, sizeof(buf), "%s", q);
     for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
         words[n++] = w;
-    ck_store_ok(st, store_sessions_page(st, NULL, words, n, before, limit, &l));
+    ck_store_ok(st, store_sessions_page(st, owner, words, n, before, limit, &l));
+    for (size_t i = 0; owner && i < l.n; i++)
+        ck_assert_str_eq(l.v[i].owner, owner);
     ids = list_ids(&l);
     store_list_release(&l);
     return ids;
+}
+
+static const char *page_ids(struct store *st, const char *q, int64_t before, size_t limit)
+{
+    return owned_page_ids(st, NULL, q, before, limit);
 }
 
 /* The busy set, sorted, comma-joined. */
@@ -2753,6 +2765,183 @@ START_TEST(test_rows_import_fork)
 }
 END_TEST
 
+/* ---- owners (SPEC 4.4) ------------------------------------------------------------ */
+
+/* The owner store_session_info gives `sid`. */
+static void expect_owner(struct store *st, const char *sid, const char *owner)
+{
+    struct store_session_info info = {0};
+
+    ck_store_ok(st, store_session_info(st, sid, &info));
+    ck_assert_str_eq(info.owner, owner);
+    store_session_info_release(&info);
+    ck_assert_ptr_null(info.owner);
+}
+
+/* How many sessions `owner` has, as store_sessions_owned says. */
+static int64_t owned(struct store *st, const char *owner)
+{
+    int64_t n = -1;
+
+    ck_store_ok(st, store_sessions_owned(st, owner, &n));
+    return n;
+}
+
+/* Another owner's sessions among page_sessions, at the same times (ties included). */
+static const struct {
+    const char *id;
+    int64_t at;
+} other_sessions[] = {{"a0", 5}, {"c0", 3}, {"z", 3}, {"e0", 1}, {"g", 7}, {"h", 9}};
+
+/*
+ * One owner's page is the page of its sessions alone: the same order, the
+ * same cut and ties, whatever another owner has at the same times.
+ */
+START_TEST(test_sessions_page_owned)
+{
+    struct store *st = open_ok(url);
+    int64_t before = page_cases[_i].before;
+
+    for (size_t i = 0; i < sizeof(page_sessions) / sizeof(page_sessions[0]); i++)
+        ck_store_ok(st, store_create_session(st, page_sessions[i].id, "alice",
+                                             BASE_MS + page_sessions[i].at));
+    for (size_t i = 0; i < sizeof(other_sessions) / sizeof(other_sessions[0]); i++)
+        ck_store_ok(st, store_create_session(st, other_sessions[i].id, "bob",
+                                             BASE_MS + other_sessions[i].at));
+    ck_assert_str_eq(owned_page_ids(st, "alice", "", before < 0 ? -1 : BASE_MS + before,
+                                    page_cases[_i].limit),
+                     page_cases[_i].want);
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 3), "h,g,a0");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", BASE_MS + 5, 1), "z,c0");
+    ck_assert_str_eq(owned_page_ids(st, "carol", "", -1, 10), "");
+    ck_assert_str_eq(page_ids(st, "", BASE_MS + 5, 2), "z,d,c0,c,b");
+    store_close(st);
+}
+END_TEST
+
+/*
+ * Every session has an owner: the one it was made with (create, fork,
+ * import), "admin" when none was given; every listing gives it, a page and
+ * a count can be of one owner's, and a bad owner is refused before anything
+ * is stored.
+ */
+START_TEST(test_owners)
+{
+    enum { N = 6 };
+    static const char *const who[] = {"a1", "alice", "b1", "bob", "n1", "admin"};
+    struct store_text texts[N], snap;
+    struct rx_buf enc[N], sb;
+    struct rx_state s[2], g;
+    struct store_list l = {0};
+    struct loaded ld = {0};
+    char long_owner[STORE_OWNER_MAX + 1], too_long[STORE_OWNER_MAX + 2];
+    int64_t n = -1;
+    struct qw v[1];
+
+    struct store *st = open_ok(url);
+    ck_store_ok(st, store_create_session(st, "a1", "alice", BASE_MS + 1));
+    ck_store_ok(st, store_create_session(st, "b1", "bob", BASE_MS + 2));
+    ck_store_ok(st, store_create_session(st, "n1", NULL, BASE_MS + 3));
+    for (size_t i = 0; i < 6; i += 2)
+        expect_owner(st, who[i], who[i + 1]);
+    /* 1 to STORE_OWNER_MAX bytes. */
+    memset(too_long, 'o', sizeof(too_long) - 1);
+    too_long[sizeof(too_long) - 1] = '\0';
+    memcpy(long_owner, too_long, STORE_OWNER_MAX); /* the most there may be */
+    long_owner[STORE_OWNER_MAX] = '\0';
+    ck_assert_int_eq(store_create_session(st, "x", "", BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_create_session(st, "x", too_long, BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_session_info(st, "x", &(struct store_session_info){0}),
+                     -ENOENT);
+    ck_store_ok(st, store_create_session(st, "long", long_owner, BASE_MS + 4));
+    expect_owner(st, "long", long_owner);
+    /* Counts. */
+    ck_assert_int_eq(owned(st, "alice"), 1);
+    ck_assert_int_eq(owned(st, "admin"), 1);
+    ck_assert_int_eq(owned(st, long_owner), 1);
+    ck_assert_int_eq(owned(st, "nobody"), 0);
+    ck_assert_int_eq(owned(st, NULL), 4);
+    ck_assert_int_eq(store_sessions_owned(st, "", &n), -EINVAL);
+    ck_assert_int_eq(store_sessions_page(st, "", NULL, 0, -1, 1, &l), -EINVAL);
+    ck_assert_uint_eq(l.n, 0);
+    /* The list in (created_at, id) order, and the busy set, say whose. */
+    ck_store_ok(st, store_list_sessions(st, NULL, 0, &l));
+    ck_assert_uint_eq(l.n, 4);
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_str_eq(l.v[i].id, who[2 * i]);
+        ck_assert_str_eq(l.v[i].owner, who[2 * i + 1]);
+    }
+    store_list_release(&l);
+    qw_init(&v[0], "b1", 1, 0);
+    v[0].w.busy = true;
+    store_write_queue(st, &v[0].w);
+    qw_wait(v, 1);
+    ck_assert_int_eq(v[0].err, 0);
+    ck_store_ok(st, store_sessions_busy(st, &l));
+    ck_assert_uint_eq(l.n, 1);
+    ck_assert_str_eq(l.v[0].owner, "bob");
+    store_list_release(&l);
+    /* A fork and an import belong to whoever made them, not to the source's owner. */
+    ck_store_ok(st, store_fork(st, "a1", 0, "fork-b", "bob", BASE_MS + 5));
+    ck_store_ok(st, store_fork(st, "a1", 0, "fork-n", NULL, BASE_MS + 6));
+    ck_assert_int_eq(store_fork(st, "a1", 0, "fork-x", "", BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_fork(st, "a1", 0, "fork-x", too_long, BASE_MS), -EINVAL);
+    expect_owner(st, "fork-b", "bob");
+    expect_owner(st, "fork-n", "admin");
+    gen_log(N, &g, enc, texts, &sb, &snap);
+    ck_store_ok(st, store_import(st, "imp-b", "bob", BASE_MS + 7, NULL, texts, N, &snap));
+    ck_store_ok(st, store_import(st, "imp-n", NULL, BASE_MS + 8, NULL, texts, N, NULL));
+    ck_assert_int_eq(store_import(st, "imp-x", "", BASE_MS, NULL, texts, N, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(store_session_info(st, "fork-x", &(struct store_session_info){0}),
+                     -ENOENT);
+    ck_assert_int_eq(store_session_info(st, "imp-x", &(struct store_session_info){0}),
+                     -ENOENT);
+    expect_owner(st, "imp-b", "bob");
+    expect_owner(st, "imp-n", "admin");
+    ck_assert_int_eq(owned(st, "bob"), 3);
+    ck_assert_int_eq(owned(st, "admin"), 3);
+    ck_assert_int_eq(owned(st, NULL), 8);
+    /* One owner's page, with and without words, paged with `before`. */
+    ck_assert_int_eq(rx_state_init(&s[0]), 0);
+    ck_assert_int_eq(rx_state_init(&s[1]), 0);
+    say(st, "a1", &s[0], 1, "hello from alice");
+    say(st, "n1", &s[1], 1, "hello from admin");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 10), "imp-b,fork-b,b1");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", BASE_MS + 7, 1), "fork-b");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "", -1, 2), "imp-n,fork-n");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "", BASE_MS + 6, 2), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "alice", "hello", -1, 10), "a1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", -1, 10), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "hello", -1, 10), "");
+    ck_assert_str_eq(owned_page_ids(st, NULL, "hello", -1, 10), "n1,a1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", BASE_MS + 4, 10), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", BASE_MS + 3, 10), "");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hel", -1, 1), "n1");
+    /* Kept across a restart, and given to store_load's callback. */
+    store_close(st);
+    st = open_ok(url);
+    expect_owner(st, "b1", "bob");
+    ck_assert_int_eq(owned(st, "bob"), 3);
+    ck_store_ok(st, store_load(st, collect, &ld));
+    ck_assert_int_eq(ld.n, 8);
+    for (int i = 0; i < ld.n; i++) {
+        struct store_session_info info = {0};
+
+        ck_store_ok(st, store_session_info(st, ld.id[i], &info));
+        ck_assert_str_eq(ld.owner[i], info.owner);
+        store_session_info_release(&info);
+    }
+    loaded_release(&ld);
+    store_close(st);
+    release_states(s, 2);
+    rx_state_release(&g);
+    for (int i = 0; i < N; i++)
+        rx_buf_release(&enc[i]);
+    rx_buf_release(&sb);
+}
+END_TEST
+
 /* How many descriptors the process holds now. */
 static int open_fds(void)
 {
@@ -2854,6 +3043,9 @@ START_TEST(test_rows_upgrade)
     ck_assert_str_ne(busy_ids(st), "");
     ck_store_ok(st, store_sessions_count(st, &n));
     ck_assert_int_eq(n, 5);
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 5);
+    expect_owner(st, "said", STORE_OWNER_DEFAULT);
     ck_assert_str_eq(page_ids(st, "upgrade", -1, 5), "said");
     /* And it goes on: a write moves the row as any other. */
     say(st, "said", &s[0], 2, "more");
@@ -2864,6 +3056,63 @@ START_TEST(test_rows_upgrade)
     expect_row_of(st, "said", &s[0]);
     store_close(st);
     release_states(s, 2);
+}
+END_TEST
+
+/*
+ * A file of schema 4 (no owners) is upgraded at open: every session belongs
+ * to "admin", with its row, title and log as they were; one owner's page and
+ * count are served by the new index; new sessions take their owner.
+ */
+START_TEST(test_schema_4_upgrades)
+{
+    static const char *const ids[] = {"said"};
+    struct store *st = open_ok(dbpath);
+    struct loaded l = {0};
+    struct rx_state s[1];
+    int64_t n = -1;
+
+    fill_session(st, "script", 12, 5, NULL);
+    new_sessions(st, s, ids, 1);
+    say(st, "said", &s[0], 1, "who owns me");
+    ck_store_ok(st, store_create_session(st, "empty", "bob", BASE_MS));
+    store_close(st);
+    raw_sql(dbpath, SCHEMA_5_OFF "PRAGMA user_version=4");
+    ck_assert_int_eq(raw_count(dbpath,
+                               "SELECT count(*) FROM pragma_table_info('sessions')"
+                               " WHERE name='owner'"),
+                     0);
+    st = open_ok(dbpath);
+    ck_assert_int_eq(raw_count(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM sqlite_master"
+                                       " WHERE name='sessions_owner'"),
+                     1);
+    for (size_t i = 0; i < 3; i++)
+        expect_owner(st, (const char *[]){"script", "said", "empty"}[i],
+                     STORE_OWNER_DEFAULT);
+    expect_row(st, "said", 1, rx_effects_any(&s[0]), "who owns me");
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 3);
+    ck_store_ok(st, store_sessions_owned(st, "bob", &n));
+    ck_assert_int_eq(n, 0);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "owns", -1, 5), "said");
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.n, 3);
+    for (int i = 0; i < l.n; i++)
+        ck_assert_str_eq(l.owner[i], STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(l.id[1], "script");
+    ck_assert_int_eq(l.seq[1], 12);
+    loaded_release(&l);
+    ck_store_ok(st, store_create_session(st, "new", "bob", BASE_MS + 1));
+    say(st, "said", &s[0], 2, "still mine");
+    store_close(st);
+    /* Once: a second open finds schema 5 and changes nothing. */
+    st = open_ok(dbpath);
+    expect_owner(st, "new", "bob");
+    expect_owner(st, "said", STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 5), "new");
+    store_close(st);
+    release_states(s, 1);
 }
 END_TEST
 
@@ -2986,8 +3235,51 @@ START_TEST(test_pg_rows_upgrade)
     expect_row(st, "said", 1, rx_effects_any(&s[0]), "upgrade my row");
     expect_row(st, "empty", 0, false, NULL);
     ck_assert_str_eq(page_ids(st, "", -1, 1), "empty");
+    expect_owner(st, "script", STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "", -1, 1), "empty");
     store_close(st);
     release_states(s, 1);
+}
+END_TEST
+
+/*
+ * PostgreSQL: a schema 2 database (no owners) is upgraded at open: its
+ * sessions belong to "admin", the index serves one owner's page, and new
+ * sessions take the owner they are given.
+ */
+START_TEST(test_pg_owner_upgrade)
+{
+    struct store *st = open_ok(url);
+    int64_t n = -1;
+
+    fill_session(st, "old", 5, 0, NULL);
+    ck_store_ok(st, store_create_session(st, "empty", "bob", BASE_MS));
+    store_close(st);
+    sql_ok("ALTER TABLE sessions DROP COLUMN owner;"
+           " UPDATE rx_meta SET v = 2 WHERE k = 'version'");
+    ck_assert_int_eq(
+        pg_count("SELECT count(*) FROM pg_indexes"
+                 " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
+        0);
+    st = open_ok(url);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(
+        pg_count("SELECT count(*) FROM pg_indexes"
+                 " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
+        1);
+    expect_owner(st, "old", STORE_OWNER_DEFAULT);
+    expect_owner(st, "empty", STORE_OWNER_DEFAULT);
+    expect_row(st, "empty", 0, false, NULL);
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "", -1, 1), "empty");
+    ck_store_ok(st, store_create_session(st, "new", "bob", BASE_MS + 1));
+    expect_owner(st, "new", "bob");
+    store_close(st);
+    /* Once: the next open finds version 3. */
+    st = open_ok(url);
+    expect_owner(st, "new", "bob");
+    store_close(st);
 }
 END_TEST
 
@@ -3011,6 +3303,7 @@ static void add_shared(TCase *tc)
         test_sessions_page_words,
         test_sessions_busy_count,
         test_rows_import_fork,
+        test_owners,
         test_load_refused_named,
     };
 
@@ -3019,6 +3312,8 @@ static void add_shared(TCase *tc)
     tcase_add_loop_test(tc, test_rows_written, 0,
                         sizeof(rows_cases) / sizeof(rows_cases[0]));
     tcase_add_loop_test(tc, test_sessions_page, 0,
+                        sizeof(page_cases) / sizeof(page_cases[0]));
+    tcase_add_loop_test(tc, test_sessions_page_owned, 0,
                         sizeof(page_cases) / sizeof(page_cases[0]));
 }
 
@@ -3063,6 +3358,7 @@ Suite *store_suite(void)
     tcase_add_test(files, test_in_use);
     tcase_add_test(files, test_schema_2_upgrades);
     tcase_add_test(files, test_rows_upgrade);
+    tcase_add_test(files, test_schema_4_upgrades);
     tcase_add_test(more, test_growth_is_linear);
     tcase_add_test(more, test_search_complete);
     suite_add_tcase(s, tc);
@@ -3099,6 +3395,7 @@ Suite *store_suite(void)
     tcase_add_test(pg, test_notify);
     tcase_add_test(pg, test_connection_loss);
     tcase_add_test(pg, test_pg_rows_upgrade);
+    tcase_add_test(pg, test_pg_owner_upgrade);
     suite_add_tcase(s, pg);
     return s;
 }
