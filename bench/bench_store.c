@@ -223,7 +223,7 @@ static int run_one(struct run *r, const struct rx_input *in, int n, int sessions
             goto out_close;
         for (int s = 0; s < sessions; s++) {
             session_id(sid, sizeof(sid), s);
-            if (store_create_session(db, sid, 1))
+            if (store_create_session(db, sid, NULL, 1))
                 goto out_close;
         }
     }

@@ -231,7 +231,8 @@ static int consume(struct fill *f, struct store *st, FILE *ids)
         for (size_t k = 0; k < p->n; k++)
             in[k] = (struct store_text){p->text.data + p->off[k], p->len[k]};
         snap = (struct store_text){p->snap.data, p->snap.len};
-        if ((err = store_import(st, p->sid, p->created_at, NULL, in, p->n, &snap))) {
+        if ((err =
+                 store_import(st, p->sid, NULL, p->created_at, NULL, in, p->n, &snap))) {
             struct rx_error why;
 
             store_last_error(st, &why);

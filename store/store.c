@@ -136,9 +136,42 @@ int store_stats(struct store *st, int64_t *inputs, int64_t *bytes)
 
 /* ---- sessions ------------------------------------------------------------------ */
 
-int store_create_session(struct store *st, const char *sid, int64_t created_at)
+/*
+ * An owner a call was given, checked: NULL stays NULL, anything else must
+ * be 1 to STORE_OWNER_MAX bytes (a C string holds no NUL). 0 or -EINVAL,
+ * named.
+ */
+static int owner_check(struct store *st, const char *owner)
 {
-    return st->be->create_session(st, sid, created_at);
+    size_t len;
+
+    if (!owner)
+        return 0;
+    len = strnlen(owner, STORE_OWNER_MAX + 1);
+    if (!len || len > STORE_OWNER_MAX) {
+        store__set_error(st, "owner %s: it must be 1 to %d bytes",
+                         len ? "too long" : "empty", STORE_OWNER_MAX);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The owner of a session being made: checked, NULL the default. */
+static int owner_of_new(struct store *st, const char **owner)
+{
+    int err = owner_check(st, *owner);
+
+    if (!err && !*owner)
+        *owner = STORE_OWNER_DEFAULT;
+    return err;
+}
+
+int store_create_session(struct store *st, const char *sid, const char *owner,
+                         int64_t created_at)
+{
+    int err = owner_of_new(st, &owner);
+
+    return err ? err : st->be->create_session(st, sid, owner, created_at);
 }
 
 int store_delete_session(struct store *st, const char *sid)
@@ -152,16 +185,21 @@ int store_session_created(struct store *st, const char *sid, int64_t *created_at
 }
 
 int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
-               int64_t created_at)
+               const char *owner, int64_t created_at)
 {
-    return st->be->fork(st, sid, at, new_sid, created_at);
+    int err = owner_of_new(st, &owner);
+
+    return err ? err : st->be->fork(st, sid, at, new_sid, owner, created_at);
 }
 
-int store_import(struct store *st, const char *sid, int64_t created_at, const char *title,
-                 const struct store_text *inputs, size_t n,
+int store_import(struct store *st, const char *sid, const char *owner, int64_t created_at,
+                 const char *title, const struct store_text *inputs, size_t n,
                  const struct store_text *snapshot)
 {
-    return st->be->import(st, sid, created_at, title, inputs, n, snapshot);
+    int err = owner_of_new(st, &owner);
+
+    return err ? err
+               : st->be->import(st, sid, owner, created_at, title, inputs, n, snapshot);
 }
 
 int store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
@@ -202,7 +240,8 @@ int store_search(struct store *st, const char *const *words, size_t n, json_t **
 /* ---- listing ------------------------------------------------------------------ */
 
 int store__list_add(struct store_list *l, const char *id, const char *title,
-                    int64_t created_at, int64_t updated_at, int64_t messages)
+                    const char *owner, int64_t created_at, int64_t updated_at,
+                    int64_t messages)
 {
     struct store_session_info *e;
 
@@ -218,9 +257,11 @@ int store__list_add(struct store_list *l, const char *id, const char *title,
     e = &l->v[l->n];
     e->id = strdup(id);
     e->title = title ? strdup(title) : NULL;
-    if (!e->id || (title && !e->title)) {
+    e->owner = strdup(owner ? owner : STORE_OWNER_DEFAULT);
+    if (!e->id || (title && !e->title) || !e->owner) {
         free(e->id);
         free(e->title);
+        free(e->owner);
         return -ENOMEM;
     }
     e->created_at = created_at;
@@ -237,6 +278,7 @@ static void list_truncate(struct store_list *l, size_t keep)
         l->n--;
         free(l->v[l->n].id);
         free(l->v[l->n].title);
+        free(l->v[l->n].owner);
     }
 }
 
@@ -270,16 +312,16 @@ static int list_done(struct store *st, struct store_list *out, size_t n0, int er
     return err;
 }
 
-int store_sessions_page(struct store *st, const char *const *words, size_t n,
-                        int64_t before, size_t limit, struct store_list *out)
+int store_sessions_page(struct store *st, const char *owner, const char *const *words,
+                        size_t n, int64_t before, size_t limit, struct store_list *out)
 {
     size_t n0 = out->n;
 
-    if (n > STORE_SEARCH_WORDS_MAX || !limit)
+    if (n > STORE_SEARCH_WORDS_MAX || !limit || owner_check(st, owner))
         return -EINVAL;
-    return list_done(
-        st, out, n0,
-        st->be->sessions_page(st, words, n, before < 0 ? INT64_MAX : before, limit, out));
+    return list_done(st, out, n0,
+                     st->be->sessions_page(st, owner, words, n,
+                                           before < 0 ? INT64_MAX : before, limit, out));
 }
 
 int store_sessions_busy(struct store *st, struct store_list *out)
@@ -294,6 +336,13 @@ int store_sessions_count(struct store *st, int64_t *n)
     return st->be->sessions_count(st, n);
 }
 
+int store_sessions_owned(struct store *st, const char *owner, int64_t *n)
+{
+    if (!owner)
+        return st->be->sessions_count(st, n);
+    return owner_check(st, owner) ? -EINVAL : st->be->sessions_owned(st, owner, n);
+}
+
 int store_session_info(struct store *st, const char *sid, struct store_session_info *out)
 {
     return st->be->session_info(st, sid, out);
@@ -303,7 +352,8 @@ void store_session_info_release(struct store_session_info *info)
 {
     free(info->id);
     free(info->title);
-    info->id = info->title = NULL;
+    free(info->owner);
+    info->id = info->title = info->owner = NULL;
 }
 
 /*
@@ -331,7 +381,7 @@ int store_load(struct store *st, store_each_fn each, void *ctx)
         }
         if (err)
             break;
-        err = each(ctx, e->id, e->created_at, e->title, &s, seq);
+        err = each(ctx, e->id, e->created_at, e->title, e->owner, &s, seq);
         if (err) {
             rx_state_release(&s);
             store__set_error(st, "session '%s' (%zu of %zu) was not taken: %s", e->id,

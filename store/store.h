@@ -30,17 +30,18 @@
  * Reads (load, history, state-at, stats) take both tables through a second, read-only
  * connection: in WAL mode it reads the last commit while the writer writes, so a long
  * read never holds up a commit, nor a commit a read (":memory:" has one
- * connection). Schema 4: 2 added inputs_recent, 3 the full-text index
+ * connection). Schema 5: 2 added inputs_recent, 3 the full-text index
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave), 4 what each session's row keeps of its state
- * (messages, busy, the title from its first message; SPEC 6.2). The commit
+ * (messages, busy, the title from its first message; SPEC 6.2), 5 its owner
+ * (SPEC 4.4; older sessions belong to STORE_OWNER_DEFAULT). The commit
  * that finds STORE_INDEX_EVERY (1024) rows unindexed indexes them, in its
  * transaction, and so does a merge; the idle writer indexes the rest; a
  * search or a fork first indexes whatever is left (at most about that many
  * rows, or what an older version left), so a search finds every input
  * acknowledged before it began (store/sqlite/sqlite_store_search.c). A file of schema 1
- * to 3 is upgraded at open: the index filled from its log, each session's row computed
- * once from its state (store/sqlite/sqlite_store_sessions.c).
+ * to 4 is upgraded at open: the index filled from its log, each session's row computed
+ * once from its state (store/sqlite/sqlite_store_sessions.c), the owner column added.
  *
  * Depends on state_machine/ only (its backends on SQLite, libpq and pthreads);
  * nothing from effects/ or server/. Thread-safe: the writer's connection, the reader's
@@ -91,7 +92,15 @@
 #include "state_machine/rx_state.h"
 
 /* The SQLite schema this code writes (user_version); newer files are refused. */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
+/*
+ * Owners (SPEC 4.4): every session belongs to one principal, named by 1 to
+ * STORE_OWNER_MAX bytes (no NUL). A NULL owner given to a call that makes a
+ * session means STORE_OWNER_DEFAULT, which is also the owner of every
+ * session stored before owners were (schema 5 on SQLite, 3 on PostgreSQL).
+ */
+#define STORE_OWNER_MAX     64
+#define STORE_OWNER_DEFAULT "admin"
 /* The most bytes of inputs one history page carries (store_history_text). */
 #define STORE_HISTORY_PAGE_MAX (16u << 20)
 
@@ -154,8 +163,13 @@ enum store_health store_health(struct store *st, struct rx_error *why);
 /* "ok", "full" or "unavailable": the words /healthz uses. */
 const char *store_health_name(enum store_health h);
 
-/* A new session with no inputs. 0, -EEXIST, -ENOSPC or -EIO. */
-int store_create_session(struct store *st, const char *sid, int64_t created_at) RX_WUR;
+/*
+ * A new session with no inputs, belonging to `owner` (borrowed; NULL:
+ * STORE_OWNER_DEFAULT). 0, -EINVAL (owner empty or longer than
+ * STORE_OWNER_MAX), -EEXIST, -ENOSPC or -EIO.
+ */
+int store_create_session(struct store *st, const char *sid, const char *owner,
+                         int64_t created_at) RX_WUR;
 /*
  * Remove a session and every row of it, in one transaction: when this does
  * not return 0 the session is still stored. 0, -ENOENT, -ENOSPC or -EIO.
@@ -249,10 +263,12 @@ int store_append(struct store *st, const char *sid, int64_t seq,
  * when it returns non-zero, store_load releases it and stops with that value.
  * `seq` is the number of inputs folded into it; `title` (borrowed for the
  * call) the one a person gave it (store_set_title), else the one its row
- * took from its first message, or NULL. The store's lock is not held.
+ * took from its first message, or NULL; `owner` (borrowed for the call) the
+ * principal it belongs to. The store's lock is not held.
  */
 typedef int (*store_each_fn)(void *ctx, const char *sid, int64_t created_at,
-                             const char *title, struct rx_state *state, int64_t seq);
+                             const char *title, const char *owner, struct rx_state *state,
+                             int64_t seq);
 
 /*
  * Rebuild every session: its newest snapshot (or rx_state_init), then the
@@ -271,11 +287,15 @@ struct store_cursor {
     const char *id; /* borrowed */
 };
 
-/* One stored session, as store_list_sessions and store_sessions_page list it. */
+/*
+ * One stored session, as store_list_sessions, store_sessions_page,
+ * store_sessions_busy and store_session_info give it.
+ */
 struct store_session_info {
     char *id;    /* owned by the list */
     char *title; /* the one a person gave (store_set_title), else the one from its
                     first message (store_write.title), else NULL; the list's */
+    char *owner; /* the principal it belongs to (never NULL); the list's */
     int64_t created_at;
     int64_t updated_at;
     int64_t messages; /* store_write.messages of its last input (0: none) */
@@ -300,19 +320,22 @@ void store_list_release(struct store_list *l);
 
 /*
  * A page of the sessions list as people see it (SPEC 6.2), newest first:
- * the sessions with updated_at < `before` (< 0: no bound), in (updated_at,
+ * the sessions of `owner` (NULL: everyone's; borrowed) with updated_at <
+ * `before` (< 0: no bound), in (updated_at,
  * id) descending order, `limit` of them (>= 1) and every further one that
  * shares the last one's updated_at (so a next page asked with before = that
  * updated_at loses none), appended to `out`. With `n` words (0 to
  * STORE_SEARCH_WORDS_MAX), only the sessions store_search would find for
  * them; a search finds every input whose write was answered before it
  * began. Read without holding up a commit; served by an index on
- * (updated_at, id), so a page costs the same among a million sessions.
- * 0, -EINVAL (n out of range), -ENOMEM or -EIO; on failure `out` is as it
- * was.
+ * (updated_at, id), and one owner's by an index on (owner, updated_at, id),
+ * so a page costs the same among a million sessions.
+ * 0, -EINVAL (n out of range, limit 0, or owner empty or longer than
+ * STORE_OWNER_MAX), -ENOMEM or -EIO; on failure `out` is as it was.
  */
-int store_sessions_page(struct store *st, const char *const *words, size_t n,
-                        int64_t before, size_t limit, struct store_list *out) RX_WUR;
+int store_sessions_page(struct store *st, const char *owner, const char *const *words,
+                        size_t n, int64_t before, size_t limit,
+                        struct store_list *out) RX_WUR;
 /*
  * The sessions whose last input left effects wanted (store_write.busy), in
  * no order, appended to `out`: what a restart must load and resume at
@@ -323,9 +346,17 @@ int store_sessions_busy(struct store *st, struct store_list *out) RX_WUR;
 /* How many sessions are stored, in *n. 0 or -EIO. */
 int store_sessions_count(struct store *st, int64_t *n) RX_WUR;
 /*
- * One session's row: created_at, title and messages as store_sessions_page
- * lists them, into `out` (its strings the caller's: free them with
- * store_session_info_release). 0, -ENOENT, -ENOMEM or -EIO.
+ * How many sessions `owner` (borrowed; NULL: everyone, as
+ * store_sessions_count) has stored, in *n: what a per-user session limit
+ * compares. Counted on the index on (owner, updated_at, id): it costs what
+ * that owner has, not what the log holds. 0, -EINVAL (owner empty or longer
+ * than STORE_OWNER_MAX) or -EIO.
+ */
+int store_sessions_owned(struct store *st, const char *owner, int64_t *n) RX_WUR;
+/*
+ * One session's row: created_at, title, messages and owner as
+ * store_sessions_page lists them, into `out` (its strings the caller's: free
+ * them with store_session_info_release). 0, -ENOENT, -ENOMEM or -EIO.
  */
 int store_session_info(struct store *st, const char *sid,
                        struct store_session_info *out) RX_WUR;
@@ -375,12 +406,14 @@ int store_state_at(struct store *st, const char *sid, int64_t seq,
 /*
  * A new session `new_sid` whose log is inputs 1..at of `sid` (at 0: empty),
  * with its title (store_set_title) and their part of the full-text index,
- * created at `created_at`, in one transaction. Its state is then
- * store_session_load(new_sid). 0, -ENOENT (no `sid`), -EEXIST (`new_sid`
- * taken), -ERANGE (at < 0 or past the last input), -ENOSPC or -EIO.
+ * created at `created_at`, in one transaction; it belongs to `owner`
+ * (borrowed; NULL: STORE_OWNER_DEFAULT), whoever owns `sid`. Its state is
+ * then store_session_load(new_sid). 0, -EINVAL (owner empty or longer than
+ * STORE_OWNER_MAX), -ENOENT (no `sid`), -EEXIST (`new_sid` taken), -ERANGE
+ * (at < 0 or past the last input), -ENOSPC or -EIO.
  */
 int store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
-               int64_t created_at) RX_WUR;
+               const char *owner, int64_t created_at) RX_WUR;
 
 /*
  * Retention: delete every session whose updated_at < older_than_ms with all
@@ -443,15 +476,16 @@ struct store_text {
 };
 
 /*
- * A new session `sid` whose log is inputs[0..n) (seq 1..n), with `title`
+ * A new session `sid` belonging to `owner` (borrowed; NULL:
+ * STORE_OWNER_DEFAULT) whose log is inputs[0..n) (seq 1..n), with `title`
  * (NULL: none), created (and, for retention, last updated) at `created_at`,
  * and a snapshot of its state after them (NULL: none), indexed for search,
  * in one transaction: all of it is stored, or nothing. The caller has
- * folded the inputs (they must fold, or the next load fails). 0, -EEXIST,
- * -ENOSPC or -EIO.
+ * folded the inputs (they must fold, or the next load fails). 0, -EINVAL
+ * (owner empty or longer than STORE_OWNER_MAX), -EEXIST, -ENOSPC or -EIO.
  */
-int store_import(struct store *st, const char *sid, int64_t created_at, const char *title,
-                 const struct store_text *inputs, size_t n,
+int store_import(struct store *st, const char *sid, const char *owner, int64_t created_at,
+                 const char *title, const struct store_text *inputs, size_t n,
                  const struct store_text *snapshot) RX_WUR;
 
 /*

@@ -53,24 +53,28 @@ struct store_backend {
     enum store_health (*health)(struct store *st, struct rx_error *why);
     int (*stats)(struct store *st, int64_t *inputs, int64_t *bytes);
 
-    /* Sessions. */
-    int (*create_session)(struct store *st, const char *sid, int64_t created_at);
+    /* Sessions. An owner given to create, fork and import is never NULL (store.c
+       puts STORE_OWNER_DEFAULT there) and has been checked. */
+    int (*create_session)(struct store *st, const char *sid, const char *owner,
+                          int64_t created_at);
     int (*delete_session)(struct store *st, const char *sid);
     int (*session_created)(struct store *st, const char *sid, int64_t *created_at);
     int (*list_sessions)(struct store *st, const struct store_cursor *after, size_t limit,
                          struct store_list *out);
     int (*fork)(struct store *st, const char *sid, int64_t at, const char *new_sid,
-                int64_t created_at);
-    int (*import)(struct store *st, const char *sid, int64_t created_at,
-                  const char *title, const struct store_text *inputs, size_t n,
-                  const struct store_text *snapshot);
+                const char *owner, int64_t created_at);
+    int (*import)(struct store *st, const char *sid, const char *owner,
+                  int64_t created_at, const char *title, const struct store_text *inputs,
+                  size_t n, const struct store_text *snapshot);
     int (*gc_list)(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                    int64_t *removed_inputs);
-    /* The sessions' rows (SPEC 6.2): pages newest first, the busy set, count, one. */
-    int (*sessions_page)(struct store *st, const char *const *words, size_t n,
-                         int64_t before, size_t limit, struct store_list *out);
+    /* The sessions' rows (SPEC 6.2): pages newest first (of one owner, or of
+       everyone's when owner is NULL), the busy set, counts, one. */
+    int (*sessions_page)(struct store *st, const char *owner, const char *const *words,
+                         size_t n, int64_t before, size_t limit, struct store_list *out);
     int (*sessions_busy)(struct store *st, struct store_list *out);
     int (*sessions_count)(struct store *st, int64_t *n);
+    int (*sessions_owned)(struct store *st, const char *owner, int64_t *n);
     int (*session_info)(struct store *st, const char *sid,
                         struct store_session_info *out);
 
@@ -175,11 +179,12 @@ int store__row_of_log(struct store *st, const char *sid, const struct store_text
 void store__row_release(struct store_row *r);
 
 /*
- * One session at the end of `l`: id and title (NULL: none) copied. 0 or
- * -ENOMEM (l unchanged).
+ * One session at the end of `l`: id, title (NULL: none) and owner (NULL:
+ * STORE_OWNER_DEFAULT) copied. 0 or -ENOMEM (l unchanged).
  */
 int store__list_add(struct store_list *l, const char *id, const char *title,
-                    int64_t created_at, int64_t updated_at, int64_t messages) RX_WUR;
+                    const char *owner, int64_t created_at, int64_t updated_at,
+                    int64_t messages) RX_WUR;
 
 /*
  * One record at the end of `l`: key, sid (NULL: none) and text[0..len)

@@ -35,8 +35,10 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS rx_meta(k text PRIMARY KEY, v bigint NOT NULL);"
     "CREATE TABLE IF NOT EXISTS sessions(id text PRIMARY KEY, created_at bigint NOT NULL,"
     " updated_at bigint NOT NULL, title text, messages bigint NOT NULL DEFAULT 0,"
-    " busy boolean NOT NULL DEFAULT false, auto_title text);"
+    " busy boolean NOT NULL DEFAULT false, auto_title text,"
+    " owner text NOT NULL DEFAULT '" STORE_OWNER_DEFAULT "');"
     "CREATE INDEX IF NOT EXISTS sessions_page ON sessions(updated_at, id);"
+    "CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated_at, id);"
     "CREATE INDEX IF NOT EXISTS sessions_busy ON sessions(id) WHERE busy;"
     "CREATE TABLE IF NOT EXISTS inputs(session_id text NOT NULL, seq bigint NOT NULL,"
     " input text NOT NULL, PRIMARY KEY(session_id, seq));"
@@ -51,7 +53,7 @@ static const char schema_sql[] =
     " expires_at timestamptz);"
     "CREATE TABLE IF NOT EXISTS owners(session_id text PRIMARY KEY, node text,"
     " since timestamptz);"
-    "INSERT INTO rx_meta(k, v) VALUES('version', 2) ON CONFLICT (k) DO NOTHING;"
+    "INSERT INTO rx_meta(k, v) VALUES('version', 3) ON CONFLICT (k) DO NOTHING;"
     "COMMIT";
 
 /* ---- connection strings ------------------------------------------------------ */
@@ -330,9 +332,10 @@ static int open_conn(struct pg_store *pg, struct pg_conn *pc, const char *name, 
 }
 
 /*
- * A schema 1 database upgraded: each session's row computed from its log,
- * once (by whichever nodes start meanwhile, each taking the next); the line
- * says how many this node did. 0, or the errno with `why` set.
+ * A schema 1 or 2 database upgraded: the owner column added (2 to 3) and, from
+ * schema 1, each session's row computed from its log, once (by whichever
+ * nodes start meanwhile, each taking the next); the line says how many this
+ * node did. 0, or the errno with `why` set.
  */
 static int rows_upgrade(struct pg_store *pg, char *why, size_t n)
 {
@@ -467,6 +470,7 @@ const struct store_backend pg_store_backend = {
     .sessions_page = pg_store_sessions_page,
     .sessions_busy = pg_store_sessions_busy,
     .sessions_count = pg_store_sessions_count,
+    .sessions_owned = pg_store_sessions_owned,
     .session_info = pg_store_session_info,
     .write_queue = pg_store_write_queue,
     .commit_counts = pg_store_commit_counts,

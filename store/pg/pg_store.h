@@ -52,9 +52,11 @@
  *                        "title <sid>"   (store_set_title).
  *
  * Schema (created on first use, version in table rx_meta; a newer version is
- * refused at open with one line; version 1 is upgraded at open, see
+ * refused at open with one line; versions 1 and 2 are upgraded at open, see
  * pg_store_sessions.c): sessions(id, created_at, updated_at, title,
- * messages, busy, auto_title), inputs(session_id, seq, input) primary key (session_id,
+ * messages, busy, auto_title, owner: the principal it belongs to, SPEC 4.4,
+ * not to be confused with the cluster's `owners` below, which names the node
+ * writing it), inputs(session_id, seq, input) primary key (session_id,
  * seq), snapshots(session_id, seq, state), search documents, and for the cluster nodes(id
  * text primary key, url text, expires_at timestamptz) and owners(session_id text primary
  * key, node text, since timestamptz). server/cluster reads and writes nodes and owners;
@@ -73,7 +75,7 @@
 #define PG_STORE_H
 
 /* The schema this code writes (rx_meta.version); newer databases are refused. */
-#define PG_STORE_SCHEMA_VERSION 2
+#define PG_STORE_SCHEMA_VERSION 3
 /* The longest input text a rx_log notification carries (PostgreSQL's limit is 8000). */
 #define PG_STORE_NOTIFY_TEXT_MAX 7000
 

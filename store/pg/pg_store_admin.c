@@ -84,20 +84,21 @@ static int insert_session(struct pg_store *pg, const char *what, const char *sql
     return err;
 }
 
-int pg_store_create_session(struct store *base, const char *sid, int64_t created_at)
+int pg_store_create_session(struct store *base, const char *sid, const char *owner,
+                            int64_t created_at)
 {
     struct pg_store *pg = pg_store_of(base);
     char at[24];
-    const char *vals[2] = {sid, pg_store__fmt_i64(at, created_at)};
+    const char *vals[3] = {sid, pg_store__fmt_i64(at, created_at), owner};
     int err;
 
     pthread_mutex_lock(&pg->alock);
     if ((err = pg_store__begin(pg, &pg->a)))
         goto out_unlock;
     err = insert_session(pg, "creating a session",
-                         "INSERT INTO sessions(id, created_at, updated_at)"
-                         " VALUES($1, $2, $2)",
-                         2, vals);
+                         "INSERT INTO sessions(id, created_at, updated_at, owner)"
+                         " VALUES($1, $2, $2, $3)",
+                         3, vals);
     err = finish_created(pg, sid, err);
 out_unlock:
     pthread_mutex_unlock(&pg->alock);
@@ -182,7 +183,7 @@ static int fork_row(struct pg_store *pg, const char *sid, int64_t at, const char
 }
 
 int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *new_sid,
-                  int64_t created_at)
+                  const char *owner, int64_t created_at)
 {
     struct pg_store *pg = pg_store_of(base);
     static const char *const copies[] = {
@@ -195,7 +196,8 @@ int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *n
     };
     char at_s[24], created_s[24];
     const char *vals[3] = {sid, new_sid, pg_store__fmt_i64(at_s, at)};
-    const char *insert_vals[3] = {new_sid, sid, pg_store__fmt_i64(created_s, created_at)};
+    const char *insert_vals[4] = {new_sid, sid, pg_store__fmt_i64(created_s, created_at),
+                                  owner};
     PGresult *r = NULL;
     int64_t last;
     int err;
@@ -218,9 +220,10 @@ int pg_store_fork(struct store *base, const char *sid, int64_t at, const char *n
     if ((err = pg_store__seq_in_log(pg, sid, at, last)))
         goto out_finish;
     if ((err = insert_session(pg, "creating the fork",
-                              "INSERT INTO sessions(id, created_at, updated_at, title)"
-                              " SELECT $1, $3, $3, title FROM sessions WHERE id = $2",
-                              3, insert_vals)))
+                              "INSERT INTO sessions(id, created_at, updated_at, title,"
+                              " owner) SELECT $1, $3, $3, title, $4 FROM sessions"
+                              " WHERE id = $2",
+                              4, insert_vals)))
         goto out_finish;
     for (size_t i = 0; !err && i < sizeof(copies) / sizeof(copies[0]); i++)
         err = run(pg, "copying the log", copies[i], 3, vals, NULL);
@@ -408,15 +411,16 @@ out_release:
     return err;
 }
 
-int pg_store_import(struct store *base, const char *sid, int64_t created_at,
-                    const char *title, const struct store_text *inputs, size_t n,
+int pg_store_import(struct store *base, const char *sid, const char *owner,
+                    int64_t created_at, const char *title,
+                    const struct store_text *inputs, size_t n,
                     const struct store_text *snapshot)
 {
     struct pg_store *pg = pg_store_of(base);
     struct store_row row = {0};
     char at[24], m[24];
-    const char *vals[6] = {sid, pg_store__fmt_i64(at, created_at), title, NULL, NULL,
-                           NULL};
+    const char *vals[7] = {
+        sid, pg_store__fmt_i64(at, created_at), title, NULL, NULL, NULL, owner};
     /* Folded before the admin connection is taken: nobody waits for it. */
     int err = store__row_of_log(base, sid, inputs, n, snapshot, &row);
 
@@ -430,9 +434,9 @@ int pg_store_import(struct store *base, const char *sid, int64_t created_at,
         goto out_unlock;
     err =
         insert_session(pg, "importing a session",
-                       "INSERT INTO sessions(id, created_at, updated_at, title,"
-                       " messages, busy, auto_title) VALUES($1, $2, $2, $3, $4, $5, $6)",
-                       6, vals);
+                       "INSERT INTO sessions(id, created_at, updated_at, title, messages,"
+                       " busy, auto_title, owner) VALUES($1, $2, $2, $3, $4, $5, $6, $7)",
+                       7, vals);
     if (!err)
         err = title_doc(pg, sid, title);
     if (!err)

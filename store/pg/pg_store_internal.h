@@ -110,15 +110,17 @@ int pg_store_set_durable(struct store *st, bool fsync_each_commit);
 enum store_health pg_store_health(struct store *st, struct rx_error *why);
 void pg_store_commit_counts(struct store *st, int64_t *commits, int64_t *writes);
 /* pg_store_admin.c */
-int pg_store_create_session(struct store *st, const char *sid, int64_t created_at);
+int pg_store_create_session(struct store *st, const char *sid, const char *owner,
+                            int64_t created_at);
 int pg_store_delete_session(struct store *st, const char *sid);
 int pg_store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
-                  int64_t created_at);
+                  const char *owner, int64_t created_at);
 int pg_store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                      int64_t *removed_inputs);
 int pg_store_set_title(struct store *st, const char *sid, const char *title);
-int pg_store_import(struct store *st, const char *sid, int64_t created_at,
-                    const char *title, const struct store_text *inputs, size_t n,
+int pg_store_import(struct store *st, const char *sid, const char *owner,
+                    int64_t created_at, const char *title,
+                    const struct store_text *inputs, size_t n,
                     const struct store_text *snapshot);
 /* pg_store_read.c */
 int pg_store_list_sessions(struct store *st, const struct store_cursor *after,
@@ -136,23 +138,26 @@ int pg_store_stats(struct store *st, int64_t *inputs, int64_t *bytes);
 /* pg_store_writer.c */
 void pg_store_write_queue(struct store *st, struct store_write *w);
 /* pg_store_sessions.c */
-int pg_store_sessions_page(struct store *st, const char *const *words, size_t n,
-                           int64_t before, size_t limit, struct store_list *out);
+int pg_store_sessions_page(struct store *st, const char *owner, const char *const *words,
+                           size_t n, int64_t before, size_t limit,
+                           struct store_list *out);
 int pg_store_sessions_busy(struct store *st, struct store_list *out);
 int pg_store_sessions_count(struct store *st, int64_t *n);
+int pg_store_sessions_owned(struct store *st, const char *owner, int64_t *n);
 int pg_store_session_info(struct store *st, const char *sid,
                           struct store_session_info *out);
 
-/* ---- pg_store_sessions.c: the sessions' rows (schema 2, SPEC 6.2) ---- */
+/* ---- pg_store_sessions.c: the sessions' rows (schema 2 and 3, SPEC 6.2, 4.4) ---- */
 
 /* The columns every list of sessions reads, in pg_store__list_rows' order. */
 #define PG_STORE_ROW_COLUMNS                                                             \
-    "id, created_at, coalesce(title, auto_title), updated_at, messages"
+    "id, created_at, coalesce(title, auto_title), updated_at, messages, owner"
 /* Append the rows of r (PG_STORE_ROW_COLUMNS) to `out`: 0 or -ENOMEM. */
 int pg_store__list_rows(const PGresult *r, struct store_list *out);
 /*
  * At open, on the admin connection: upgrade a schema of version 1 (the
- * rows' columns and indexes, every session listed as due), then compute
+ * rows' columns and indexes, every session listed as due) or 2 (the owner
+ * column, 'admin' for every session there, and its index), then compute
  * the row of each due session from its log, a few hundred per transaction,
  * the session's row locked meanwhile (a batch of inputs waits), skipping
  * those another node is doing. *done counts them. 0, or the errno with

@@ -13,6 +13,12 @@
  * updated_at), and a partial index on the busy ones. The count is
  * count(*): exact, an index-only scan; a per-row counter would be one row
  * every node's create and delete wait for.
+ *
+ * Schema 3 adds each session's owner (SPEC 4.4; STORE_OWNER_DEFAULT for the
+ * sessions there: a default, so the ALTER rewrites nothing) and an index on
+ * (owner, updated_at, id): one owner's page walks it as the global page
+ * walks (updated_at, id), and an owner's count is an index-only scan of its
+ * own entries.
  */
 #include "store/pg/pg_store.h"
 #include "store/pg/pg_store_internal.h"
@@ -44,6 +50,13 @@ static const char upgrade_sql[] =
     "INSERT INTO sessions_due SELECT id FROM sessions ON CONFLICT DO NOTHING;"
     "UPDATE rx_meta SET v = 2 WHERE k = 'version' AND v < 2";
 
+/* Version 2 to 3, under the same lock, after the one above when from 1. */
+static const char owner_upgrade_sql[] =
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT "
+    "'" STORE_OWNER_DEFAULT "';"
+    "CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated_at, id);"
+    "UPDATE rx_meta SET v = 3 WHERE k = 'version' AND v < 3";
+
 /* The cut of a page: `limit` rows ($2) and the ties of the last one. */
 #define PAGE_CUT(from)                                                                   \
     " updated_at >= coalesce((SELECT updated_at FROM " from " ORDER BY updated_at"       \
@@ -55,14 +68,21 @@ static const char page_sql[] =
     " FROM sessions WHERE updated_at < $1::bigint AND" PAGE_CUT(
         "sessions WHERE updated_at < $1::bigint");
 
+/* One owner's ($3): the same, on the index on (owner, updated_at, id). */
+static const char owner_page_sql[] =
+    "SELECT " PG_STORE_ROW_COLUMNS
+    " FROM sessions WHERE owner = $3 AND updated_at < $1::bigint AND" PAGE_CUT(
+        "sessions WHERE owner = $3 AND updated_at < $1::bigint");
+
 int pg_store__list_rows(const PGresult *r, struct store_list *out)
 {
     int err = 0;
 
     for (int i = 0; !err && i < PQntuples(r); i++)
-        err = store__list_add(
-            out, PQgetvalue(r, i, 0), PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
-            pg_store__i64(r, i, 1), pg_store__i64(r, i, 3), pg_store__i64(r, i, 4));
+        err = store__list_add(out, PQgetvalue(r, i, 0),
+                              PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+                              PQgetvalue(r, i, 5), pg_store__i64(r, i, 1),
+                              pg_store__i64(r, i, 3), pg_store__i64(r, i, 4));
     return err;
 }
 
@@ -78,7 +98,7 @@ int pg_store__row_put(struct pg_store *pg, const char *sid, const struct store_r
                           4, vals, NULL, NULL, NULL);
 }
 
-/* ---- the upgrade to schema 2 --------------------------------------------------------
+/* ---- the upgrades to schema 2 and 3 --------------------------------------------------
  */
 
 /* One simple-protocol text (several statements) on `a`: 0 or -EIO with `why`. */
@@ -97,7 +117,7 @@ static int exec_simple(struct pg_store *pg, const char *sql, char *why, size_t n
     return err;
 }
 
-/* Version 1: the columns and indexes, in one transaction under the lock. */
+/* Versions 1 and 2: the columns and indexes, in one transaction under the lock. */
 static int upgrade_schema(struct pg_store *pg, char *why, size_t n)
 {
     PGresult *r = NULL;
@@ -114,6 +134,9 @@ static int upgrade_schema(struct pg_store *pg, char *why, size_t n)
         goto out_rollback;
     if (PQntuples(r) && pg_store__i64(r, 0, 0) < 2 &&
         (err = exec_simple(pg, upgrade_sql, why, n)))
+        goto out_rollback;
+    if (PQntuples(r) && pg_store__i64(r, 0, 0) < 3 &&
+        (err = exec_simple(pg, owner_upgrade_sql, why, n)))
         goto out_rollback;
     PQclear(r);
     return exec_simple(pg, "COMMIT", why, n);
@@ -193,10 +216,10 @@ int pg_store__rows_upgrade(struct pg_store *pg, int64_t *done, char *why, size_t
                               0, NULL, NULL, NULL, &r)))
         goto out_why;
     due = PQntuples(r) && !strcmp(PQgetvalue(r, 0, 1), "t");
-    if (PQntuples(r) && pg_store__i64(r, 0, 0) < 2) {
+    if (PQntuples(r) && pg_store__i64(r, 0, 0) < PG_STORE_SCHEMA_VERSION) {
         if ((err = upgrade_schema(pg, why, n)))
             goto out_why;
-        due = true;
+        due = due || pg_store__i64(r, 0, 0) < 2;
     }
     /* The table stays, empty: dropping it would fail a node still reading it. */
     while (due && found && !(err = upgrade_one(pg, &found)))
@@ -231,30 +254,32 @@ static int read_list(struct pg_store *pg, const char *sql, int n, const char *co
 }
 
 /*
- * With words: the sessions the search finds ($3...), those before $1, cut
- * as a page. The hits come from the words' index, then are ordered: a page
- * costs what the words find, not what the log holds. Every input is
- * indexed in the transaction that commits it (pg_store_writer.c), so the
- * search sees every input committed before it began.
+ * With words: the sessions the search finds ($3...), those before $1 (and of
+ * owner $n+3, when `owned`), cut as a page. The hits come from the words'
+ * index, then are ordered: a page costs what the words find, not what the
+ * log holds. Every input is indexed in the transaction that commits it
+ * (pg_store_writer.c), so the search sees every input committed before it
+ * began.
  */
-static int words_sql(size_t n, struct rx_buf *sql)
+static int words_sql(size_t n, bool owned, struct rx_buf *sql)
 {
     if (rx_buf_puts(sql, "WITH hits AS (") || pg_store__search_sql(n, 3, sql) ||
-        rx_buf_puts(
-            sql,
-            "), page AS MATERIALIZED (SELECT id, created_at,"
-            " coalesce(title, auto_title) AS title, updated_at, messages"
-            " FROM sessions WHERE id IN (SELECT session_id FROM hits)"
-            " AND updated_at < $1::bigint) SELECT * FROM page WHERE" PAGE_CUT("page")))
+        rx_buf_puts(sql, "), page AS MATERIALIZED (SELECT id, created_at,"
+                         " coalesce(title, auto_title) AS title, updated_at, messages,"
+                         " owner FROM sessions WHERE id IN (SELECT session_id FROM hits)"
+                         " AND updated_at < $1::bigint") ||
+        (owned && rx_buf_printf(sql, " AND owner = $%zu", n + 3)) ||
+        rx_buf_puts(sql, ") SELECT * FROM page WHERE" PAGE_CUT("page")))
         return -ENOMEM;
     return 0;
 }
 
-int pg_store_sessions_page(struct store *base, const char *const *words, size_t n,
-                           int64_t before, size_t limit, struct store_list *out)
+int pg_store_sessions_page(struct store *base, const char *owner,
+                           const char *const *words, size_t n, int64_t before,
+                           size_t limit, struct store_list *out)
 {
     struct pg_store *pg = pg_store_of(base);
-    const char *vals[2 + STORE_SEARCH_WORDS_MAX];
+    const char *vals[3 + STORE_SEARCH_WORDS_MAX];
     char before_s[24], limit_s[24];
     struct rx_buf sql;
     int err = 0;
@@ -263,11 +288,12 @@ int pg_store_sessions_page(struct store *base, const char *const *words, size_t 
     vals[1] = pg_store__fmt_i64(limit_s, (int64_t)limit);
     for (size_t i = 0; i < n; i++)
         vals[2 + i] = words[i];
+    vals[2 + n] = owner;
     if (!n)
-        return read_list(pg, page_sql, 2, vals, out);
+        return read_list(pg, owner ? owner_page_sql : page_sql, owner ? 3 : 2, vals, out);
     rx_buf_init(&sql, RX_BUF_SMALL_MAX);
-    if (!(err = words_sql(n, &sql)))
-        err = read_list(pg, sql.data, (int)n + 2, vals, out);
+    if (!(err = words_sql(n, owner != NULL, &sql)))
+        err = read_list(pg, sql.data, (int)n + (owner ? 3 : 2), vals, out);
     rx_buf_release(&sql);
     return err;
 }
@@ -288,6 +314,24 @@ int pg_store_sessions_count(struct store *base, int64_t *n)
     pthread_mutex_lock(&pg->rlock);
     err = pg_store__exec(pg, &pg->r, "counting sessions", "SELECT count(*) FROM sessions",
                          0, NULL, NULL, NULL, &r);
+    pthread_mutex_unlock(&pg->rlock);
+    if (!err)
+        *n = pg_store__i64(r, 0, 0);
+    PQclear(r);
+    return err;
+}
+
+int pg_store_sessions_owned(struct store *base, const char *owner, int64_t *n)
+{
+    struct pg_store *pg = pg_store_of(base);
+    const char *vals[1] = {owner};
+    PGresult *r = NULL;
+    int err;
+
+    pthread_mutex_lock(&pg->rlock);
+    err = pg_store__exec(pg, &pg->r, "counting sessions",
+                         "SELECT count(*) FROM sessions WHERE owner = $1", 1, vals, NULL,
+                         NULL, &r);
     pthread_mutex_unlock(&pg->rlock);
     if (!err)
         *n = pg_store__i64(r, 0, 0);

@@ -67,7 +67,8 @@ static off_t check_at_open_max(void)
 static const char schema_sql[] =
     "CREATE TABLE sessions(id TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL,"
     " updated_at INTEGER NOT NULL, title TEXT, messages INTEGER NOT NULL DEFAULT 0,"
-    " busy INTEGER NOT NULL DEFAULT 0, auto_title TEXT);"
+    " busy INTEGER NOT NULL DEFAULT 0, auto_title TEXT,"
+    " owner TEXT NOT NULL DEFAULT '" STORE_OWNER_DEFAULT "');"
     "CREATE TABLE inputs(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     " input TEXT NOT NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
     "CREATE TABLE snapshots(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
@@ -285,6 +286,7 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
                  STORE_APP_ID, STORE_SCHEMA_VERSION);
         if ((rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sqlite_store__rows_schema_sql, NULL, NULL, NULL)) ||
+            (rc = sqlite3_exec(db, sqlite_store__owner_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sqlite_store__search_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "creating the schema", why, n);
@@ -307,7 +309,9 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
     }
     /* Version 2 adds inputs_recent (group commit), 3 the full-text index,
        filled from the log, 4 the sessions' rows (their values computed after
-       open, sqlite_store__rows_upgrade); nothing else moves. */
+       open, sqlite_store__rows_upgrade), 5 their owners (the existing ones
+       the default's); nothing else moves. Each step builds on the one
+       before: a file of any older version takes them all, in order. */
     if (ver < STORE_SCHEMA_VERSION) {
         char sql[64];
 
@@ -319,6 +323,8 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
                                             NULL, NULL)))) ||
             (ver < 4 &&
              (rc = sqlite3_exec(db, sqlite_store__rows_upgrade_sql, NULL, NULL, NULL))) ||
+            (ver < 5 && (rc = sqlite3_exec(db, sqlite_store__owner_upgrade_sql, NULL,
+                                           NULL, NULL))) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "upgrading the schema", why, n);
             goto out_rollback;
@@ -689,6 +695,7 @@ const struct store_backend sqlite_store_backend = {
     .sessions_page = sqlite_store_sessions_page,
     .sessions_busy = sqlite_store_sessions_busy,
     .sessions_count = sqlite_store_sessions_count,
+    .sessions_owned = sqlite_store_sessions_owned,
     .session_info = sqlite_store_session_info,
     .write_queue = sqlite_store_write_queue,
     .commit_counts = sqlite_store_commit_counts,

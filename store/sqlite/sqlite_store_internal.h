@@ -62,14 +62,24 @@
 #define STORE_PENDING                                                                    \
     "(SELECT session_id, lo, hi FROM search_pending ORDER BY rowid LIMIT ?1)"
 
+/* The columns every list of sessions reads, in sqlite_store__list_rows' order. */
+#define STORE_ROW_COLUMNS                                                                \
+    "id, created_at, coalesce(title, auto_title), updated_at, messages, owner"
+/* The cut of a page among the sessions `where` (SQL) picks: ?2 rows and the ties of
+   the last one, newest first. */
+#define STORE_PAGE_CUT(where)                                                            \
+    " updated_at>=coalesce((SELECT updated_at FROM sessions WHERE " where                \
+    " ORDER BY updated_at DESC, id DESC LIMIT 1 OFFSET ?2-1),"                           \
+    " -9223372036854775807-1) ORDER BY updated_at DESC, id DESC"
+
 /* Every statement, prepared once per connection at open and kept. */
 #define STORE_STATEMENTS(X)                                                              \
     X(BEGIN, "BEGIN IMMEDIATE")                                                          \
     X(BEGIN_READ, "BEGIN")                                                               \
     X(COMMIT, "COMMIT")                                                                  \
     X(ROLLBACK, "ROLLBACK")                                                              \
-    X(SESSION_INSERT,                                                                    \
-      "INSERT INTO sessions(id, created_at, updated_at) VALUES(?1,?2,?2)")               \
+    X(SESSION_INSERT, "INSERT INTO sessions(id, created_at, updated_at, owner)"          \
+                      " VALUES(?1,?2,?2,?3)")                                            \
     X(SESSION_GET, "SELECT created_at FROM sessions WHERE id=?1")                        \
     X(SESSION_ROW,                                                                       \
       "UPDATE sessions SET updated_at=CASE WHEN updated_at<?2-" STORE_TOUCH_SLACK_MS     \
@@ -79,25 +89,23 @@
       " busy!=?4 OR (auto_title IS NULL AND ?5 IS NOT NULL))")                           \
     X(SESSION_ROW_SET, "UPDATE sessions SET messages=?2, busy=?3, auto_title=?4"         \
                        " WHERE id=?1")                                                   \
-    X(SESSIONS_PAGE, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"   \
-                     " messages FROM sessions WHERE updated_at<?1 AND updated_at>="      \
-                     "coalesce((SELECT updated_at FROM sessions WHERE updated_at<?1"     \
-                     " ORDER BY updated_at DESC, id DESC LIMIT 1 OFFSET ?2-1),"          \
-                     " -9223372036854775807-1) ORDER BY updated_at DESC, id DESC")       \
-    X(SESSIONS_BUSY, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"   \
-                     " messages FROM sessions WHERE busy")                               \
+    X(SESSIONS_PAGE, "SELECT " STORE_ROW_COLUMNS " FROM sessions WHERE updated_at<?1"    \
+                     " AND" STORE_PAGE_CUT("updated_at<?1"))                             \
+    X(SESSIONS_PAGE_OWNER,                                                               \
+      "SELECT " STORE_ROW_COLUMNS " FROM sessions WHERE owner=?3"                        \
+      " AND updated_at<?1 AND" STORE_PAGE_CUT("owner=?3 AND updated_at<?1"))             \
+    X(SESSIONS_BUSY, "SELECT " STORE_ROW_COLUMNS " FROM sessions WHERE busy")            \
     X(SESSIONS_COUNT, "SELECT n FROM sessions_count")                                    \
-    X(SESSION_INFO, "SELECT id, created_at, coalesce(title, auto_title), updated_at,"    \
-                    " messages FROM sessions WHERE id=?1")                               \
+    X(SESSIONS_OWNED, "SELECT count(*) FROM sessions WHERE owner=?1")                    \
+    X(SESSION_INFO, "SELECT " STORE_ROW_COLUMNS " FROM sessions WHERE id=?1")            \
     X(SESSION_DELETE, "DELETE FROM sessions WHERE id=?1")                                \
-    X(SESSION_PAGE,                                                                      \
-      "SELECT id, created_at, coalesce(title, auto_title), updated_at, messages"         \
-      " FROM sessions WHERE (created_at, id) > (?1, ?2) ORDER BY created_at, id"         \
-      " LIMIT ?3")                                                                       \
+    X(SESSION_PAGE, "SELECT " STORE_ROW_COLUMNS " FROM sessions WHERE (created_at, id)"  \
+                    " > (?1, ?2) ORDER BY created_at, id LIMIT ?3")                      \
     X(SESSION_TITLE_SET, "UPDATE sessions SET title=?2 WHERE id=?1")                     \
     X(SESSION_TITLE_GET, "SELECT title FROM sessions WHERE id=?1")                       \
     X(SESSION_IMPORT, "INSERT INTO sessions(id, created_at, updated_at, title,"          \
-                      " messages, busy, auto_title) VALUES(?1,?2,?3,?4,?5,?6,?7)")       \
+                      " messages, busy, auto_title, owner)"                              \
+                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8)")                                \
     X(INPUT_INSERT, "INSERT INTO inputs(session_id, seq, input) VALUES(?1,?2,?3)")       \
     X(INPUTS_DELETE, "DELETE FROM inputs WHERE session_id=?1")                           \
     X(RECENT_DELETE, "DELETE FROM inputs_recent WHERE session_id=?1")                    \
@@ -310,7 +318,8 @@ int sqlite_store_set_max_bytes(struct store *st, int64_t max_bytes);
 enum store_health sqlite_store_health(struct store *st, struct rx_error *why);
 int sqlite_store_session_created(struct store *st, const char *sid, int64_t *created_at);
 /* sqlite_store_writer.c */
-int sqlite_store_create_session(struct store *st, const char *sid, int64_t created_at);
+int sqlite_store_create_session(struct store *st, const char *sid, const char *owner,
+                                int64_t created_at);
 int sqlite_store_delete_session(struct store *st, const char *sid);
 void sqlite_store_write_queue(struct store *st, struct store_write *w);
 void sqlite_store_commit_counts(struct store *st, int64_t *commits, int64_t *writes);
@@ -324,7 +333,7 @@ int sqlite_store_history_page(struct store *st, const char *sid, int64_t after_s
 int sqlite_store_state_at(struct store *st, const char *sid, int64_t seq,
                           struct rx_state *out);
 int sqlite_store_fork(struct store *st, const char *sid, int64_t at, const char *new_sid,
-                      int64_t created_at);
+                      const char *owner, int64_t created_at);
 int sqlite_store_gc_list(struct store *st, int64_t older_than_ms, json_t **removed_ids,
                          int64_t *removed_inputs);
 int sqlite_store_stats(struct store *st, int64_t *inputs, int64_t *bytes);
@@ -333,8 +342,9 @@ int sqlite_store_set_title(struct store *st, const char *sid, const char *title)
 int sqlite_store_session_title(struct store *st, const char *sid, char **out);
 int sqlite_store_search(struct store *st, const char *const *words, size_t n,
                         json_t **out);
-int sqlite_store_import(struct store *st, const char *sid, int64_t created_at,
-                        const char *title, const struct store_text *inputs, size_t n,
+int sqlite_store_import(struct store *st, const char *sid, const char *owner,
+                        int64_t created_at, const char *title,
+                        const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot);
 
 /*
@@ -353,14 +363,16 @@ int sqlite_store__mark_unusable(struct sqlite_store *st, const char *fmt, ...)
 void sqlite_store__check_later(struct sqlite_store *st);
 
 /* sqlite_store_sessions.c */
-/* Append the rows of q (its columns: id, created_at, title, updated_at,
-   messages) to `out`. c's lock held. 0, -ENOMEM or -EIO. */
+/* Append the rows of q (its columns: STORE_ROW_COLUMNS) to `out`. c's lock
+   held. 0, -ENOMEM or -EIO. */
 int sqlite_store__list_rows(struct sqlite_store *st, struct store_conn *c,
                             sqlite3_stmt *q, struct store_list *out) RX_WUR;
-int sqlite_store_sessions_page(struct store *st, const char *const *words, size_t n,
-                               int64_t before, size_t limit, struct store_list *out);
+int sqlite_store_sessions_page(struct store *st, const char *owner,
+                               const char *const *words, size_t n, int64_t before,
+                               size_t limit, struct store_list *out);
 int sqlite_store_sessions_busy(struct store *st, struct store_list *out);
 int sqlite_store_sessions_count(struct store *st, int64_t *n);
+int sqlite_store_sessions_owned(struct store *st, const char *owner, int64_t *n);
 int sqlite_store_session_info(struct store *st, const char *sid,
                               struct store_session_info *out);
 
@@ -374,6 +386,14 @@ int sqlite_store_session_info(struct store *st, const char *sid,
  */
 extern const char sqlite_store__rows_schema_sql[];
 extern const char sqlite_store__rows_upgrade_sql[];
+/*
+ * Schema 5, the sessions' owners (SPEC 4.4): the index on (owner,
+ * updated_at, id) for a new file, whose `sessions` has the column; the
+ * column (existing rows get STORE_OWNER_DEFAULT) and the index for an older
+ * one. For check_schema, inside its transaction.
+ */
+extern const char sqlite_store__owner_schema_sql[];
+extern const char sqlite_store__owner_upgrade_sql[];
 /*
  * At open, after an upgrade: each listed session folded from its log, its
  * row written, in transactions of a few hundred, and one line on stderr
@@ -556,10 +576,10 @@ int sqlite_store__index_batch(struct sqlite_store *st, int64_t min_rows);
 
 /* ---- sqlite_store_writer.c: the sessions' last seqs (lock held) ---- */
 
-/* A session's row (sid, created_at) inside the caller's transaction: 0 or an errno
-   with the error "<what>: ...". lock held. */
+/* A session's row (sid, owner, created_at) inside the caller's transaction: 0 or an
+   errno with the error "<what>: ...". lock held. */
 int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
-                                 int64_t created_at, const char *what);
+                                 const char *owner, int64_t created_at, const char *what);
 
 void sqlite_store__last_drop(struct last_map *m, const char *sid);
 /* Free every entry; m is empty afterwards. */

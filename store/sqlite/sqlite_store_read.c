@@ -201,7 +201,7 @@ int sqlite_store_state_at(struct store *base, const char *sid, int64_t seq,
 
 /* A fork to make: the arguments of its transaction. */
 struct fork_args {
-    const char *sid, *new_sid;
+    const char *sid, *new_sid, *owner;
     int64_t at, created_at;
 };
 
@@ -235,7 +235,7 @@ static int fork_rows(struct sqlite_store *st, void *arg)
     /* The source's recent inputs are indexed first: the fork copies the index. */
     if ((err = sqlite_store__session_get(st, c, a->sid, NULL)) ||
         (err = check_seq(st, c, a->sid, a->at)) || (err = sqlite_store__index_all(st)) ||
-        (err = sqlite_store__insert_session(st, a->new_sid, a->created_at,
+        (err = sqlite_store__insert_session(st, a->new_sid, a->owner, a->created_at,
                                             "creating the fork")))
         return err;
     for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++) {
@@ -251,9 +251,9 @@ static int fork_rows(struct sqlite_store *st, void *arg)
 }
 
 int sqlite_store_fork(struct store *base, const char *sid, int64_t at,
-                      const char *new_sid, int64_t created_at)
+                      const char *new_sid, const char *owner, int64_t created_at)
 {
-    struct fork_args a = {sid, new_sid, at, created_at};
+    struct fork_args a = {sid, new_sid, owner, at, created_at};
 
     return sqlite_store__write_tx(sqlite_store_of(base), fork_rows, NULL, &a);
 }

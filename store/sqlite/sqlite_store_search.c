@@ -307,7 +307,7 @@ static int title_doc(struct sqlite_store *st, const char *sid, const char *title
 
 /* A title to give, or a log to import: the arguments of its transaction. */
 struct title_args {
-    const char *sid, *title;
+    const char *sid, *title, *owner; /* owner: import's */
     int64_t created_at;
     const struct store_text *inputs, *snapshot;
     size_t n;
@@ -511,6 +511,7 @@ static int import_session(struct sqlite_store *st, void *arg)
     sqlite3_bind_int(q, 6, a->row->busy);
     if (a->row->title)
         sqlite_store__bind_text(q, 7, a->row->title, strlen(a->row->title));
+    sqlite_store__bind_text(q, 8, a->owner, strlen(a->owner));
     if ((rc = sqlite_store__run(q)))
         return sqlite_store__sql_fail(st, &st->w, rc, "importing a session");
     if ((err = title_doc(st, a->sid, a->title)))
@@ -518,12 +519,13 @@ static int import_session(struct sqlite_store *st, void *arg)
     return import_rows(st, a->sid, a->inputs, a->n, a->snapshot);
 }
 
-int sqlite_store_import(struct store *base, const char *sid, int64_t created_at,
-                        const char *title, const struct store_text *inputs, size_t n,
+int sqlite_store_import(struct store *base, const char *sid, const char *owner,
+                        int64_t created_at, const char *title,
+                        const struct store_text *inputs, size_t n,
                         const struct store_text *snapshot)
 {
     struct store_row row = {0};
-    struct title_args a = {sid, title, created_at, inputs, snapshot, n, &row};
+    struct title_args a = {sid, title, owner, created_at, inputs, snapshot, n, &row};
     /* Folded before the writer's lock is taken: commits do not wait for it. */
     int err = store__row_of_log(base, sid, inputs, n, snapshot, &row);
 

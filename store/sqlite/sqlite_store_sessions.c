@@ -15,6 +15,12 @@
  * many sessions there are. An upgrade adds them and lists every session in
  * sessions_due; each is folded, its row written and its name taken off the
  * list, a few hundred per transaction, so a crash half-way resumes.
+ *
+ * Schema 5 adds each session's owner (SPEC 4.4; 'admin' for the rows an
+ * older file has: an ALTER TABLE with a default, nothing to compute) and an
+ * index on (owner, updated_at, id): one owner's page walks it as the
+ * global page walks (updated_at, id), and counting an owner's sessions
+ * reads only that owner's entries.
  */
 #include "store/store.h"
 #include "store/sqlite/sqlite_store_internal.h"
@@ -55,8 +61,14 @@ const char sqlite_store__rows_upgrade_sql[] =
     "CREATE TABLE sessions_due(id TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID;"
     "INSERT INTO sessions_due SELECT id FROM sessions;";
 
-/* The columns every list reads, in store__list_add's order. */
-#define ROW_COLUMNS "id, created_at, coalesce(title, auto_title), updated_at, messages"
+#define STORE_OWNER_INDEX_SQL                                                            \
+    "CREATE INDEX sessions_owner ON sessions(owner, updated_at, id);"
+
+const char sqlite_store__owner_schema_sql[] = STORE_OWNER_INDEX_SQL;
+
+const char sqlite_store__owner_upgrade_sql[] =
+    "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT '" STORE_OWNER_DEFAULT
+    "';" STORE_OWNER_INDEX_SQL;
 
 /* ---- writing the row -------------------------------------------------------------- */
 
@@ -227,6 +239,7 @@ int sqlite_store__list_rows(struct sqlite_store *st, struct store_conn *c,
     while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW)
         err = store__list_add(out, (const char *)sqlite3_column_text(q, 0),
                               (const char *)sqlite3_column_text(q, 2),
+                              (const char *)sqlite3_column_text(q, 5),
                               sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 3),
                               sqlite3_column_int64(q, 4));
     if (!err && rc != SQLITE_DONE)
@@ -236,27 +249,33 @@ int sqlite_store__list_rows(struct sqlite_store *st, struct store_conn *c,
 
 /*
  * The page's SQL with words: the sessions the search finds (its SQL, words
- * bound as ?1..?n), those before ?n+1, then the same cut as Q_SESSIONS_PAGE
- * (?n+2 rows and the ties of the last). The hits are found by the index,
- * then ordered: a page costs what the words find, not what the log holds.
+ * bound as ?1..?n), those before ?n+1 (and of owner ?n+3, when `owned`),
+ * then the same cut as Q_SESSIONS_PAGE (?n+2 rows and the ties of the
+ * last). The hits are found by the index, then ordered: a page costs what
+ * the words find, not what the log holds.
  */
-static int page_sql(size_t n, struct rx_buf *sql)
+static int page_sql(size_t n, bool owned, struct rx_buf *sql)
 {
     if (rx_buf_puts(sql, "WITH hits(id) AS (") || sqlite_store__search_sql(n, sql))
         return -ENOMEM;
     if (rx_buf_printf(sql,
-                      "), page AS MATERIALIZED (SELECT " ROW_COLUMNS " FROM sessions"
-                      " WHERE id IN hits AND updated_at < ?%zu) SELECT * FROM page"
+                      "), page AS MATERIALIZED (SELECT " STORE_ROW_COLUMNS
+                      " FROM sessions"
+                      " WHERE id IN hits AND updated_at < ?%zu",
+                      n + 1) ||
+        (owned && rx_buf_printf(sql, " AND owner = ?%zu", n + 3)) ||
+        rx_buf_printf(sql,
+                      ") SELECT * FROM page"
                       " WHERE updated_at >= coalesce((SELECT updated_at FROM page ORDER"
                       " BY updated_at DESC, id DESC LIMIT 1 OFFSET ?%zu - 1), %lld)"
                       " ORDER BY updated_at DESC, id DESC",
-                      n + 1, n + 2, (long long)INT64_MIN))
+                      n + 2, (long long)INT64_MIN))
         return -ENOMEM;
     return 0;
 }
 
 /* A page with words: its SQL prepared for the call, on c. c's lock held. */
-static int page_words(struct sqlite_store *st, struct store_conn *c,
+static int page_words(struct sqlite_store *st, struct store_conn *c, const char *owner,
                       const char *const *words, size_t n, int64_t before, size_t limit,
                       struct store_list *out)
 {
@@ -265,7 +284,7 @@ static int page_words(struct sqlite_store *st, struct store_conn *c,
     int rc, err;
 
     rx_buf_init(&sql, RX_BUF_SMALL_MAX);
-    if ((err = page_sql(n, &sql)))
+    if ((err = page_sql(n, owner != NULL, &sql)))
         goto out_release;
     if ((rc = sqlite3_prepare_v2(c->db, sql.data, (int)sql.len, &q, NULL))) {
         err = sqlite_store__sql_fail(st, c, rc, "preparing a search");
@@ -274,6 +293,8 @@ static int page_words(struct sqlite_store *st, struct store_conn *c,
     if (!(err = sqlite_store__search_bind(q, words, n))) {
         sqlite3_bind_int64(q, (int)n + 1, before);
         sqlite3_bind_int64(q, (int)n + 2, (int64_t)limit);
+        if (owner)
+            sqlite_store__bind_text(q, (int)n + 3, owner, strlen(owner));
         err = sqlite_store__list_rows(st, c, q, out);
     }
 out_release:
@@ -282,8 +303,9 @@ out_release:
     return err;
 }
 
-int sqlite_store_sessions_page(struct store *base, const char *const *words, size_t n,
-                               int64_t before, size_t limit, struct store_list *out)
+int sqlite_store_sessions_page(struct store *base, const char *owner,
+                               const char *const *words, size_t n, int64_t before,
+                               size_t limit, struct store_list *out)
 {
     struct sqlite_store *st = sqlite_store_of(base);
     struct store_conn *c;
@@ -296,11 +318,13 @@ int sqlite_store_sessions_page(struct store *base, const char *const *words, siz
     c = sqlite_store__reader_lock(st);
     if (!(err = sqlite_store__read_begin(st, c))) {
         if (n) {
-            err = page_words(st, c, words, n, before, limit, out);
+            err = page_words(st, c, owner, words, n, before, limit, out);
         } else {
-            q = sqlite_store__stmt(c, Q_SESSIONS_PAGE);
+            q = sqlite_store__stmt(c, owner ? Q_SESSIONS_PAGE_OWNER : Q_SESSIONS_PAGE);
             sqlite3_bind_int64(q, 1, before);
             sqlite3_bind_int64(q, 2, (int64_t)limit);
+            if (owner)
+                sqlite_store__bind_text(q, 3, owner, strlen(owner));
             err = sqlite_store__list_rows(st, c, q, out);
             sqlite_store__done(q);
         }
@@ -327,6 +351,16 @@ int sqlite_store_sessions_count(struct store *base, int64_t *n)
     struct sqlite_store *st = sqlite_store_of(base);
     struct store_conn *c = sqlite_store__reader_lock(st);
     int err = sqlite_store__query_i64(st, c, Q_SESSIONS_COUNT, NULL, n);
+
+    sqlite_store__reader_unlock(st);
+    return err;
+}
+
+int sqlite_store_sessions_owned(struct store *base, const char *owner, int64_t *n)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    struct store_conn *c = sqlite_store__reader_lock(st);
+    int err = sqlite_store__query_i64(st, c, Q_SESSIONS_OWNED, owner, n);
 
     sqlite_store__reader_unlock(st);
     return err;

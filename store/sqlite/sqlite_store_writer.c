@@ -127,18 +127,19 @@ void sqlite_store__last_release(struct last_map *m)
 
 /* A session to make, forget or copy: the arguments of a write transaction. */
 struct session_args {
-    const char *sid;
+    const char *sid, *owner;
     int64_t created_at;
 };
 
 int sqlite_store__insert_session(struct sqlite_store *st, const char *sid,
-                                 int64_t created_at, const char *what)
+                                 const char *owner, int64_t created_at, const char *what)
 {
     sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_SESSION_INSERT);
     int rc;
 
     sqlite_store__bind_text(q, 1, sid, strlen(sid));
     sqlite3_bind_int64(q, 2, created_at);
+    sqlite_store__bind_text(q, 3, owner, strlen(owner));
     rc = sqlite_store__run(q);
     return rc ? sqlite_store__sql_fail(st, &st->w, rc, what) : 0;
 }
@@ -147,12 +148,14 @@ static int create_rows(struct sqlite_store *st, void *arg)
 {
     struct session_args *a = arg;
 
-    return sqlite_store__insert_session(st, a->sid, a->created_at, "creating a session");
+    return sqlite_store__insert_session(st, a->sid, a->owner, a->created_at,
+                                        "creating a session");
 }
 
-int sqlite_store_create_session(struct store *base, const char *sid, int64_t created_at)
+int sqlite_store_create_session(struct store *base, const char *sid, const char *owner,
+                                int64_t created_at)
 {
-    struct session_args a = {sid, created_at};
+    struct session_args a = {sid, owner, created_at};
 
     return sqlite_store__write_tx(sqlite_store_of(base), create_rows, NULL, &a);
 }
@@ -186,7 +189,7 @@ static int forget_last(struct sqlite_store *st, void *arg)
 
 int sqlite_store_delete_session(struct store *base, const char *sid)
 {
-    struct session_args a = {sid, 0};
+    struct session_args a = {.sid = sid};
 
     return sqlite_store__write_tx(sqlite_store_of(base), delete_rows, forget_last, &a);
 }

@@ -37,7 +37,7 @@ static void setup(void)
     snprintf(path, sizeof(path), "%s/r.db", dir);
     st = store_open(path, &err);
     ck_assert_msg(st != NULL, "store_open: %s", err.text);
-    ck_assert_int_eq(store_create_session(st, "s1", 1000), 0);
+    ck_assert_int_eq(store_create_session(st, "s1", NULL, 1000), 0);
     ck_assert_int_eq(records_start(st), 0);
 }
 

@@ -266,25 +266,28 @@ static void open_fails(const char *path, const char *why)
     ck_assert_ptr_null(strchr(err, '\n'));
 }
 
-/* What store_load hands over: ids, titles, seqs and encoded states, in order. */
+/* What store_load hands over: ids, titles, owners, seqs and encoded states, in order. */
 struct loaded {
     int n;
     char id[8][32];
     char title[8][64]; /* "" for none */
+    char owner[8][STORE_OWNER_MAX + 1];
     int64_t created_at[8];
     int64_t seq[8];
     char *state[8];
 };
 
 static int collect(void *ctx, const char *sid, int64_t created_at, const char *title,
-                   struct rx_state *state, int64_t seq)
+                   const char *owner, struct rx_state *state, int64_t seq)
 {
     struct loaded *l = ctx;
 
     ck_assert_int_lt(l->n, 8);
     ck_assert(rx_state_check_invariants(state));
+    ck_assert_ptr_nonnull(owner);
     snprintf(l->id[l->n], sizeof(l->id[0]), "%s", sid);
     snprintf(l->title[l->n], sizeof(l->title[0]), "%s", title ? title : "");
+    snprintf(l->owner[l->n], sizeof(l->owner[0]), "%s", owner);
     l->created_at[l->n] = created_at;
     l->seq[l->n] = seq;
     l->state[l->n] = state_bytes(state);
@@ -316,7 +319,7 @@ START_TEST(test_round_trip)
 
     fill_session(st, "s1", 47, 0, NULL);
     fill_session(st, "s2", 5, 0, NULL);
-    ck_assert_int_eq(store_create_session(st, "s3", BASE_MS), 0);
+    ck_assert_int_eq(store_create_session(st, "s3", NULL, BASE_MS), 0);
     store_close(st);
 
     st = open_ok(url);
@@ -390,7 +393,7 @@ START_TEST(test_append_errors)
     rx_input_release(&in);
     rx_state_release(&s);
 
-    ck_assert_int_eq(store_create_session(st, "s", 1), -EEXIST);
+    ck_assert_int_eq(store_create_session(st, "s", NULL, 1), -EEXIST);
     ck_assert_int_eq(store_delete_session(st, "ghost"), -ENOENT);
     ck_assert_int_eq(store_delete_session(st, "s"), 0);
     ck_assert_int_eq(store_history(st, "s", 0, 0, &h), -ENOENT);
@@ -537,12 +540,12 @@ START_TEST(test_fork)
 
     fill_session(st, "s", N, 10, prefix);
     /* At 12 (before the snapshot) and at 23 (after it: the snapshot comes along). */
-    ck_assert_int_eq(store_fork(st, "s", 12, "f12", BASE_MS + 5), 0);
-    ck_assert_int_eq(store_fork(st, "s", 23, "f23", BASE_MS + 6), 0);
-    ck_assert_int_eq(store_fork(st, "s", 0, "f0", BASE_MS + 7), 0);
-    ck_assert_int_eq(store_fork(st, "s", N + 1, "bad", 1), -ERANGE);
-    ck_assert_int_eq(store_fork(st, "s", 3, "f12", 1), -EEXIST);
-    ck_assert_int_eq(store_fork(st, "ghost", 0, "f", 1), -ENOENT);
+    ck_assert_int_eq(store_fork(st, "s", 12, "f12", NULL, BASE_MS + 5), 0);
+    ck_assert_int_eq(store_fork(st, "s", 23, "f23", NULL, BASE_MS + 6), 0);
+    ck_assert_int_eq(store_fork(st, "s", 0, "f0", NULL, BASE_MS + 7), 0);
+    ck_assert_int_eq(store_fork(st, "s", N + 1, "bad", NULL, 1), -ERANGE);
+    ck_assert_int_eq(store_fork(st, "s", 3, "f12", NULL, 1), -EEXIST);
+    ck_assert_int_eq(store_fork(st, "ghost", 0, "f", NULL, 1), -ENOENT);
 
     ck_store_ok(st, store_session_load(st, "f12", &s, &seq));
     ck_assert_int_eq(seq, 12);
@@ -598,15 +601,20 @@ START_TEST(test_newer_schema)
 END_TEST
 
 /*
- * What schema 4 added (the sessions' rows), taken off a file again: the
- * file as schema 3 made it, but for its version number, which the caller sets.
+ * What schema 5 added (the sessions' owners), taken off a file again: the
+ * file as schema 4 made it, but for its version number, which the caller sets.
+ */
+#define SCHEMA_5_OFF "DROP INDEX sessions_owner; ALTER TABLE sessions DROP COLUMN owner;"
+/*
+ * What schemas 4 and 5 added (the sessions' rows, their owners), taken off a
+ * file again: the file as schema 3 made it, but for its version number.
  */
 #define SCHEMA_4_OFF                                                                     \
     "DROP TRIGGER sessions_count_insert; DROP TRIGGER sessions_count_delete;"            \
     " DROP TABLE sessions_count; DROP INDEX sessions_page; DROP INDEX sessions_busy;"    \
     " ALTER TABLE sessions DROP COLUMN messages; ALTER TABLE sessions DROP COLUMN busy;" \
     " ALTER TABLE sessions DROP COLUMN auto_title;"                                      \
-    " CREATE INDEX sessions_updated ON sessions(updated_at);"
+    " CREATE INDEX sessions_updated ON sessions(updated_at); " SCHEMA_5_OFF
 
 /* A file of schema 1 (no inputs_recent) is upgraded in place and goes on. */
 START_TEST(test_schema_1_upgrades)
@@ -642,6 +650,7 @@ START_TEST(test_schema_1_upgrades)
     ck_store_ok(st, store_load(st, collect, &l));
     ck_assert_int_eq(l.seq[0], 9);
     ck_assert_str_eq(l.state[0], want);
+    ck_assert_str_eq(l.owner[0], STORE_OWNER_DEFAULT);
     loaded_release(&l);
     store_close(st);
     free(want);
@@ -791,8 +800,8 @@ START_TEST(test_gc)
     ck_assert_int_eq(store_append(st, "revived", 13, &in, &s, 5), 0);
     rx_input_release(&in);
     rx_state_release(&s);
-    ck_assert_int_eq(store_create_session(st, "empty-old", BASE_MS - 5), 0);
-    ck_assert_int_eq(store_create_session(st, "fresh", BASE_MS + 200000), 0);
+    ck_assert_int_eq(store_create_session(st, "empty-old", NULL, BASE_MS - 5), 0);
+    ck_assert_int_eq(store_create_session(st, "fresh", NULL, BASE_MS + 200000), 0);
 
     /* Nothing is older than BASE_MS - 5. */
     ck_assert_int_eq(store_gc(st, BASE_MS - 5, &sessions, &inputs), 0);
@@ -955,7 +964,7 @@ START_TEST(test_quota_full)
 
     expect_health(mem, STORE_OK, NULL);
     store_close(mem);
-    ck_store_ok(st, store_create_session(st, "s", 1));
+    ck_store_ok(st, store_create_session(st, "s", NULL, 1));
     ck_assert_int_eq(store_set_max_bytes(st, -1), -EINVAL);
     /* Room for the schema (the full-text index is a dozen pages) and some inputs. */
     ck_store_ok(st, store_set_max_bytes(st, 262144));
@@ -964,7 +973,7 @@ START_TEST(test_quota_full)
     ck_assert_int_gt(stored, 0);
     expect_health(st, STORE_FULL, "262144");
     expect_history(st, "s", (size_t)stored);
-    ck_assert_int_eq(store_fork(st, "s", stored, "f", 2), -ENOSPC);
+    ck_assert_int_eq(store_fork(st, "s", stored, "f", NULL, 2), -ENOSPC);
     ck_assert_int_eq(store_history(st, "f", 0, 0, &(json_t *){NULL}), -ENOENT);
     /* Room again: the next write is stored and the store is healthy. */
     ck_store_ok(st, store_set_max_bytes(st, 0));
@@ -995,9 +1004,9 @@ START_TEST(test_file_removed)
     ck_assert_int_eq(stored, 3);
     store_last_error(st, &e);
     ck_assert_msg(strstr(e.text, "removed"), "%s", e.text);
-    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    ck_assert_int_eq(store_create_session(st, "t", NULL, 1), -EIO);
     ck_assert_int_eq(store_delete_session(st, "s"), -EIO);
-    ck_assert_int_eq(store_fork(st, "s", 1, "f", 1), -EIO);
+    ck_assert_int_eq(store_fork(st, "s", 1, "f", NULL, 1), -EIO);
     ck_assert_int_eq(store_gc(st, INT64_MAX, NULL, NULL), -EIO);
     expect_history(st, "s", 3);
     ck_store_ok(st, store_stats(st, &inputs, NULL));
@@ -1042,7 +1051,7 @@ START_TEST(test_file_replaced)
     fill_session(st, "s", 2, 0, NULL);
     snprintf(other, sizeof(other), "%s.bak", dbpath);
     ck_assert_int_eq(rename(dbpath, other), 0);
-    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    ck_assert_int_eq(store_create_session(st, "t", NULL, 1), -EIO);
     expect_health(st, STORE_UNAVAILABLE, "removed");
     store_close(st);
     ck_assert_int_eq(raw_count(other, "SELECT (SELECT count(*) FROM inputs)"
@@ -1053,7 +1062,7 @@ START_TEST(test_file_replaced)
     st = open_ok(dbpath);
     fill_session(st, "s", 2, 0, NULL);
     ck_assert_int_eq(unlink(wal), 0);
-    ck_assert_int_eq(store_create_session(st, "t", 1), -EIO);
+    ck_assert_int_eq(store_create_session(st, "t", NULL, 1), -EIO);
     expect_health(st, STORE_UNAVAILABLE, "write-ahead log was removed");
     store_close(st);
 }
@@ -1158,7 +1167,7 @@ START_TEST(test_group_one_commit)
 
     rec_n = 0;
     for (int i = 0; i < 3; i++)
-        ck_store_ok(st, store_create_session(st, (const char *[]){"a", "b", "c"}[i],
+        ck_store_ok(st, store_create_session(st, (const char *[]){"a", "b", "c"}[i], NULL,
                                              BASE_MS + i));
     memset(r, 0, sizeof(r));
     write_fill(&r[N].w, &r[N].text, "a", 1, 0);
@@ -1214,8 +1223,8 @@ START_TEST(test_group_refused_alone)
     int64_t commits;
 
     rec_n = 0;
-    ck_store_ok(st, store_create_session(st, "a", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "b", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "a", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "b", NULL, BASE_MS));
     memset(r, 0, sizeof(r));
     write_fill(&r[N].w, &r[N].text, "a", 1, 0);
     r[N].w.done = rec_done;
@@ -1255,8 +1264,8 @@ START_TEST(test_group_full_alone)
     int64_t bytes;
 
     rec_n = 0;
-    ck_store_ok(st, store_create_session(st, "s", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "t", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "s", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "t", NULL, BASE_MS));
     ck_store_ok(st, store_stats(st, NULL, &bytes));
     ck_store_ok(st, store_set_max_bytes(st, bytes + 64 * 1024));
     memset(r, 0, sizeof(r));
@@ -1458,7 +1467,7 @@ static void pipeline_open(struct pipeline_fixture *f, int snapshot_every)
     user_message("y0", &in);
     ck_assert_int_eq(session_submit(f->y, &in, NULL, &res), 0);
     rx_input_release(&in);
-    ck_store_ok(f->st, store_create_session(f->st, "h", BASE_MS));
+    ck_store_ok(f->st, store_create_session(f->st, "h", NULL, BASE_MS));
 }
 
 static void pipeline_close(struct pipeline_fixture *f)
@@ -1626,7 +1635,7 @@ static void new_sessions(struct store *st, struct rx_state *s, const char *const
                          size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS - 1));
+        ck_store_ok(st, store_create_session(st, ids[i], NULL, BASE_MS - 1));
         ck_assert_int_eq(rx_state_init(&s[i]), 0);
     }
 }
@@ -1740,7 +1749,7 @@ START_TEST(test_index_follows_the_log)
     say(st, "a", &s[0], 2, "beta words");
     say(st, "b", &s[1], 1, "alpha gamma");
     ck_store_ok(st, store_set_title(st, "a", "Named"));
-    ck_store_ok(st, store_fork(st, "a", 1, "fa", BASE_MS + 100));
+    ck_store_ok(st, store_fork(st, "a", 1, "fa", NULL, BASE_MS + 100));
     ck_assert_str_eq(found(st, "alpha"), "a,b,fa");
     ck_assert_str_eq(found(st, "beta"), "a");
     ck_assert_str_eq(found(st, "named"), "a,fa");
@@ -1902,8 +1911,10 @@ START_TEST(test_import)
     struct store *st = open_ok(url);
 
     gen_log(N, &s, enc, texts, &sb, &snap);
-    ck_store_ok(st, store_import(st, "imp", BASE_MS, "Imported chat", texts, N, &snap));
-    ck_assert_int_eq(store_import(st, "imp", BASE_MS, NULL, texts, N, &snap), -EEXIST);
+    ck_store_ok(st,
+                store_import(st, "imp", NULL, BASE_MS, "Imported chat", texts, N, &snap));
+    ck_assert_int_eq(store_import(st, "imp", NULL, BASE_MS, NULL, texts, N, &snap),
+                     -EEXIST);
     ck_assert_str_eq(found(st, "thanks"), "imp");
     ck_assert_str_eq(found(st, "imported"), "imp");
     rx_state_release(&s);
@@ -2014,10 +2025,10 @@ START_TEST(test_log)
     ck_assert_int_eq(store_state_at(st, "a", N_LOG + 1, &s), -ERANGE);
     /* fork at 12: its own log from there */
     ck_store_ok(st, store_set_title(st, "a", "Secret plans"));
-    ck_store_ok(st, store_fork(st, "a", 12, "f", BASE_MS));
-    ck_assert_int_eq(store_fork(st, "a", 12, "f", BASE_MS), -EEXIST);
-    ck_assert_int_eq(store_fork(st, "a", N_LOG + 1, "g", BASE_MS), -ERANGE);
-    ck_assert_int_eq(store_fork(st, "nope", 0, "g", BASE_MS), -ENOENT);
+    ck_store_ok(st, store_fork(st, "a", 12, "f", NULL, BASE_MS));
+    ck_assert_int_eq(store_fork(st, "a", 12, "f", NULL, BASE_MS), -EEXIST);
+    ck_assert_int_eq(store_fork(st, "a", N_LOG + 1, "g", NULL, BASE_MS), -ERANGE);
+    ck_assert_int_eq(store_fork(st, "nope", 0, "g", NULL, BASE_MS), -ENOENT);
     b = loaded_bytes(st, "f", &seq);
     ck_assert_int_eq(seq, 12);
     ck_assert_str_eq(b, prefix[12]);
@@ -2054,8 +2065,10 @@ START_TEST(test_log)
         }
         snap.data = prefix[N_LOG];
         snap.len = strlen(prefix[N_LOG]);
-        ck_store_ok(st, store_import(st, "imp", BASE_MS, "Imported", v, N_LOG, &snap));
-        ck_assert_int_eq(store_import(st, "imp", BASE_MS, NULL, v, 1, NULL), -EEXIST);
+        ck_store_ok(st,
+                    store_import(st, "imp", NULL, BASE_MS, "Imported", v, N_LOG, &snap));
+        ck_assert_int_eq(store_import(st, "imp", NULL, BASE_MS, NULL, v, 1, NULL),
+                         -EEXIST);
         for (int k = 0; k < N_LOG; k++)
             free((void *)v[k].data);
         json_decref(h);
@@ -2141,8 +2154,8 @@ START_TEST(test_batch_verdicts)
     char *b;
 
     st = open_ok(url);
-    ck_store_ok(st, store_create_session(st, "s1", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "s2", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "s1", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "s2", NULL, BASE_MS));
     /* Queued together: each gets its own verdict, the good ones are stored. */
     qw_init(&v[0], "s1", 1, 0);
     qw_init(&v[1], "s2", 5, 0); /* does not follow 0 */
@@ -2199,10 +2212,10 @@ START_TEST(test_fencing)
     struct store *st;
 
     st = open_ok(url);
-    ck_store_ok(st, store_create_session(st, "free", BASE_MS)); /* no owners row */
+    ck_store_ok(st, store_create_session(st, "free", NULL, BASE_MS)); /* no owners row */
     store_set_node(st, "node-a");
-    ck_store_ok(st, store_create_session(st, "mine", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "theirs", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "mine", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "theirs", NULL, BASE_MS));
     sql_ok("UPDATE owners SET node = 'node-b' WHERE session_id = 'theirs'");
     qw_init(&v[0], "mine", 1, 0);
     qw_init(&v[1], "theirs", 1, 0);
@@ -2270,7 +2283,7 @@ START_TEST(test_notify)
     st = open_ok(url);
     sql_ok("LISTEN rx_log");
     sql_ok("LISTEN rx_sess");
-    ck_store_ok(st, store_create_session(st, "n1", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "n1", NULL, BASE_MS));
     expect_notify("rx_sess|created n1");
     ck_assert_int_eq(rx_state_init(&s), 0);
     gen_parse(0, &in);
@@ -2306,7 +2319,7 @@ START_TEST(test_notify)
     free(big);
     ck_store_ok(st, store_set_title(st, "n1", "T"));
     expect_notify("rx_sess|title n1");
-    ck_store_ok(st, store_fork(st, "n1", 1, "n2", BASE_MS));
+    ck_store_ok(st, store_fork(st, "n1", 1, "n2", NULL, BASE_MS));
     expect_notify("rx_sess|created n2");
     ck_store_ok(st, store_delete_session(st, "n1"));
     expect_notify("rx_sess|deleted n1");
@@ -2346,7 +2359,7 @@ START_TEST(test_connection_loss)
         return;
     }
     st = open_ok(url);
-    ck_store_ok(st, store_create_session(st, "k", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "k", NULL, BASE_MS));
     ck_store_ok(st, append_raw(st, "k", 0));
     PQfinish(raw); /* the cluster goes away under it too */
     raw = NULL;
@@ -2358,7 +2371,7 @@ START_TEST(test_connection_loss)
     ck_assert_int_le(time(NULL) - t0, 10);
     ck_assert_int_eq(store_health(st, &why), STORE_UNAVAILABLE);
     ck_assert_msg(strstr(why.text, "unreachable"), "%s", why.text);
-    ck_assert_int_eq(store_create_session(st, "k2", BASE_MS), -EIO);
+    ck_assert_int_eq(store_create_session(st, "k2", NULL, BASE_MS), -EIO);
     t0 = time(NULL);
     ck_assert_int_eq(store_session_load(st, "k", &(struct rx_state){0}, &(int64_t){0}),
                      -EIO);
@@ -2370,7 +2383,7 @@ START_TEST(test_connection_loss)
         usleep(100000);
     ck_assert_int_eq(store_health(st, NULL), STORE_OK);
     ck_store_ok(st, append_raw(st, "k", i));
-    ck_store_ok(st, store_create_session(st, "k2", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "k2", NULL, BASE_MS));
     free(loaded_bytes(st, "k", &(int64_t){0}));
     store_close(st);
 }
@@ -2388,7 +2401,7 @@ START_TEST(test_list_pages)
     char got[64] = "";
 
     for (int i = 0; i < 5; i++)
-        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS + created[i]));
+        ck_store_ok(st, store_create_session(st, ids[i], NULL, BASE_MS + created[i]));
     ck_store_ok(st, store_set_title(st, "a", "Named"));
     ck_store_ok(st, store_list_sessions(st, NULL, 2, &l));
     ck_assert_uint_eq(l.n, 2);
@@ -2434,8 +2447,12 @@ static const char *list_ids(const struct store_list *l)
     return out;
 }
 
-/* The sessions store_sessions_page lists for the words of `q` ("" for none). */
-static const char *page_ids(struct store *st, const char *q, int64_t before, size_t limit)
+/*
+ * The sessions store_sessions_page lists for the words of `q` ("" for none),
+ * of `owner` only (NULL: everyone's).
+ */
+static const char *owned_page_ids(struct store *st, const char *owner, const char *q,
+                                  int64_t before, size_t limit)
 {
     const char *words[STORE_SEARCH_WORDS_MAX];
     char buf[256], *save = NULL, *w;
@@ -2446,10 +2463,17 @@ static const char *page_ids(struct store *st, const char *q, int64_t before, siz
     snprintf(buf, sizeof(buf), "%s", q);
     for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
         words[n++] = w;
-    ck_store_ok(st, store_sessions_page(st, words, n, before, limit, &l));
+    ck_store_ok(st, store_sessions_page(st, owner, words, n, before, limit, &l));
+    for (size_t i = 0; owner && i < l.n; i++)
+        ck_assert_str_eq(l.v[i].owner, owner);
     ids = list_ids(&l);
     store_list_release(&l);
     return ids;
+}
+
+static const char *page_ids(struct store *st, const char *q, int64_t before, size_t limit)
+{
+    return owned_page_ids(st, NULL, q, before, limit);
 }
 
 /* The busy set, sorted, comma-joined. */
@@ -2548,7 +2572,7 @@ START_TEST(test_rows_written)
         const char *sid = sids[mode];
         struct store_session_info info = {0};
 
-        ck_store_ok(st, store_create_session(st, sid, BASE_MS));
+        ck_store_ok(st, store_create_session(st, sid, NULL, BASE_MS));
         for (size_t i = 0; i < c->n; i++) {
             qw_init(&v[i], sid, (int64_t)i + 1, (int)i);
             v[i].w.updated_at = BASE_MS + 5000 * ((int64_t)i + 1);
@@ -2601,14 +2625,15 @@ START_TEST(test_sessions_page)
     const char *words[1] = {"x"};
 
     for (size_t i = 0; i < sizeof(page_sessions) / sizeof(page_sessions[0]); i++)
-        ck_store_ok(st, store_create_session(st, page_sessions[i].id,
+        ck_store_ok(st, store_create_session(st, page_sessions[i].id, NULL,
                                              BASE_MS + page_sessions[i].at));
     ck_assert_str_eq(
         page_ids(st, "", before < 0 ? -1 : BASE_MS + before, page_cases[_i].limit),
         page_cases[_i].want);
-    ck_assert_int_eq(store_sessions_page(st, words, 0, -1, 0, &l), -EINVAL);
+    ck_assert_int_eq(store_sessions_page(st, NULL, words, 0, -1, 0, &l), -EINVAL);
     ck_assert_int_eq(
-        store_sessions_page(st, words, STORE_SEARCH_WORDS_MAX + 1, -1, 1, &l), -EINVAL);
+        store_sessions_page(st, NULL, words, STORE_SEARCH_WORDS_MAX + 1, -1, 1, &l),
+        -EINVAL);
     ck_assert_uint_eq(l.n, 0);
     store_close(st);
 }
@@ -2626,7 +2651,7 @@ START_TEST(test_sessions_page_words)
     struct rx_state s[3];
 
     for (size_t i = 0; i < 3; i++) {
-        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS + 1 + (int64_t)i));
+        ck_store_ok(st, store_create_session(st, ids[i], NULL, BASE_MS + 1 + (int64_t)i));
         ck_assert_int_eq(rx_state_init(&s[i]), 0);
     }
     say(st, "a", &s[0], 1, "hello world\nsecond line");
@@ -2645,7 +2670,7 @@ START_TEST(test_sessions_page_words)
     ck_store_ok(st, store_set_title(st, "a", "Named"));
     expect_row(st, "a", 1, rx_effects_any(&s[0]), "Named");
     ck_assert_str_eq(page_ids(st, "named", -1, 10), "a");
-    ck_store_ok(st, store_sessions_page(st, NULL, 0, -1, 10, &l));
+    ck_store_ok(st, store_sessions_page(st, NULL, NULL, 0, -1, 10, &l));
     ck_assert_uint_eq(l.n, 3);
     ck_assert_str_eq(l.v[2].title, "Named");
     ck_assert_int_eq(l.v[2].messages, 1);
@@ -2668,7 +2693,7 @@ START_TEST(test_sessions_busy_count)
     ck_store_ok(st, store_sessions_count(st, &n));
     ck_assert_int_eq(n, 0);
     for (size_t i = 0; i < 3; i++)
-        ck_store_ok(st, store_create_session(st, ids[i], BASE_MS));
+        ck_store_ok(st, store_create_session(st, ids[i], NULL, BASE_MS));
     ck_assert_str_eq(busy_ids(st), "");
     for (size_t i = 0; i < 3; i++) {
         qw_init(&v[i], ids[i], 1, 0);
@@ -2690,7 +2715,7 @@ START_TEST(test_sessions_busy_count)
     ck_assert_str_eq(busy_ids(st), "");
     ck_store_ok(st, store_sessions_count(st, &n));
     ck_assert_int_eq(n, 2);
-    ck_store_ok(st, store_fork(st, "a", 1, "fa", BASE_MS + 9));
+    ck_store_ok(st, store_fork(st, "a", 1, "fa", NULL, BASE_MS + 9));
     ck_store_ok(st, store_sessions_count(st, &n));
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(store_session_info(st, "b", &info), -ENOENT);
@@ -2714,9 +2739,9 @@ START_TEST(test_rows_import_fork)
     struct store *st = open_ok(url);
 
     gen_log(N, &s, enc, texts, &sb, &snap);
-    ck_store_ok(st, store_import(st, "snap", BASE_MS, NULL, texts, N, &snap));
-    ck_store_ok(st, store_import(st, "fold", BASE_MS, NULL, texts, N, NULL));
-    ck_store_ok(st, store_import(st, "part", BASE_MS, NULL, texts, 3, NULL));
+    ck_store_ok(st, store_import(st, "snap", NULL, BASE_MS, NULL, texts, N, &snap));
+    ck_store_ok(st, store_import(st, "fold", NULL, BASE_MS, NULL, texts, N, NULL));
+    ck_store_ok(st, store_import(st, "part", NULL, BASE_MS, NULL, texts, 3, NULL));
     ck_assert_int_gt(s.user.len + s.assistant.len, 1);
     expect_row_of(st, "snap", &s);
     expect_row_of(st, "fold", &s);
@@ -2724,7 +2749,7 @@ START_TEST(test_rows_import_fork)
         char fid[16];
 
         snprintf(fid, sizeof(fid), "f%lld", (long long)k);
-        ck_store_ok(st, store_fork(st, "fold", k, fid, BASE_MS + 1));
+        ck_store_ok(st, store_fork(st, "fold", k, fid, NULL, BASE_MS + 1));
         ck_store_ok(st, store_state_at(st, "fold", k, &at));
         expect_row_of(st, fid, &at);
         rx_state_release(&at);
@@ -2734,6 +2759,183 @@ START_TEST(test_rows_import_fork)
     rx_state_release(&at);
     rx_state_release(&s);
     store_close(st);
+    for (int i = 0; i < N; i++)
+        rx_buf_release(&enc[i]);
+    rx_buf_release(&sb);
+}
+END_TEST
+
+/* ---- owners (SPEC 4.4) ------------------------------------------------------------ */
+
+/* The owner store_session_info gives `sid`. */
+static void expect_owner(struct store *st, const char *sid, const char *owner)
+{
+    struct store_session_info info = {0};
+
+    ck_store_ok(st, store_session_info(st, sid, &info));
+    ck_assert_str_eq(info.owner, owner);
+    store_session_info_release(&info);
+    ck_assert_ptr_null(info.owner);
+}
+
+/* How many sessions `owner` has, as store_sessions_owned says. */
+static int64_t owned(struct store *st, const char *owner)
+{
+    int64_t n = -1;
+
+    ck_store_ok(st, store_sessions_owned(st, owner, &n));
+    return n;
+}
+
+/* Another owner's sessions among page_sessions, at the same times (ties included). */
+static const struct {
+    const char *id;
+    int64_t at;
+} other_sessions[] = {{"a0", 5}, {"c0", 3}, {"z", 3}, {"e0", 1}, {"g", 7}, {"h", 9}};
+
+/*
+ * One owner's page is the page of its sessions alone: the same order, the
+ * same cut and ties, whatever another owner has at the same times.
+ */
+START_TEST(test_sessions_page_owned)
+{
+    struct store *st = open_ok(url);
+    int64_t before = page_cases[_i].before;
+
+    for (size_t i = 0; i < sizeof(page_sessions) / sizeof(page_sessions[0]); i++)
+        ck_store_ok(st, store_create_session(st, page_sessions[i].id, "alice",
+                                             BASE_MS + page_sessions[i].at));
+    for (size_t i = 0; i < sizeof(other_sessions) / sizeof(other_sessions[0]); i++)
+        ck_store_ok(st, store_create_session(st, other_sessions[i].id, "bob",
+                                             BASE_MS + other_sessions[i].at));
+    ck_assert_str_eq(owned_page_ids(st, "alice", "", before < 0 ? -1 : BASE_MS + before,
+                                    page_cases[_i].limit),
+                     page_cases[_i].want);
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 3), "h,g,a0");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", BASE_MS + 5, 1), "z,c0");
+    ck_assert_str_eq(owned_page_ids(st, "carol", "", -1, 10), "");
+    ck_assert_str_eq(page_ids(st, "", BASE_MS + 5, 2), "z,d,c0,c,b");
+    store_close(st);
+}
+END_TEST
+
+/*
+ * Every session has an owner: the one it was made with (create, fork,
+ * import), "admin" when none was given; every listing gives it, a page and
+ * a count can be of one owner's, and a bad owner is refused before anything
+ * is stored.
+ */
+START_TEST(test_owners)
+{
+    enum { N = 6 };
+    static const char *const who[] = {"a1", "alice", "b1", "bob", "n1", "admin"};
+    struct store_text texts[N], snap;
+    struct rx_buf enc[N], sb;
+    struct rx_state s[2], g;
+    struct store_list l = {0};
+    struct loaded ld = {0};
+    char long_owner[STORE_OWNER_MAX + 1], too_long[STORE_OWNER_MAX + 2];
+    int64_t n = -1;
+    struct qw v[1];
+
+    struct store *st = open_ok(url);
+    ck_store_ok(st, store_create_session(st, "a1", "alice", BASE_MS + 1));
+    ck_store_ok(st, store_create_session(st, "b1", "bob", BASE_MS + 2));
+    ck_store_ok(st, store_create_session(st, "n1", NULL, BASE_MS + 3));
+    for (size_t i = 0; i < 6; i += 2)
+        expect_owner(st, who[i], who[i + 1]);
+    /* 1 to STORE_OWNER_MAX bytes. */
+    memset(too_long, 'o', sizeof(too_long) - 1);
+    too_long[sizeof(too_long) - 1] = '\0';
+    memcpy(long_owner, too_long, STORE_OWNER_MAX); /* the most there may be */
+    long_owner[STORE_OWNER_MAX] = '\0';
+    ck_assert_int_eq(store_create_session(st, "x", "", BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_create_session(st, "x", too_long, BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_session_info(st, "x", &(struct store_session_info){0}),
+                     -ENOENT);
+    ck_store_ok(st, store_create_session(st, "long", long_owner, BASE_MS + 4));
+    expect_owner(st, "long", long_owner);
+    /* Counts. */
+    ck_assert_int_eq(owned(st, "alice"), 1);
+    ck_assert_int_eq(owned(st, "admin"), 1);
+    ck_assert_int_eq(owned(st, long_owner), 1);
+    ck_assert_int_eq(owned(st, "nobody"), 0);
+    ck_assert_int_eq(owned(st, NULL), 4);
+    ck_assert_int_eq(store_sessions_owned(st, "", &n), -EINVAL);
+    ck_assert_int_eq(store_sessions_page(st, "", NULL, 0, -1, 1, &l), -EINVAL);
+    ck_assert_uint_eq(l.n, 0);
+    /* The list in (created_at, id) order, and the busy set, say whose. */
+    ck_store_ok(st, store_list_sessions(st, NULL, 0, &l));
+    ck_assert_uint_eq(l.n, 4);
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_str_eq(l.v[i].id, who[2 * i]);
+        ck_assert_str_eq(l.v[i].owner, who[2 * i + 1]);
+    }
+    store_list_release(&l);
+    qw_init(&v[0], "b1", 1, 0);
+    v[0].w.busy = true;
+    store_write_queue(st, &v[0].w);
+    qw_wait(v, 1);
+    ck_assert_int_eq(v[0].err, 0);
+    ck_store_ok(st, store_sessions_busy(st, &l));
+    ck_assert_uint_eq(l.n, 1);
+    ck_assert_str_eq(l.v[0].owner, "bob");
+    store_list_release(&l);
+    /* A fork and an import belong to whoever made them, not to the source's owner. */
+    ck_store_ok(st, store_fork(st, "a1", 0, "fork-b", "bob", BASE_MS + 5));
+    ck_store_ok(st, store_fork(st, "a1", 0, "fork-n", NULL, BASE_MS + 6));
+    ck_assert_int_eq(store_fork(st, "a1", 0, "fork-x", "", BASE_MS), -EINVAL);
+    ck_assert_int_eq(store_fork(st, "a1", 0, "fork-x", too_long, BASE_MS), -EINVAL);
+    expect_owner(st, "fork-b", "bob");
+    expect_owner(st, "fork-n", "admin");
+    gen_log(N, &g, enc, texts, &sb, &snap);
+    ck_store_ok(st, store_import(st, "imp-b", "bob", BASE_MS + 7, NULL, texts, N, &snap));
+    ck_store_ok(st, store_import(st, "imp-n", NULL, BASE_MS + 8, NULL, texts, N, NULL));
+    ck_assert_int_eq(store_import(st, "imp-x", "", BASE_MS, NULL, texts, N, NULL),
+                     -EINVAL);
+    ck_assert_int_eq(store_session_info(st, "fork-x", &(struct store_session_info){0}),
+                     -ENOENT);
+    ck_assert_int_eq(store_session_info(st, "imp-x", &(struct store_session_info){0}),
+                     -ENOENT);
+    expect_owner(st, "imp-b", "bob");
+    expect_owner(st, "imp-n", "admin");
+    ck_assert_int_eq(owned(st, "bob"), 3);
+    ck_assert_int_eq(owned(st, "admin"), 3);
+    ck_assert_int_eq(owned(st, NULL), 8);
+    /* One owner's page, with and without words, paged with `before`. */
+    ck_assert_int_eq(rx_state_init(&s[0]), 0);
+    ck_assert_int_eq(rx_state_init(&s[1]), 0);
+    say(st, "a1", &s[0], 1, "hello from alice");
+    say(st, "n1", &s[1], 1, "hello from admin");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 10), "imp-b,fork-b,b1");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", BASE_MS + 7, 1), "fork-b");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "", -1, 2), "imp-n,fork-n");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "", BASE_MS + 6, 2), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "alice", "hello", -1, 10), "a1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", -1, 10), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "bob", "hello", -1, 10), "");
+    ck_assert_str_eq(owned_page_ids(st, NULL, "hello", -1, 10), "n1,a1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", BASE_MS + 4, 10), "n1");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hello", BASE_MS + 3, 10), "");
+    ck_assert_str_eq(owned_page_ids(st, "admin", "hel", -1, 1), "n1");
+    /* Kept across a restart, and given to store_load's callback. */
+    store_close(st);
+    st = open_ok(url);
+    expect_owner(st, "b1", "bob");
+    ck_assert_int_eq(owned(st, "bob"), 3);
+    ck_store_ok(st, store_load(st, collect, &ld));
+    ck_assert_int_eq(ld.n, 8);
+    for (int i = 0; i < ld.n; i++) {
+        struct store_session_info info = {0};
+
+        ck_store_ok(st, store_session_info(st, ld.id[i], &info));
+        ck_assert_str_eq(ld.owner[i], info.owner);
+        store_session_info_release(&info);
+    }
+    loaded_release(&ld);
+    store_close(st);
+    release_states(s, 2);
+    rx_state_release(&g);
     for (int i = 0; i < N; i++)
         rx_buf_release(&enc[i]);
     rx_buf_release(&sb);
@@ -2758,11 +2960,11 @@ struct load_count {
 };
 
 static int count_one(void *ctx, const char *sid, int64_t created_at, const char *title,
-                     struct rx_state *state, int64_t seq)
+                     const char *owner, struct rx_state *state, int64_t seq)
 {
     struct load_count *c = ctx;
 
-    (void)sid, (void)created_at, (void)title, (void)seq;
+    (void)sid, (void)created_at, (void)title, (void)owner, (void)seq;
     rx_state_release(state);
     if (++c->n == 1)
         c->fds_first = open_fds();
@@ -2783,7 +2985,7 @@ START_TEST(test_load_refused_named)
 
     for (int i = 0; i < 60; i++) {
         snprintf(sid, sizeof(sid), "s%02d", i);
-        ck_store_ok(st, store_create_session(st, sid, BASE_MS + i));
+        ck_store_ok(st, store_create_session(st, sid, NULL, BASE_MS + i));
     }
     ck_store_ok(st, store_load(st, count_one, &c));
     ck_assert_int_eq(c.n, 60);
@@ -2815,7 +3017,7 @@ START_TEST(test_rows_upgrade)
     say(st, "said", &s[0], 1, "  upgrade my row please");
     say(st, "named", &s[1], 1, "a question");
     ck_store_ok(st, store_set_title(st, "named", "Given"));
-    ck_store_ok(st, store_create_session(st, "empty", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "empty", NULL, BASE_MS));
     store_close(st);
     raw_sql(dbpath, SCHEMA_4_OFF "PRAGMA user_version=3");
     ck_assert_int_eq(raw_count(dbpath,
@@ -2841,6 +3043,9 @@ START_TEST(test_rows_upgrade)
     ck_assert_str_ne(busy_ids(st), "");
     ck_store_ok(st, store_sessions_count(st, &n));
     ck_assert_int_eq(n, 5);
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 5);
+    expect_owner(st, "said", STORE_OWNER_DEFAULT);
     ck_assert_str_eq(page_ids(st, "upgrade", -1, 5), "said");
     /* And it goes on: a write moves the row as any other. */
     say(st, "said", &s[0], 2, "more");
@@ -2851,6 +3056,63 @@ START_TEST(test_rows_upgrade)
     expect_row_of(st, "said", &s[0]);
     store_close(st);
     release_states(s, 2);
+}
+END_TEST
+
+/*
+ * A file of schema 4 (no owners) is upgraded at open: every session belongs
+ * to "admin", with its row, title and log as they were; one owner's page and
+ * count are served by the new index; new sessions take their owner.
+ */
+START_TEST(test_schema_4_upgrades)
+{
+    static const char *const ids[] = {"said"};
+    struct store *st = open_ok(dbpath);
+    struct loaded l = {0};
+    struct rx_state s[1];
+    int64_t n = -1;
+
+    fill_session(st, "script", 12, 5, NULL);
+    new_sessions(st, s, ids, 1);
+    say(st, "said", &s[0], 1, "who owns me");
+    ck_store_ok(st, store_create_session(st, "empty", "bob", BASE_MS));
+    store_close(st);
+    raw_sql(dbpath, SCHEMA_5_OFF "PRAGMA user_version=4");
+    ck_assert_int_eq(raw_count(dbpath,
+                               "SELECT count(*) FROM pragma_table_info('sessions')"
+                               " WHERE name='owner'"),
+                     0);
+    st = open_ok(dbpath);
+    ck_assert_int_eq(raw_count(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    ck_assert_int_eq(raw_count(dbpath, "SELECT count(*) FROM sqlite_master"
+                                       " WHERE name='sessions_owner'"),
+                     1);
+    for (size_t i = 0; i < 3; i++)
+        expect_owner(st, (const char *[]){"script", "said", "empty"}[i],
+                     STORE_OWNER_DEFAULT);
+    expect_row(st, "said", 1, rx_effects_any(&s[0]), "who owns me");
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 3);
+    ck_store_ok(st, store_sessions_owned(st, "bob", &n));
+    ck_assert_int_eq(n, 0);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "owns", -1, 5), "said");
+    ck_store_ok(st, store_load(st, collect, &l));
+    ck_assert_int_eq(l.n, 3);
+    for (int i = 0; i < l.n; i++)
+        ck_assert_str_eq(l.owner[i], STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(l.id[1], "script");
+    ck_assert_int_eq(l.seq[1], 12);
+    loaded_release(&l);
+    ck_store_ok(st, store_create_session(st, "new", "bob", BASE_MS + 1));
+    say(st, "said", &s[0], 2, "still mine");
+    store_close(st);
+    /* Once: a second open finds schema 5 and changes nothing. */
+    st = open_ok(dbpath);
+    expect_owner(st, "new", "bob");
+    expect_owner(st, "said", STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(owned_page_ids(st, "bob", "", -1, 5), "new");
+    store_close(st);
+    release_states(s, 1);
 }
 END_TEST
 
@@ -2874,7 +3136,7 @@ static void many_said(struct store *st, const char *prefix, int n, const char *w
     ck_assert_ptr_nonnull(sids);
     for (int i = 0; i < n; i++) {
         snprintf(sids[i], sizeof(sids[i]), "%s%d", prefix, i);
-        ck_store_ok(st, store_create_session(st, sids[i], BASE_MS));
+        ck_store_ok(st, store_create_session(st, sids[i], NULL, BASE_MS));
     }
     for (int i = 0; i < n; i++) {
         qw_init(&v[i], sids[i], 1, 0);
@@ -2933,7 +3195,8 @@ START_TEST(test_search_complete)
     /* Written just before: found at once, by a search and by a page. */
     many_said(st, "z", 50, "zebra");
     t0 = now_ms();
-    ck_store_ok(st, store_sessions_page(st, (const char *[]){"zebra"}, 1, -1, 1000, &l));
+    ck_store_ok(
+        st, store_sessions_page(st, NULL, (const char *[]){"zebra"}, 1, -1, 1000, &l));
     fprintf(stderr, "check_store: a page of 50 among %d sessions took %.1f ms\n",
             OLD + FRESH + 50, now_ms() - t0);
     ck_assert_uint_eq(l.n, 50);
@@ -2956,15 +3219,15 @@ START_TEST(test_pg_rows_upgrade)
     fill_session(st, "script", 23, 10, NULL);
     new_sessions(st, s, ids, 1);
     say(st, "said", &s[0], 1, "upgrade my row");
-    ck_store_ok(st, store_create_session(st, "empty", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "empty", NULL, BASE_MS));
     store_close(st);
-    sql_ok(
-        "DROP INDEX sessions_page; DROP INDEX sessions_busy;"
-        " ALTER TABLE sessions DROP COLUMN messages, DROP COLUMN busy,"
-        " DROP COLUMN auto_title; CREATE INDEX sessions_updated ON sessions(updated_at);"
-        " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
+    sql_ok("DROP INDEX sessions_page; DROP INDEX sessions_busy;"
+           " ALTER TABLE sessions DROP COLUMN messages, DROP COLUMN busy,"
+           " DROP COLUMN auto_title, DROP COLUMN owner;"
+           " CREATE INDEX sessions_updated ON sessions(updated_at);"
+           " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
     st = open_ok(url);
-    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 2);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
     ck_assert_int_eq(pg_count("SELECT count(*) FROM sessions_due"), 0);
     ck_store_ok(st, store_session_load(st, "script", &g, &seq));
     expect_row_of(st, "script", &g);
@@ -2972,8 +3235,51 @@ START_TEST(test_pg_rows_upgrade)
     expect_row(st, "said", 1, rx_effects_any(&s[0]), "upgrade my row");
     expect_row(st, "empty", 0, false, NULL);
     ck_assert_str_eq(page_ids(st, "", -1, 1), "empty");
+    expect_owner(st, "script", STORE_OWNER_DEFAULT);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "", -1, 1), "empty");
     store_close(st);
     release_states(s, 1);
+}
+END_TEST
+
+/*
+ * PostgreSQL: a schema 2 database (no owners) is upgraded at open: its
+ * sessions belong to "admin", the index serves one owner's page, and new
+ * sessions take the owner they are given.
+ */
+START_TEST(test_pg_owner_upgrade)
+{
+    struct store *st = open_ok(url);
+    int64_t n = -1;
+
+    fill_session(st, "old", 5, 0, NULL);
+    ck_store_ok(st, store_create_session(st, "empty", "bob", BASE_MS));
+    store_close(st);
+    sql_ok("ALTER TABLE sessions DROP COLUMN owner;"
+           " UPDATE rx_meta SET v = 2 WHERE k = 'version'");
+    ck_assert_int_eq(
+        pg_count("SELECT count(*) FROM pg_indexes"
+                 " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
+        0);
+    st = open_ok(url);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(
+        pg_count("SELECT count(*) FROM pg_indexes"
+                 " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
+        1);
+    expect_owner(st, "old", STORE_OWNER_DEFAULT);
+    expect_owner(st, "empty", STORE_OWNER_DEFAULT);
+    expect_row(st, "empty", 0, false, NULL);
+    ck_store_ok(st, store_sessions_owned(st, STORE_OWNER_DEFAULT, &n));
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(owned_page_ids(st, STORE_OWNER_DEFAULT, "", -1, 1), "empty");
+    ck_store_ok(st, store_create_session(st, "new", "bob", BASE_MS + 1));
+    expect_owner(st, "new", "bob");
+    store_close(st);
+    /* Once: the next open finds version 3. */
+    st = open_ok(url);
+    expect_owner(st, "new", "bob");
+    store_close(st);
 }
 END_TEST
 
@@ -2997,6 +3303,7 @@ static void add_shared(TCase *tc)
         test_sessions_page_words,
         test_sessions_busy_count,
         test_rows_import_fork,
+        test_owners,
         test_load_refused_named,
     };
 
@@ -3005,6 +3312,8 @@ static void add_shared(TCase *tc)
     tcase_add_loop_test(tc, test_rows_written, 0,
                         sizeof(rows_cases) / sizeof(rows_cases[0]));
     tcase_add_loop_test(tc, test_sessions_page, 0,
+                        sizeof(page_cases) / sizeof(page_cases[0]));
+    tcase_add_loop_test(tc, test_sessions_page_owned, 0,
                         sizeof(page_cases) / sizeof(page_cases[0]));
 }
 
@@ -3049,6 +3358,7 @@ Suite *store_suite(void)
     tcase_add_test(files, test_in_use);
     tcase_add_test(files, test_schema_2_upgrades);
     tcase_add_test(files, test_rows_upgrade);
+    tcase_add_test(files, test_schema_4_upgrades);
     tcase_add_test(more, test_growth_is_linear);
     tcase_add_test(more, test_search_complete);
     suite_add_tcase(s, tc);
@@ -3085,6 +3395,7 @@ Suite *store_suite(void)
     tcase_add_test(pg, test_notify);
     tcase_add_test(pg, test_connection_loss);
     tcase_add_test(pg, test_pg_rows_upgrade);
+    tcase_add_test(pg, test_pg_owner_upgrade);
     suite_add_tcase(s, pg);
     return s;
 }
@@ -3160,8 +3471,8 @@ START_TEST(test_records)
     struct store *st = open_ok(url);
     struct store_record got = {0};
 
-    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "rec-b", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-a", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-b", NULL, BASE_MS));
     for (size_t i = 0; i < sizeof(record_rows) / sizeof(record_rows[0]); i++)
         record_step(st, &record_rows[i], i);
     /* Committed: a store opened anew (a restart, another node) reads them. */
@@ -3212,8 +3523,8 @@ START_TEST(test_records_list)
     struct store *st = open_ok(url);
     const char *keys[] = {"r/a", "r/0", "r/B", "r/3", "r/1"};
 
-    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS));
-    ck_store_ok(st, store_create_session(st, "rec-b", BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-a", NULL, BASE_MS));
+    ck_store_ok(st, store_create_session(st, "rec-b", NULL, BASE_MS));
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         ck_store_ok(st, store_record_put(st, "run", keys[i], "rec-a", "{}", 2));
     ck_store_ok(st, store_record_put(st, "run", "r/2", "rec-b", "{}", 2));
@@ -3233,9 +3544,9 @@ START_TEST(test_records_go_with_session)
     struct store_record got = {0};
     int sessions = 0;
 
-    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS + 1000));
-    ck_store_ok(st, store_create_session(st, "rec-old", BASE_MS - 1000));
-    ck_store_ok(st, store_create_session(st, "rec-keep", BASE_MS + 1000));
+    ck_store_ok(st, store_create_session(st, "rec-a", NULL, BASE_MS + 1000));
+    ck_store_ok(st, store_create_session(st, "rec-old", NULL, BASE_MS - 1000));
+    ck_store_ok(st, store_create_session(st, "rec-keep", NULL, BASE_MS + 1000));
     ck_store_ok(st, store_record_put(st, "k", "a1", "rec-a", "1", 1));
     ck_store_ok(st, store_record_put(st, "k", "a2", "rec-a", "2", 1));
     ck_store_ok(st, store_record_put(st, "k", "old", "rec-old", "3", 1));
@@ -3250,7 +3561,7 @@ START_TEST(test_records_go_with_session)
     records_page(st, "k", NULL, NULL, 0, "keep,none");
     ck_assert_int_eq(be->count("SELECT count(*) FROM records"), 2);
     /* A session created again under a deleted id starts with none. */
-    ck_store_ok(st, store_create_session(st, "rec-a", BASE_MS + 2000));
+    ck_store_ok(st, store_create_session(st, "rec-a", NULL, BASE_MS + 2000));
     records_page(st, "k", "rec-a", NULL, 0, "");
     store_close(st);
 }

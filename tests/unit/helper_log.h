@@ -110,7 +110,7 @@ static inline void fill_session(struct store *st, const char *sid, int n,
 {
     struct rx_state s;
 
-    ck_store_ok(st, store_create_session(st, sid, BASE_MS - 1));
+    ck_store_ok(st, store_create_session(st, sid, NULL, BASE_MS - 1));
     ck_assert_int_eq(rx_state_init(&s), 0);
     if (prefix)
         prefix[0] = state_bytes(&s);
