@@ -428,14 +428,20 @@ static int run_gc(const struct config *cfg)
 /* reflexor users ...: the users of auth.mode "keys", in the database. */
 static int run_users(const struct config *cfg, const struct options *o)
 {
+    struct rx_error err = {""}, beside = {""};
     struct store *st;
     int rc;
 
-    if (open_store(cfg, &st))
-        return 1;
-    if (!st) {
+    if (!strcmp(cfg->db_path, ":memory:")) {
         fprintf(stderr, "reflexor: users live in the database: not with --db :memory:\n");
         return 2;
+    }
+    /* A running server holds its SQLite file: write beside it. */
+    if (!(st = store_open(cfg->db_path, &err)) && strstr(err.text, "in use by another"))
+        st = store_open_beside(cfg->db_path, &beside);
+    if (!st) {
+        fprintf(stderr, "reflexor: database %s\n", beside.text[0] ? beside.text : err.text);
+        return 1;
     }
     rc = users_cmd_run(st, o->users, o->n_users, o->admin);
     store_close(st);

@@ -70,7 +70,8 @@ void store_last_error(struct store *st, struct rx_error *err)
 
 /* ---- open, close, settings ---------------------------------------------------- */
 
-struct store *store_open(const char *path, struct rx_error *err)
+/* The backend whose store `path` names; NULL for an empty path (err set). */
+static const struct store_backend *backend_of(const char *path, struct rx_error *err)
 {
     size_t n = sizeof(backends) / sizeof(backends[0]);
 
@@ -80,8 +81,22 @@ struct store *store_open(const char *path, struct rx_error *err)
     }
     for (size_t i = 0; i + 1 < n; i++)
         if (backends[i]->accepts(path))
-            return backends[i]->open(path, err);
-    return backends[n - 1]->open(path, err);
+            return backends[i];
+    return backends[n - 1];
+}
+
+struct store *store_open(const char *path, struct rx_error *err)
+{
+    const struct store_backend *be = backend_of(path, err);
+
+    return be ? be->open(path, err) : NULL;
+}
+
+struct store *store_open_beside(const char *path, struct rx_error *err)
+{
+    const struct store_backend *be = backend_of(path, err);
+
+    return be ? be->open_beside(path, err) : NULL;
 }
 
 void store_close(struct store *st)

@@ -113,6 +113,15 @@ struct store;
  * (may be NULL) set to "'<path>': <why>".
  */
 struct store *store_open(const char *path, struct rx_error *err) RX_WUR;
+/*
+ * Open the database at `path` beside the server that may hold it, for its
+ * records only (`reflexor users` on a running server's database): on
+ * SQLite without the one-server lock (SQLite's own locks keep the two
+ * writers apart; the file must exist, at the current schema or new); on
+ * PostgreSQL as store_open. Only store_record_* and store_close may be
+ * called on what it returns. As store_open otherwise.
+ */
+struct store *store_open_beside(const char *path, struct rx_error *err) RX_WUR;
 /* Checkpoint the WAL, close the file, free. NULL is allowed. */
 void store_close(struct store *st);
 

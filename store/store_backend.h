@@ -44,6 +44,7 @@ struct store_backend {
     /* Does `path` name a store of this backend? The last backend takes the rest. */
     bool (*accepts)(const char *path);
     struct store *(*open)(const char *path, struct rx_error *err);
+    struct store *(*open_beside)(const char *path, struct rx_error *err);
     void (*close)(struct store *st);
 
     /* Settings and health. set_node may be NULL: nothing to fence. */

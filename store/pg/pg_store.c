@@ -454,6 +454,7 @@ const struct store_backend pg_store_backend = {
     .shared = true, /* any number of nodes on one database (SPEC 6.1) */
     .accepts = pg_store_is_conninfo,
     .open = pg_store_open,
+    .open_beside = pg_store_open, /* shared by design: a second opener is a node */
     .close = pg_store_close,
     .set_durable = pg_store_set_durable,
     .set_max_bytes = pg_store_set_max_bytes,

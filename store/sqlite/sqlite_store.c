@@ -507,7 +507,13 @@ static int writer_start(struct sqlite_store *st, char *why, size_t n)
 
 static void sqlite_store_close(struct store *base);
 
-static struct store *sqlite_store_open(const char *path, struct rx_error *err)
+/*
+ * Open `path`; `beside` (store_open_beside): next to the server that may
+ * hold it, for its records only: no lock of the file, no check, upgrade,
+ * reader, checkpointer or writer thread; the writer's connection serves the
+ * records, SQLite's own locks keep its writes and the server's apart.
+ */
+static struct store *open_file(const char *path, bool beside, struct rx_error *err)
 {
     char why[RX_ERR_LEN] = "", pages[32];
     bool memory;
@@ -533,7 +539,7 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
         goto out_fail;
     }
     memory = !strcmp(path, ":memory:");
-    if (!memory) {
+    if (!memory && !beside) {
         if (check_directory(path, why, sizeof(why)))
             goto out_fail;
         pthread_mutex_lock(&open_lock);
@@ -550,13 +556,16 @@ static struct store *sqlite_store_open(const char *path, struct rx_error *err)
         goto out_fail;
     }
     sqlite3_extended_result_codes(st->w.db, 1);
-    st->check_later = !memory && !stat(path, &sb) && sb.st_size > check_at_open_max();
-    if (configure(st->w.db, memory, !st->check_later, why, sizeof(why)) ||
+    st->check_later =
+        !beside && !memory && !stat(path, &sb) && sb.st_size > check_at_open_max();
+    if (configure(st->w.db, memory, !beside && !st->check_later, why, sizeof(why)) ||
         check_schema(st->w.db, why, sizeof(why)) ||
         sqlite_store__records_schema(st->w.db, why, sizeof(why)) ||
         prepare_all(&st->w, why, sizeof(why)))
         goto out_fail;
     st->reader = &st->w;
+    if (beside)
+        return &st->base;
     if (!memory) {
         if (open_reader(st, path, why, sizeof(why)) ||
             open_checkpointer(st, path, why, sizeof(why)))
@@ -598,6 +607,16 @@ out_fail:
     rx_error_set(err, 0, "'%s': %s", path ? path : "", why);
     sqlite_store_close(&st->base);
     return NULL;
+}
+
+static struct store *sqlite_store_open(const char *path, struct rx_error *err)
+{
+    return open_file(path, false, err);
+}
+
+static struct store *sqlite_store_open_beside(const char *path, struct rx_error *err)
+{
+    return open_file(path, true, err);
 }
 
 /* Does the path of `f` still name the file it named at open? */
@@ -679,6 +698,7 @@ const struct store_backend sqlite_store_backend = {
     .shared = false, /* one process per file (flock): nobody to fence off */
     .accepts = accepts_any,
     .open = sqlite_store_open,
+    .open_beside = sqlite_store_open_beside,
     .close = sqlite_store_close,
     .set_durable = sqlite_store_set_durable,
     .set_max_bytes = sqlite_store_set_max_bytes,

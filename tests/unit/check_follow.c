@@ -55,7 +55,7 @@ static void pair_open(struct pair *p)
         &(struct session_env){.cfg = &p->cfg, .store = p->st, .relay = no_relay});
     ck_assert_ptr_nonnull(p->own);
     ck_assert_ptr_nonnull(p->fol);
-    ck_assert_int_eq(session_table_create_session(p->own, "x", &p->o), 0);
+    ck_assert_int_eq(session_table_create_session(p->own, "x", NULL, &p->o), 0);
     p->f = NULL;
 }
 

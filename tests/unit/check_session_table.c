@@ -60,7 +60,7 @@ START_TEST(test_find_grow_delete)
     open_table(&f);
     for (int i = 0; i < N_SESSIONS; i++) {
         name(id, sizeof(id), i);
-        ck_assert_int_eq(session_table_create_session(f.t, id, NULL), 0);
+        ck_assert_int_eq(session_table_create_session(f.t, id, NULL, NULL), 0);
     }
     ck_assert_uint_eq(session_table_count(f.t), N_SESSIONS);
     for (int i = 0; i < N_SESSIONS; i++) {
@@ -79,7 +79,7 @@ START_TEST(test_find_grow_delete)
     }
     ck_assert_uint_eq(session_table_count(f.t), N_SESSIONS - (N_SESSIONS + 2) / 3);
     /* The listing: every live session once, the newest first. */
-    list = session_table_list(f.t);
+    list = session_table_list(f.t, NULL);
     ck_assert_ptr_nonnull(list);
     ck_assert_uint_eq(json_array_size(list), session_table_count(f.t));
     for (size_t k = 0, i = N_SESSIONS - 1; k < json_array_size(list); k++, i--) {
@@ -91,7 +91,7 @@ START_TEST(test_find_grow_delete)
     }
     json_decref(list);
     /* A deleted id can be made again. */
-    ck_assert_int_eq(session_table_create_session(f.t, "s-0000", NULL), 0);
+    ck_assert_int_eq(session_table_create_session(f.t, "s-0000", NULL, NULL), 0);
     ck_assert(present(f.t, "s-0000"));
     close_table(&f);
 }
@@ -110,11 +110,11 @@ START_TEST(test_ids)
     struct fixture f;
 
     open_table(&f);
-    ck_assert_int_eq(session_table_create_session(f.t, id_rows[_i].id, NULL),
+    ck_assert_int_eq(session_table_create_session(f.t, id_rows[_i].id, NULL, NULL),
                      id_rows[_i].err);
     ck_assert_int_eq(present(f.t, id_rows[_i].id), id_rows[_i].err == 0);
     if (!id_rows[_i].err)
-        ck_assert_int_eq(session_table_create_session(f.t, id_rows[_i].id, NULL),
+        ck_assert_int_eq(session_table_create_session(f.t, id_rows[_i].id, NULL, NULL),
                          -EEXIST);
     close_table(&f);
 }

@@ -1457,8 +1457,8 @@ static void pipeline_open(struct pipeline_fixture *f, int snapshot_every)
     f->st = open_ok(dbpath);
     f->t = session_table_create(&(struct session_env){.cfg = &f->cfg, .store = f->st});
     ck_assert_ptr_nonnull(f->t);
-    ck_assert_int_eq(session_table_create_session(f->t, "x", &f->x), 0);
-    ck_assert_int_eq(session_table_create_session(f->t, "y", &f->y), 0);
+    ck_assert_int_eq(session_table_create_session(f->t, "x", NULL, &f->x), 0);
+    ck_assert_int_eq(session_table_create_session(f->t, "y", NULL, &f->y), 0);
     /* One input each, the synchronous way: nothing else on its way. */
     user_message("x0", &in);
     ck_assert_int_eq(session_submit(f->x, &in, NULL, &res), 0);
