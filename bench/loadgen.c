@@ -92,6 +92,9 @@
 #define WARMUP_NS  500000000LL
 
 static int g_port;
+/* "Authorization: Bearer <LOADGEN_BEARER>\r\n", or "": what every request of
+   post and setup sends (a server with auth.mode keys or token). */
+static char g_auth[256];
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -226,9 +229,9 @@ static int request_sync(int fd, const char *method, const char *path, const char
 
     n = (size_t)snprintf(
         buf, sizeof(buf),
-        "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-        method, path, strlen(body), body);
+        method, path, g_auth, strlen(body), body);
     write_all(fd, buf, n);
     while (!(n = response_len(buf, len, &status))) {
         ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
@@ -386,10 +389,10 @@ static void tmpl_build(struct tmpl *t, const char *path, const char *id_prefix)
     const char *d;
 
     t->len = (size_t)snprintf(t->bytes, sizeof(t->bytes),
-                              "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
                               "Content-Type: application/json\r\nContent-Length: %d\r\n"
                               "\r\n%s",
-                              path, blen, body);
+                              path, g_auth, blen, body);
     d = strstr(t->bytes, "\"messageId\":\"");
     t->digits = (size_t)(d - t->bytes) + 13 + strlen(id_prefix);
 }
@@ -1604,6 +1607,9 @@ int main(int argc, char **argv)
     const char *cmd = argc > 1 ? argv[1] : "";
 
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("LOADGEN_BEARER"))
+        snprintf(g_auth, sizeof(g_auth), "Authorization: Bearer %.200s\r\n",
+                 getenv("LOADGEN_BEARER"));
     g_port = arg_int(argc, argv, 2);
     if (!strcmp(cmd, "post"))
         return cmd_post(arg_int(argc, argv, 3), arg_int(argc, argv, 4),

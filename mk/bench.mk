@@ -27,3 +27,10 @@ bench-loop: $(BENCH_SUITE) $(BUILD)/reflexor
 	BENCH_BUILD=$(BUILD) bench/loop.sh
 
 BENCH_RUN += bench-suite bench-loop
+
+# Issue 30: the POST loop with auth.mode keys against none (bench/users.sh).
+.PHONY: bench-users
+bench-users: $(BENCH_SUITE) $(BUILD)/reflexor
+	BENCH_BUILD=$(BUILD) bench/users.sh
+
+BENCH_RUN += bench-users
