@@ -14,9 +14,9 @@
 #include <sys/socket.h>
 
 struct cidr {
-    int family;            /* AF_INET or AF_INET6 */
-    uint8_t addr[16];      /* network order, the first 4 bytes for IPv4 */
-    int bits;              /* the prefix length */
+    int family;       /* AF_INET or AF_INET6 */
+    uint8_t addr[16]; /* network order, the first 4 bytes for IPv4 */
+    int bits;         /* the prefix length */
 };
 
 /* `text` ("ADDR" or "ADDR/BITS") into *out. 0 or -EINVAL. */

@@ -299,8 +299,9 @@ enum MHD_Result api__store_error(struct MHD_Connection *conn, int err)
         return reply_error(conn, 429, "too-many-sessions", NULL,
                            "the session limit (limits.max_sessions) is reached");
     if (err == -EDQUOT)
-        return reply_error(conn, 429, "too-many-sessions", NULL,
-                           "you own as many sessions as a user may (limits.user_sessions)");
+        return reply_error(
+            conn, 429, "too-many-sessions", NULL,
+            "you own as many sessions as a user may (limits.user_sessions)");
     if (err == -ENOSYS)
         return reply_error(
             conn, 501, "no-database", NULL,
@@ -533,8 +534,8 @@ static enum MHD_Result me(const struct principal *who, struct MHD_Connection *co
 {
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return reply_method_not_allowed(conn, "GET, HEAD");
-    return reply_json(conn, 200, json_pack("{s:s, s:b}", "name", who->name, "admin",
-                                           who->admin));
+    return reply_json(conn, 200,
+                      json_pack("{s:s, s:b}", "name", who->name, "admin", who->admin));
 }
 
 static enum MHD_Result api_route(struct door *srv, const struct principal *who,
@@ -611,5 +612,6 @@ static enum MHD_Result api_too_many(struct MHD_Connection *conn, const char *why
         retry_s);
 }
 
-const struct door_ops api_door = {"reflexor",    api_prefix,    api_route,    api_unauthorized,
-                                  api_too_large, api_too_many, false};
+const struct door_ops api_door = {
+    "reflexor",    api_prefix,   api_route, api_unauthorized,
+    api_too_large, api_too_many, false};

@@ -36,7 +36,7 @@
 
 struct forward {
     struct park park;
-    int refs; /* atomic */
+    int refs;                       /* atomic */
     char *url, *auth, *user, *body; /* auth, user: header lines, or NULL */
     size_t body_len;
     /* The owner's answer: written by the thread before park_finish. */
@@ -107,8 +107,8 @@ static void *forward_main(void *arg)
 enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
                                 const char *msg)
 {
-    return reply_json_retry(conn, 503, json_pack("{s:s, s:s}", "error", code, "message", msg),
-                            1);
+    return reply_json_retry(conn, 503,
+                            json_pack("{s:s, s:s}", "error", code, "message", msg), 1);
 }
 
 static enum MHD_Result forward_answer(struct park *park, struct door *srv,
@@ -143,9 +143,11 @@ static const struct park_ops forward_ops = {forward_answer, forward_release};
 static int credentials(const struct config *cfg, struct MHD_Connection *conn,
                        struct forward *f)
 {
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
-    const char *user = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, cfg->auth_header);
+    const char *user =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, cfg->auth_header);
 
     if (!key)
         key = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");

@@ -163,8 +163,8 @@ static enum MHD_Result import_admit(struct door *srv, struct MHD_Connection *con
 }
 
 enum MHD_Result api_sessions_import(struct door *srv, const struct principal *who,
-                                    struct MHD_Connection *conn, const struct rx_buf *body,
-                                    struct park **slot)
+                                    struct MHD_Connection *conn,
+                                    const struct rx_buf *body, struct park **slot)
 {
     struct import_job *j;
     enum MHD_Result ret;

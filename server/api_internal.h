@@ -76,8 +76,8 @@ enum MHD_Result api_session_export(struct door *srv, struct MHD_Connection *conn
  * park is finished: the request, which owns it, outlives its park.
  */
 enum MHD_Result api_sessions_import(struct door *srv, const struct principal *who,
-                                    struct MHD_Connection *conn, const struct rx_buf *body,
-                                    struct park **slot);
+                                    struct MHD_Connection *conn,
+                                    const struct rx_buf *body, struct park **slot);
 /* GET /events: the sessions feed (SSE) of `who`'s sessions. */
 enum MHD_Result api_events(struct door *srv, const struct principal *who,
                            struct MHD_Connection *conn);

@@ -29,8 +29,8 @@
 /* Whose sessions `who` asks for: ?owner= filters an admin's lists (SPEC 4.4). */
 static const char *owner_filter(const struct principal *who, struct MHD_Connection *conn)
 {
-    return principal_filter(who,
-                            MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner"));
+    return principal_filter(
+        who, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner"));
 }
 
 enum MHD_Result api_sessions_list(struct door *srv, const struct principal *who,

@@ -60,8 +60,7 @@ bool auth_key_parse(const char *key, char *id, const char **secret)
     return true;
 }
 
-static void hash_secret(const unsigned char *salt, const char *secret,
-                        unsigned char *out)
+static void hash_secret(const unsigned char *salt, const char *secret, unsigned char *out)
 {
     crypto_generichash(out, AUTH_HASH_LEN, (const unsigned char *)secret, strlen(secret),
                        salt, AUTH_SALT_LEN);
@@ -170,9 +169,9 @@ static int key_make(struct store *st, const char *name, char *key, char *id)
     sodium_bin2hex(hash_hex, sizeof(hash_hex), hash, sizeof(hash));
     sodium_memzero(secret, sizeof(secret));
     sodium_memzero(b64, sizeof(b64));
-    err = record_put_json(st, KIND_KEY, id,
-                          json_pack("{s:s, s:s, s:s}", "user", name, "salt", salt_hex,
-                                    "hash", hash_hex));
+    err = record_put_json(
+        st, KIND_KEY, id,
+        json_pack("{s:s, s:s, s:s}", "user", name, "salt", salt_hex, "hash", hash_hex));
     if (err)
         sodium_memzero(key, AUTH_KEY_LEN);
     return err;
@@ -219,8 +218,7 @@ int auth_user_rotate(struct store *st, const char *name, char *key)
         return -ENOENT;
     if (!(user = record_json(st, KIND_USER, name, &err)))
         return err;
-    snprintf(old_id, sizeof(old_id), "%s",
-             str_at(user, "keyId"));
+    snprintf(old_id, sizeof(old_id), "%s", str_at(user, "keyId"));
     if (!(err = key_make(st, name, key, id)) &&
         /* This write ends the old key; deleting its record only tidies. */
         !(err = user_put(st, name, json_is_true(json_object_get(user, "admin")), id,
@@ -251,8 +249,8 @@ int auth_user_remove(struct store *st, const char *name)
     return 0;
 }
 
-int auth_user_list(struct store *st, int (*each)(void *ctx, const struct auth_user_row *u),
-                   void *ctx)
+int auth_user_list(struct store *st,
+                   int (*each)(void *ctx, const struct auth_user_row *u), void *ctx)
 {
     struct store_records l = {0};
     int err = store_record_list(st, KIND_USER, NULL, NULL, 0, &l);
@@ -262,8 +260,7 @@ int auth_user_list(struct store *st, int (*each)(void *ctx, const struct auth_us
         struct auth_user_row u = {.admin = json_is_true(json_object_get(j, "admin"))};
 
         snprintf(u.name, sizeof(u.name), "%s", l.v[i].key);
-        snprintf(u.key_id, sizeof(u.key_id), "%s",
-                 str_at(j, "keyId"));
+        snprintf(u.key_id, sizeof(u.key_id), "%s", str_at(j, "keyId"));
         u.created_at = json_integer_value(json_object_get(j, "createdAt"));
         json_decref(j);
         err = each(ctx, &u);

@@ -39,7 +39,7 @@ struct store;
 #define AUTH_KEY_ID_LEN     16 /* hex digits */
 #define AUTH_KEY_SECRET_LEN 43 /* base64url of 32 bytes, no padding */
 /* "rxk_" id "_" secret, and its NUL. */
-#define AUTH_KEY_LEN (4 + AUTH_KEY_ID_LEN + 1 + AUTH_KEY_SECRET_LEN + 1)
+#define AUTH_KEY_LEN  (4 + AUTH_KEY_ID_LEN + 1 + AUTH_KEY_SECRET_LEN + 1)
 #define AUTH_SALT_LEN 16
 #define AUTH_HASH_LEN 32
 
@@ -90,7 +90,8 @@ struct auth_user_row {
  * Call `each` with every user in name order (until it returns non-zero,
  * which is then returned). 0, -ENOMEM, -EIO.
  */
-int auth_user_list(struct store *st, int (*each)(void *ctx, const struct auth_user_row *u),
+int auth_user_list(struct store *st,
+                   int (*each)(void *ctx, const struct auth_user_row *u),
                    void *ctx) RX_WUR;
 
 #endif

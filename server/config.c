@@ -318,8 +318,9 @@ static int load_protocols(struct config *c, json_t *root, const char *file,
 }
 
 /* A list of 0 to 256 strings (each checked by `ok`, when not NULL) into *field. */
-static int get_strs(json_t *root, const char *file, const char *path, bool (*ok)(const char *),
-                    const char *what, char ***field, size_t *count, struct rx_error *err)
+static int get_strs(json_t *root, const char *file, const char *path,
+                    bool (*ok)(const char *), const char *what, char ***field,
+                    size_t *count, struct rx_error *err)
 {
     const char *v[256];
     json_t *arr = at(root, path), *e;
@@ -350,7 +351,8 @@ static bool is_name(const char *s)
 }
 
 /* The auth section and metrics.token (SPEC 4.4). */
-static int load_auth(struct config *c, json_t *root, const char *file, struct rx_error *err)
+static int load_auth(struct config *c, json_t *root, const char *file,
+                     struct rx_error *err)
 {
     static const char *const modes[] = {"none", "token", "keys", "trusted-header"};
     json_t *v;

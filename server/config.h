@@ -35,12 +35,12 @@ struct config {
         CONFIG_AUTH_KEYS,
         CONFIG_AUTH_TRUSTED_HEADER,
     } auth_mode;
-    char *auth_header;     /* trusted-header: the header naming the user */
-    char **auth_proxies;   /* trusted-header: CIDRs believed, "127.0.0.1/32", ... */
+    char *auth_header;   /* trusted-header: the header naming the user */
+    char **auth_proxies; /* trusted-header: CIDRs believed, "127.0.0.1/32", ... */
     size_t n_auth_proxies;
-    char **auth_admins;    /* trusted-header: the names that are admins */
+    char **auth_admins; /* trusted-header: the names that are admins */
     size_t n_auth_admins;
-    char *metrics_token;   /* "" none: /metrics needs an admin (or this bearer) */
+    char *metrics_token;      /* "" none: /metrics needs an admin (or this bearer) */
     int user_sessions;        /* sessions one non-admin may own; 0: no limit */
     int user_running_effects; /* effects of one non-admin's sessions at once; 0: none */
     int user_rate;            /* requests a second one non-admin may make; 0: none */

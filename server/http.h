@@ -33,8 +33,8 @@ struct http_server {
     struct MHD_Daemon *daemon;
     struct door door;  /* what the protocols' routes are given */
     struct auth *auth; /* who each request comes from (server/auth) */
-    char *web_root;   /* realpath of cfg->web_root, NULL when absent */
-    int port;         /* the bound port (useful with port 0) */
+    char *web_root;    /* realpath of cfg->web_root, NULL when absent */
+    int port;          /* the bound port (useful with port 0) */
 };
 
 /* Bind and start serving. 0, or a negative errno with a logged reason. */

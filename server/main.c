@@ -440,7 +440,8 @@ static int run_users(const struct config *cfg, const struct options *o)
     if (!(st = store_open(cfg->db_path, &err)) && strstr(err.text, "in use by another"))
         st = store_open_beside(cfg->db_path, &beside);
     if (!st) {
-        fprintf(stderr, "reflexor: database %s\n", beside.text[0] ? beside.text : err.text);
+        fprintf(stderr, "reflexor: database %s\n",
+                beside.text[0] ? beside.text : err.text);
         return 1;
     }
     rc = users_cmd_run(st, o->users, o->n_users, o->admin);

@@ -60,8 +60,8 @@ static inline bool principal_name_is_valid(const char *name)
         char c = *p;
 
         if (n >= PRINCIPAL_NAME_MAX ||
-            !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '@' || c == '-'))
+            !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '@' || c == '-'))
             return false;
     }
     return n > 0;

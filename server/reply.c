@@ -87,7 +87,8 @@ enum MHD_Result reply_json_retry(struct MHD_Connection *conn, unsigned status, j
                                  int retry_s)
 {
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    struct MHD_Response *r = text ? reply_response("application/json", text, strlen(text)) : NULL;
+    struct MHD_Response *r =
+        text ? reply_response("application/json", text, strlen(text)) : NULL;
     char after[16];
 
     json_decref(j);

@@ -168,7 +168,8 @@ static void host_event(void *ctx, const char *type, const struct effect *fx)
         metrics_effect_done(effect_kind(fx) == RX_EFFECT_ASK_BRAIN ? 0 : 1,
                             effect_elapsed_ms(fx), !strcmp(type, "effect-failed"));
     /* Each effect starts once and ends once: its owner's count stays true. */
-    session_table__owner_work(s->table, s->owner, strcmp(type, "effect-started") ? -1 : 1);
+    session_table__owner_work(s->table, s->owner,
+                              strcmp(type, "effect-started") ? -1 : 1);
     log_debug("session %s: %s %s", s->id, type, effect_key(fx));
     if (s->runs && strcmp(type, "effect-started"))
         run__effect_ended(s);

@@ -228,7 +228,8 @@ static int stored_page(struct session_table *t, const char *owner, const struct 
     size_t take = (size_t)limit;
     json_t *arr;
     /* One more than asked: whether there is a next page. */
-    int err = store_sessions_page(t->env.store, owner, q->words, q->n, before, take + 1, &l);
+    int err =
+        store_sessions_page(t->env.store, owner, q->words, q->n, before, take + 1, &l);
 
     if (err)
         return err;

@@ -89,8 +89,8 @@ int session_table__add(struct session_table *t, const struct table_add *a,
         session_destroy(s);
         err = -EINVAL;
     } else if (!a->state && t->env.store &&
-               (err = store_create_session(t->env.store, a->id, s->owner,
-                                           s->created_at))) {
+               (err =
+                    store_create_session(t->env.store, a->id, s->owner, s->created_at))) {
         session_destroy(s); /* never listed: not counted in `live` */
     } else {
         if (a->state)
@@ -169,15 +169,14 @@ int session_table_create_session(struct session_table *t, const char *id,
         idgen_uuid(fresh);
         id = fresh;
     }
-    return session_table__add(t, &(struct table_add){.id = id, .owner = principal_owner(who)},
-                              out);
+    return session_table__add(
+        t, &(struct table_add){.id = id, .owner = principal_owner(who)}, out);
 }
 
 struct session *session_table_get(struct session_table *t, const char *id)
 {
     return session_table__touch(t, id);
 }
-
 
 struct session *session_table_peek(struct session_table *t, const char *id)
 {

@@ -83,7 +83,8 @@ bool session_id_is_reserved(const char *id);
  * store), -EIO (the store is unusable) or -ENOMEM.
  */
 int session_table_create_session(struct session_table *t, const char *id,
-                                 const struct principal *who, struct session **out) RX_WUR;
+                                 const struct principal *who,
+                                 struct session **out) RX_WUR;
 /*
  * A new reference to the session, or NULL: a touch. With a store, a session
  * not in memory is loaded from it (its newest snapshot and the inputs
@@ -187,8 +188,8 @@ struct session_page {
 
 /*
  * The sessions of `owner` (NULL: everyone's) whose title or messages hold
- * every word of `q` (NULL or blank: every session), with updatedAt < `before` (< 0: no bound), newest
- * first (updatedAt, then id, descending), `limit` of them (1 to
+ * every word of `q` (NULL or blank: every session), with updatedAt < `before` (< 0: no
+ * bound), newest first (updatedAt, then id, descending), `limit` of them (1 to
  * SESSION_PAGE_MAX) and those that share the last one's updatedAt, so that
  * `next` (that updatedAt) loses none. Words are runs of letters and digits,
  * case-insensitive; the last word also matches as a prefix. With a store the

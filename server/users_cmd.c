@@ -14,10 +14,11 @@
 #include "server/auth_keys.h"
 #include "store/store.h"
 
-static const char usage[] = "usage: reflexor [--config F] [--db D] users add NAME [--admin]\n"
-                            "       reflexor [--config F] [--db D] users list\n"
-                            "       reflexor [--config F] [--db D] users remove NAME\n"
-                            "       reflexor [--config F] [--db D] users rotate NAME\n";
+static const char usage[] =
+    "usage: reflexor [--config F] [--db D] users add NAME [--admin]\n"
+    "       reflexor [--config F] [--db D] users list\n"
+    "       reflexor [--config F] [--db D] users remove NAME\n"
+    "       reflexor [--config F] [--db D] users rotate NAME\n";
 
 bool users_cmd_is(const char *word)
 {

@@ -345,5 +345,5 @@ enum MHD_Result lg__too_many(struct MHD_Connection *conn, const char *why, int r
 }
 
 /* A browser's CORS preflight carries no credentials: the route answers it. */
-const struct door_ops lg_door = {"langgraph",  lg_prefix,   lg_route,   lg_unauthorized,
+const struct door_ops lg_door = {"langgraph",  lg_prefix,    lg_route, lg_unauthorized,
                                  lg_too_large, lg__too_many, true};

@@ -106,13 +106,14 @@ enum MHD_Result lg__state_route(struct door *srv, struct MHD_Connection *conn,
 /* /threads/<tid>/runs[...]: `rest` is what follows "/runs". */
 enum MHD_Result lg_runs_route(struct door *srv, const struct principal *who,
                               struct MHD_Connection *conn, const char *method,
-                              const char *tid, const char *rest, const struct rx_buf *body,
-                              struct park **slot);
+                              const char *tid, const char *rest,
+                              const struct rx_buf *body, struct park **slot);
 
 /* ---- lg_search.c ---- */
 
 /* POST /threads/search: the threads filtered, sorted and paged, from the store's list. */
 enum MHD_Result lg__threads_search(struct door *srv, const struct principal *who,
-                                   struct MHD_Connection *conn, const struct rx_buf *body);
+                                   struct MHD_Connection *conn,
+                                   const struct rx_buf *body);
 
 #endif

@@ -377,8 +377,8 @@ static enum MHD_Result run_route(struct door *srv, struct MHD_Connection *conn,
 
 enum MHD_Result lg_runs_route(struct door *srv, const struct principal *who,
                               struct MHD_Connection *conn, const char *method,
-                              const char *tid, const char *rest, const struct rx_buf *body,
-                              struct park **slot)
+                              const char *tid, const char *rest,
+                              const struct rx_buf *body, struct park **slot)
 {
     bool post = !strcmp(method, "POST");
     struct session *s;

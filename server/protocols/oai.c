@@ -385,12 +385,13 @@ static enum MHD_Result oai_too_large(struct MHD_Connection *conn, const char *wh
 
 enum MHD_Result oai__too_many(struct MHD_Connection *conn, const char *why, int retry_s)
 {
-    return reply_json_retry(
-        conn, 429,
-        json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", why, "type",
-                  "rate_limit_error", "param", "code", "rate_limit_exceeded"),
-        retry_s);
+    return reply_json_retry(conn, 429,
+                            json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", why,
+                                      "type", "rate_limit_error", "param", "code",
+                                      "rate_limit_exceeded"),
+                            retry_s);
 }
 
-const struct door_ops oai_door = {"openai",      oai_prefix,    oai_route,    oai_unauthorized,
-                                  oai_too_large, oai__too_many, false};
+const struct door_ops oai_door = {
+    "openai",      oai_prefix,    oai_route, oai_unauthorized,
+    oai_too_large, oai__too_many, false};

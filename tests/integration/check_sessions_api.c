@@ -392,7 +392,8 @@ static void check_search(bool file)
 
     say(a, "zqalpha and zqbravo notes");
     json_decref(state_answered(a, 1));
-    usleep(3000); /* b's newest input a later millisecond than a's: "newest first" has no tie */
+    usleep(3000); /* b's newest input a later millisecond than a's: "newest first" has no
+                     tie */
     say(b, "zqbravo meets zqcharlie");
     json_decref(state_answered(b, 1));
     say(c, "nothing special");
