@@ -26,7 +26,7 @@ uuid-dev            | -                                 | message ids (libuuid)
 libcurl4-openssl-dev | -                                | the OpenAI-compatible brain and MCP over HTTP
 libsqlite3-dev      | -                                 | the durable input log
 libpq-dev           | -                                 | the input log on PostgreSQL (--db postgres://...)
-libsodium-dev       | -                                 | users' API keys: random keys, salted hashes (auth.mode keys)
+libsodium-dev       | -                                 | API keys of users: random keys and their salted hashes (auth.mode keys)
 check               | -                                 | unit and integration tests
 clang-format        | clang-format                      | make format-check, the first step of make test
 valgrind            | valgrind                          | leak checks in make test (make valgrind)
