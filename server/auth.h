@@ -20,7 +20,8 @@
  * Also the per-principal request rate (limits.user_rate, a token bucket per
  * non-admin principal, its burst two seconds' worth).
  *
- * Depends on libmicrohttpd, server/config, server/auth_keys, base/cidr.
+ * Depends on libmicrohttpd, server/config, server/principal, server/auth_keys,
+ * base/cidr.
  * Locks: the key cache's and the rate table's locks are leaves.
  * Ownership: struct auth borrows the config and the store (both outlive it).
  */

@@ -9,7 +9,8 @@
  * the HTTP server itself: the protocols do not depend on server/http, and
  * server/http knows them only through their tables.
  *
- * Depends on libmicrohttpd, server/config, server/park and state_machine/rx_buf;
+ * Depends on libmicrohttpd, server/config, server/park, server/principal and
+ * state_machine/rx_buf;
  * the session table and the cluster are only named.
  * Ownership: struct door is embedded in the HTTP server, which owns it and
  * everything it points to; a route borrows it for the request. The body a

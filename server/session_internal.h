@@ -2,7 +2,7 @@
  * session_internal - what server/session.c, server/session_pipeline.c,
  * server/session_table.c and the table's helpers (session_feed.c,
  * session_search.c, session_resident.c) share. Private to those files.
- * Depends on server/session, session_table, session_feed, msgstream, sse,
+ * Depends on server/session, session_table, session_feed, principal, msgstream, sse,
  * effects/runtime and state_machine/; its files also on server/run, event,
  * metrics, config, session_follow and session_import, store/store.h, base/,
  * effects/toolkit and effects/log.

@@ -6,11 +6,10 @@
  * (SPEC 6.2: with a store, memory holds only the sessions in use, loaded
  * on first touch and evicted when idle) in session_resident.c.
  *
- * Depends on server/session and store/store. The table's lock guards the
- * list only; it is held while a session's lock is taken (table -> session),
- * never the other way round. Renames take the table's title_lock, then the
- * store, then the session's lock.
- * Ownership: the table holds one reference to each listed session; calls
+ * Depends on server/session, server/principal and store/store. The table's lock guards
+ * the list only; it is held while a session's lock is taken (table -> session), never the
+ * other way round. Renames take the table's title_lock, then the store, then the
+ * session's lock. Ownership: the table holds one reference to each listed session; calls
  * that hand a session out give a NEW reference (drop it: session_unref).
  */
 #ifndef SESSION_TABLE_H
