@@ -202,7 +202,9 @@ static void who_header(struct who *w, const char *name, const char *line)
     snprintf(w->auth, sizeof(w->auth), "%s", line);
 }
 
-enum { F_SSE = 1, F_SESSION_HDR = 2, F_TIMEOUT_SHORT = 4 };
+/* F_QUERY_KEY / F_API_KEY: bob's key as ?token= (EventSource) or X-Api-Key (the
+   LangGraph SDK) instead of Authorization: Bearer. */
+enum { F_SSE = 1, F_SESSION_HDR = 2, F_QUERY_KEY = 4, F_API_KEY = 8 };
 
 /*
  * `method` base+path as `w` with `body` (JSON, may be NULL). F_SSE asks for
@@ -254,6 +256,15 @@ static json_t *call_json(const struct itest_server *s, const struct who *w,
     j = hjson(&r);
     hfree(&r);
     return j;
+}
+
+static long call_json_status(const struct itest_server *s, const struct who *w,
+                             const char *method, const char *path)
+{
+    long st;
+
+    json_decref(call_json(s, w, method, path, NULL, &st));
+    return st;
 }
 
 /* ---- the users command -------------------------------------------------------- */
@@ -591,6 +602,9 @@ static const struct route routes[] = {
     {P_NATIVE, "GET", "/sessions/{S}/moorex?mode=patch", NULL, F_SSE},
     {P_NATIVE, "GET", "/sessions/{S}/messages/{M}", NULL, 0},
     {P_NATIVE, "GET", "/sessions/{S}/messages/{M}", NULL, F_SSE},
+    {P_NATIVE, "GET", "/sessions/{S}/moorex", NULL, F_SSE | F_QUERY_KEY},
+    {P_NATIVE, "GET", "/sessions/{S}/messages/{M}", NULL, F_SSE | F_QUERY_KEY},
+    {P_NATIVE, "GET", "/sessions/{S}", NULL, F_QUERY_KEY},
     {P_NATIVE, "GET", "/sessions/{S}/nothing-here", NULL, 0},
     {P_NATIVE, "POST", "/sessions/{S}/fork", "{\"at\":1}", 0},
     {P_NATIVE, "POST", "/sessions/{S}/fork", "{\"at\":0}", 0},
@@ -616,6 +630,7 @@ static const struct route routes[] = {
      F_SESSION_HDR},
     /* the LangGraph subset (/api/langgraph) */
     {P_LG, "GET", "/threads/{S}", NULL, 0},
+    {P_LG, "GET", "/threads/{S}", NULL, F_API_KEY},
     {P_LG, "GET", "/threads/{S}/state", NULL, 0},
     {P_LG, "GET", "/threads/{S}/state/{C}", NULL, 0},
     {P_LG, "POST", "/threads/{S}/state/checkpoint",
@@ -627,6 +642,7 @@ static const struct route routes[] = {
     {P_LG, "GET", "/threads/{S}/runs/{R}", NULL, 0},
     {P_LG, "GET", "/threads/{S}/runs/{R}/join", NULL, 0},
     {P_LG, "GET", "/threads/{S}/runs/{R}/stream", NULL, F_SSE},
+    {P_LG, "GET", "/threads/{S}/runs/{R}/stream", NULL, F_SSE | F_API_KEY},
     {P_LG, "GET", "/threads/{B}/runs/{R}", NULL, 0},
     {P_LG, "GET", "/threads/{B}/runs/{R}/join", NULL, 0},
     {P_LG, "GET", "/threads/{B}/runs/{R}/stream", NULL, F_SSE},
@@ -637,6 +653,10 @@ static const struct route routes[] = {
      0},
     {P_LG, "POST", "/threads/{S}/runs/stream",
      "{\"assistant_id\":\"agent\",\"stream_mode\":[\"values\"]," RUN_IN "}", F_SSE},
+    {P_LG, "POST", "/threads/{S}/runs/stream",
+     "{\"assistant_id\":\"agent\",\"stream_mode\":[\"values\",\"messages-tuple\"]," RUN_IN
+     "}",
+     F_SSE | F_API_KEY},
     {P_LG, "POST", "/threads/{S}/runs/wait",
      "{\"assistant_id\":\"agent\",\"command\":{\"resume\":{\"decisions\":"
      "[{\"type\":\"approve\"}]}}}",
@@ -761,6 +781,9 @@ static void code_of(const char *body, char *out, size_t n)
 }
 
 /* One row on one of alice's ids: bob's answer against an unknown id's. */
+/* bob, his key sent each way */
+static struct who bob_q, bob_x;
+
 static void try_route(const struct itest_server *s, const struct who *bob,
                       const struct route *rt, const char *target, const struct ids *alice,
                       const char *unknown, const struct ids *none, struct row_result *res)
@@ -768,6 +791,11 @@ static void try_route(const struct itest_server *s, const struct who *bob,
     struct hresp a, u;
     char path[1024], hdr[256], *pa, *pu, *ba = NULL, *bu = NULL, *na, *nu;
     long to = rt->flags & F_SSE ? 1500 : 10000;
+
+    if (rt->flags & F_QUERY_KEY)
+        bob = &bob_q;
+    else if (rt->flags & F_API_KEY)
+        bob = &bob_x;
 
     /* alice's ids */
     pa = expand(rt->path, target, alice);
@@ -1090,7 +1118,7 @@ START_TEST(test_isolation_every_route)
     struct itest_server s;
     char db[64], path[512], *ka, *kb, *kr, *kd, *text;
     struct snapshot before;
-    struct who alice, bob, root, shared, dave, bobq;
+    struct who alice, bob, root, shared, dave;
     struct alice_things t;
     const char *leak;
     char *B, BT[128];
@@ -1125,17 +1153,13 @@ START_TEST(test_isolation_every_route)
     check_me(&s, &root, "root", true, "keys");
     check_me(&s, &shared, "admin", true, "keys");
     /* bob's X-Api-Key (the LangGraph SDK) and ?token= (EventSource) name him too */
-    {
-        struct who x;
-
-        who_header(&x, "bob", "");
-        snprintf(x.auth, sizeof(x.auth), "X-Api-Key: %s", kb);
-        check_me(&s, &x, "bob", false, "keys");
-        memset(&bobq, 0, sizeof(bobq));
-        bobq.name = "bob?token";
-        snprintf(bobq.query, sizeof(bobq.query), "token=%s", kb);
-        check_me(&s, &bobq, "bob", false, "keys");
-    }
+    who_header(&bob_x, "bob X-Api-Key", "");
+    snprintf(bob_x.auth, sizeof(bob_x.auth), "X-Api-Key: %s", kb);
+    check_me(&s, &bob_x, "bob", false, "keys");
+    memset(&bob_q, 0, sizeof(bob_q));
+    bob_q.name = "bob ?token=";
+    snprintf(bob_q.query, sizeof(bob_q.query), "token=%s", kb);
+    check_me(&s, &bob_q, "bob", false, "keys");
 
     make_alice_things(&s, &alice, &t);
     /* bob's own session and thread */
@@ -1154,6 +1178,37 @@ START_TEST(test_isolation_every_route)
                   "\"human\",\"content\":\"bob-lg-words\"}]}}",
                   &st));
     ck_assert_int_eq(st, 200);
+
+    /* a fork belongs to whoever made it: root forks alice's, bob imports his own */
+    {
+        char *rf, *bi, *doc;
+
+        snprintf(path, sizeof(path), NATIVE "/sessions/%s/fork", t.A);
+        j = call_json(&s, &root, "POST", path, "{\"at\":1}", &st);
+        ck_assert_msg(st == 201, "root forks alice's: %ld", st);
+        rf = strdup(json_string_value(json_object_get(j, "id")));
+        json_decref(j);
+        snprintf(path, sizeof(path), NATIVE "/sessions/%s/export", B);
+        doc = body_of(&s, &bob, "GET", path, NULL);
+        j = call_json(&s, &bob, "POST", NATIVE "/sessions/import", doc, &st);
+        ck_assert_msg(st == 201, "bob imports: %ld", st);
+        bi = strdup(json_string_value(json_object_get(j, "id")));
+        json_decref(j);
+        free(doc);
+        snprintf(path, sizeof(path), NATIVE "/sessions/%s", rf);
+        ck_assert_msg(call_json_status(&s, &alice, "GET", path) == 404,
+                      "root's fork of alice's session is not alice's");
+        ck_assert_msg(call_json_status(&s, &root, "GET", path) == 200, "root's fork");
+        snprintf(path, sizeof(path), NATIVE "/sessions/%s", bi);
+        ck_assert_msg(call_json_status(&s, &alice, "GET", path) == 404,
+                      "bob's import is not alice's");
+        ck_assert_msg(call_json_status(&s, &bob, "GET", path) == 200, "bob's import");
+        text = body_of(&s, &root, "GET", NATIVE "/sessions?owner=root", NULL);
+        ck_assert_msg(strstr(text, rf) && !strstr(text, t.A), "root's own: %s", text);
+        free(text);
+        free(rf);
+        free(bi);
+    }
 
     /* alice sees her own, fork and import included, and nothing of bob's */
     text = body_of(&s, &alice, "GET", NATIVE "/sessions?limit=200", NULL);
@@ -1334,7 +1389,7 @@ START_TEST(test_isolation_every_route)
         snprintf(own_path, sizeof(own_path), NATIVE "/sessions/%s/moorex", B);
         snprintf(lg_path, sizeof(lg_path), LG "/threads/%s/runs/stream", BT);
         bg_start(&feed, &s, &bob, "GET", NATIVE "/events", NULL, 2500);
-        bg_start(&feedq, &s, &bobq, "GET", NATIVE "/events", NULL, 2500);
+        bg_start(&feedq, &s, &bob_q, "GET", NATIVE "/events", NULL, 2500);
         bg_start(&own, &s, &bob, "GET", own_path, NULL, 2500);
         bg_start(&lgs, &s, &bob, "POST", lg_path,
                  "{\"assistant_id\":\"agent\",\"stream_mode\":[\"values\",\"updates\","
@@ -1835,6 +1890,107 @@ START_TEST(test_user_rate_limit)
 }
 END_TEST
 
+/*
+ * user_running_effects: alice's answers take one of the two effect slots at
+ * most, so bob's answer starts at once rather than after one of hers ends.
+ * A post past her share may be queued or refused with 429; either is fine.
+ */
+static int answers_in(json_t *st, const char *status)
+{
+    json_t *a = json_object_get(st, "assistantMessages"), *m;
+    size_t i;
+    int n = 0;
+
+    json_array_foreach(a, i, m)
+    {
+        const char *x = json_string_value(json_object_get(m, "status"));
+
+        n += x && !strcmp(x, status);
+    }
+    return n;
+}
+
+START_TEST(test_user_running_effects)
+{
+    struct itest_server s;
+    char db[64], *ka, *kb, *as[3], *b1;
+    struct who alice, bob;
+    bool taken[3];
+    int most = 0;
+    long deadline;
+
+    fresh_db(db, sizeof(db), "fx");
+    ka = users_key(db, "add", "alice", false);
+    kb = users_key(db, "add", "bob", false);
+    /* an answer: "Echo: " and the text, a letter each 100 ms: about 4 s */
+    start_on(&s,
+             "{\"auth\":{\"mode\":\"keys\"},"
+             "\"brain\":{\"builtin\":{\"chunk_chars\":1,\"chunk_delay_ms\":100}},"
+             "\"limits\":{\"max_running_effects\":2,\"user_running_effects\":1}}",
+             db, NULL);
+    who_bearer(&alice, "alice", ka);
+    who_bearer(&bob, "bob", kb);
+    for (int i = 0; i < 3; i++)
+        as[i] = new_session(&s, &alice);
+    b1 = new_session(&s, &bob);
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        struct hresp r;
+
+        snprintf(path, sizeof(path), NATIVE "/sessions/%s/moorex", as[i]);
+        call(&s, &alice, "POST", path,
+             "{\"type\":\"user-send-message\",\"content\":\"alice-slow-words 123\"}", &r);
+        ck_assert_msg(r.status == 200 || (r.status == 429 && shaped(P_NATIVE, &r, NULL)),
+                      "alice's post %d: %ld %s", i, r.status, r.body);
+        taken[i] = r.status == 200;
+        hfree(&r);
+    }
+    ck_assert_msg(taken[0], "alice's first post refused");
+    say(&s, &bob, b1, "bob-quick-words 123");
+    /* until bob's answer begins: none of alice's ended, at most one of hers runs */
+    deadline = itest_now_ms() + wait_ms();
+    for (;;) {
+        json_t *bs = state_of(&s, &bob, b1);
+        int streaming = 0, done = 0;
+
+        for (int i = 0; i < 3; i++) {
+            json_t *st = state_of(&s, &alice, as[i]);
+
+            streaming += answers_in(st, "streaming");
+            done += answers_in(st, "complete");
+            json_decref(st);
+        }
+        most = streaming > most ? streaming : most;
+        ck_assert_msg(streaming <= 1, "alice has %d answers running at once (limit 1)",
+                      streaming);
+        if (json_array_size(json_object_get(bs, "assistantMessages"))) {
+            json_decref(bs);
+            ck_assert_msg(done == 0,
+                          "bob's answer began only after %d of alice's ended: her "
+                          "answers took the effect pool",
+                          done);
+            break;
+        }
+        json_decref(bs);
+        ck_assert_msg(itest_now_ms() < deadline, "bob's answer never began");
+        usleep(50000);
+    }
+    /* alice's accepted posts are all answered in the end, one at a time */
+    for (int i = 0; i < 3; i++)
+        if (taken[i])
+            json_decref(wait_state(&s, &alice, as[i], answered, NULL));
+    fprintf(stderr, "users running effects: alice ran at most %d answer(s) at once\n",
+            most);
+    for (int i = 0; i < 3; i++)
+        free(as[i]);
+    free(b1);
+    free(ka);
+    free(kb);
+    stop(&s);
+    itest_remove_db(db);
+}
+END_TEST
+
 /* ---- /metrics, /healthz, /me, /client.json -------------------------------------------
  */
 
@@ -2063,6 +2219,7 @@ Suite *users_suite(void)
     tcase_add_test(tc, test_trusted_header);
     tcase_add_test(tc, test_user_sessions_limit);
     tcase_add_test(tc, test_user_rate_limit);
+    tcase_add_test(tc, test_user_running_effects);
     tcase_add_test(tc, test_metrics_and_healthz);
     tcase_add_test(tc, test_two_nodes_share_users);
     suite_add_tcase(s, tc);
