@@ -1664,12 +1664,14 @@ START_TEST(test_bad_keys_refused_never_logged)
         const char *keys[] = {ka, kc, ke, ke2, NULL};
 
         for (size_t i = 0; keys[i]; i++) {
-            const char *secret = strrchr(keys[i], '_');
+            /* rxk_<16 hex>_<secret>: the secret may hold '_' itself */
+            const char *secret =
+                strlen(keys[i]) > 21 && keys[i][20] == '_' ? keys[i] + 21 : keys[i];
 
             ck_assert_msg(!strstr(out, keys[i]) && !strstr(err, keys[i]),
                           "a key in the server's output");
-            ck_assert_msg(!secret || strlen(secret) < 8 ||
-                              (!strstr(out, secret + 1) && !strstr(err, secret + 1)),
+            ck_assert_msg(strlen(secret) < 8 ||
+                              (!strstr(out, secret) && !strstr(err, secret)),
                           "a key's secret in the server's output");
         }
         ck_assert_msg(!strstr(err, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
