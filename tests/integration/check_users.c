@@ -1060,19 +1060,10 @@ static void snapshot_release(struct snapshot *snap)
 static const char *alice_in(const char *text, const struct alice_things *t,
                             const char *const *more)
 {
-    const char *ids[] = {t->A,
-                         t->AF,
-                         t->AI,
-                         t->AP,
-                         t->AO,
-                         t->AT,
-                         t->rid,
-                         "alice-secret-words",
-                         "alice-title-words",
-                         "alice-oai-words",
-                         "alice-lg-words",
-                         "alice-meta",
-                         NULL};
+    const char *ids[] = {t->A, t->AF, t->AI, t->AP, t->AO, t->AT, t->rid,
+                         "alice-secret-words", "alice-title-words",
+                         /* not "alice-oai-words": bob resends those (continuity) */
+                         "alice-lg-words", "alice-meta", NULL};
 
     for (size_t i = 0; ids[i]; i++)
         if (*ids[i] && strstr(text, ids[i]))
@@ -1092,7 +1083,8 @@ static const char ISO_CONFIG[] =
     "{\"auth\":{\"mode\":\"keys\",\"token\":\"" ADMIN_TOKEN "\"},"
     "\"brain\":{\"builtin\":{\"chunk_chars\":16,\"chunk_delay_ms\":1}},"
     "\"tools\":[{\"name\":\"calculator\",\"approval\":\"ask\"}],"
-    "\"sse\":{\"retry_ms\":1000,\"ping_ms\":500}}";
+    "\"sse\":{\"retry_ms\":1000,\"ping_ms\":500},"
+    "\"limits\":{\"user_rate\":1000000}}"; /* the table asks fast */
 
 static void check_me(const struct itest_server *s, const struct who *w, const char *name,
                      bool admin, const char *mode)
@@ -1116,9 +1108,9 @@ static void check_me(const struct itest_server *s, const struct who *w, const ch
 START_TEST(test_isolation_every_route)
 {
     struct itest_server s;
-    char db[64], path[512], *ka, *kb, *kr, *kd, *text;
+    char db[64], path[512], *ka, *kb, *kr, *text;
     struct snapshot before;
-    struct who alice, bob, root, shared, dave;
+    struct who alice, bob, root, shared;
     struct alice_things t;
     const char *leak;
     char *B, BT[128];
@@ -1144,10 +1136,6 @@ START_TEST(test_isolation_every_route)
     who_bearer(&bob, "bob", kb);
     who_bearer(&root, "root", kr);
     who_bearer(&shared, "admin", ADMIN_TOKEN);
-    /* a key made while it runs works at once */
-    kd = users_key(db, "add", "dave", false);
-    who_bearer(&dave, "dave", kd);
-    check_me(&s, &dave, "dave", false, "keys");
     check_me(&s, &alice, "alice", false, "keys");
     check_me(&s, &bob, "bob", false, "keys");
     check_me(&s, &root, "root", true, "keys");
@@ -1297,6 +1285,11 @@ START_TEST(test_isolation_every_route)
                 r.status, r.body);
         ck_assert_msg(!strstr(r.body, "alice-meta"), "bob got alice's thread: %s",
                       r.body);
+        /* whatever the answer, it is about the id asked for */
+        ck_assert_msg(r.status != 404 || strstr(r.body, t.AT),
+                      "bob's do_nothing on alice's thread: a 404 that does not name it "
+                      "(a freed thread_id?): %s",
+                      r.body);
         hfree(&r);
         snprintf(body, sizeof(body), "{\"thread_id\":\"%s\"}", t.AT);
         call(&s, &bob, "POST", LG "/threads", body, &r);
@@ -1383,7 +1376,7 @@ START_TEST(test_isolation_every_route)
     /* ---- bob's streams, watched for 2 s while alice works ---- */
     {
         struct bg feed, feedq, own, lgs;
-        char own_path[256], lg_path[256], *an, *ant = NULL, *ano = NULL;
+        char own_path[256], lg_path[256], *an, *bw, *ant = NULL, *ano = NULL;
         long t0 = itest_now_ms();
 
         snprintf(own_path, sizeof(own_path), NATIVE "/sessions/%s/moorex", B);
@@ -1398,7 +1391,9 @@ START_TEST(test_isolation_every_route)
                  2500);
         usleep(200 * 1000);
         /* alice works: a session made, answered, renamed, deleted; a thread, a run,
-           a chat; her old session gets a message */
+           a chat. bob works too: what he does shows on his streams (they are alive) */
+        bw = new_session(&s, &bob);
+        say(&s, &bob, B, "bob-during-watch");
         an = new_session(&s, &alice);
         say(&s, &alice, an, "alice-secret-words again");
         snprintf(path, sizeof(path), NATIVE "/sessions/%s", an);
@@ -1438,6 +1433,10 @@ START_TEST(test_isolation_every_route)
             for (size_t i = 0; i < 4; i++) {
                 ck_assert_msg(all[i]->r.status == 200, "bob's %s: %ld %s", names[i],
                               all[i]->r.status, all[i]->r.body);
+                ck_assert_msg(i > 1 || strstr(all[i]->r.body, bw),
+                              "bob's %s does not show his own new session", names[i]);
+                ck_assert_msg(i != 2 || strstr(all[i]->r.body, "bob-during-watch"),
+                              "bob's %s does not show his own message", names[i]);
                 leak = alice_in(all[i]->r.body, &t, more);
                 ck_assert_msg(!leak, "bob's %s shows alice's '%s'", names[i], leak);
                 fprintf(stderr,
@@ -1447,6 +1446,7 @@ START_TEST(test_isolation_every_route)
             }
         }
         free(an);
+        free(bw);
         free(ant);
         free(ano);
     }
@@ -1487,7 +1487,6 @@ START_TEST(test_isolation_every_route)
     free(ka);
     free(kb);
     free(kr);
-    free(kd);
     stop(&s);
     itest_remove_db(db);
 }
@@ -1542,28 +1541,60 @@ static void accepted(const struct itest_server *s, const struct who *w, const ch
     hfree(&r);
 }
 
-START_TEST(test_bad_keys_refused_never_logged)
+/* The server's output (stdout and the stderr file) holds none of `keys`. */
+static void no_key_in_output(struct itest_server *s, const char *errfile,
+                             const char *const *keys)
 {
-    struct itest_server s;
-    char db[64], errfile[64], list[4096], *ka, *kc, *ke, *ke2, *out, *err, *big;
-    struct who w;
+    char *out = drain_stdout(s), *err;
+
+    stop(s);
+    err = slurp(errfile);
+    for (size_t i = 0; keys[i]; i++) {
+        /* rxk_<16 hex>_<secret>: the secret may hold '_' itself */
+        const char *secret =
+            strlen(keys[i]) > 21 && keys[i][20] == '_' ? keys[i] + 21 : keys[i];
+
+        ck_assert_msg(!strstr(out, keys[i]) && !strstr(err, keys[i]),
+                      "a key in the server's output");
+        ck_assert_msg(strlen(secret) < 8 ||
+                          (!strstr(out, secret) && !strstr(err, secret)),
+                      "a key's secret in the server's output");
+    }
+    ck_assert_msg(!strstr(err, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+                  "a refused key in the server's output");
+    fprintf(stderr, "users keys: server output checked: %zu bytes stdout, %zu stderr\n",
+            strlen(out), strlen(err));
+    free(out);
+    free(err);
+    unlink(errfile);
+}
+
+/* A server on `db` at debug level, its stderr in errfile. */
+static void start_logged(struct itest_server *s, const char *db, char *errfile, size_t n)
+{
     int fd;
 
     setenv("RX_LOG_LEVEL", "debug", 1); /* everything the server would say */
-    fresh_db(db, sizeof(db), "keys");
-    snprintf(errfile, sizeof(errfile), "/tmp/rx-users-err-XXXXXX");
+    snprintf(errfile, n, "/tmp/rx-users-err-XXXXXX");
     fd = mkstemp(errfile);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    ka = users_key(db, "add", "alice", false);
-    start_on(&s, "{\"auth\":{\"mode\":\"keys\"}}", db, errfile);
-    kc = users_key(db, "add", "carol", false);
-    ke = users_key(db, "add", "erin", false);
+    start_on(s, "{\"auth\":{\"mode\":\"keys\"},\"limits\":{\"user_rate\":1000000}}", db,
+             errfile);
+}
 
+START_TEST(test_bad_keys_refused_never_logged)
+{
+    struct itest_server s;
+    char db[64], errfile[64], *ka, *big;
+    struct who w;
+
+    fresh_db(db, sizeof(db), "keys");
+    ka = users_key(db, "add", "alice", false);
+    start_logged(&s, db, errfile, sizeof(errfile));
     who_bearer(&w, "alice", ka);
     accepted(&s, &w, "alice's key");
-    who_bearer(&w, "carol", kc);
-    accepted(&s, &w, "carol's key, added while the server runs");
+    check_me(&s, &w, "alice", false, "keys");
     who_header(&w, "alice", "");
     snprintf(w.auth, sizeof(w.auth), "X-Api-Key: %s", ka);
     accepted(&s, &w, "alice's key as X-Api-Key");
@@ -1632,7 +1663,46 @@ START_TEST(test_bad_keys_refused_never_logged)
     who_bearer(&w, "admin", "admin");
     refused_everywhere(&s, &w, "the word admin");
 
-    /* removed while the server runs: refused as soon as the command returns */
+    /* alice still works after all that */
+    who_bearer(&w, "alice", ka);
+    accepted(&s, &w, "alice's key at the end");
+    {
+        const char *keys[] = {ka, NULL};
+
+        no_key_in_output(&s, errfile, keys);
+    }
+    free(ka);
+    itest_remove_db(db);
+}
+END_TEST
+
+/*
+ * Keys change while the server runs, through `reflexor users` on its
+ * database: a new key works at once; a removed or rotated-away key is
+ * refused as soon as the command returns; the list names users, never keys.
+ */
+START_TEST(test_keys_change_while_running)
+{
+    struct itest_server s;
+    char db[64], errfile[64], list[4096], *ka, *kc, *ke, *ke2;
+    struct who w;
+    int rc;
+
+    fresh_db(db, sizeof(db), "live");
+    ka = users_key(db, "add", "alice", false);
+    start_logged(&s, db, errfile, sizeof(errfile));
+    kc = users_key(db, "add", "carol", false);
+    who_bearer(&w, "carol", kc);
+    accepted(&s, &w, "carol's key, added while the server runs");
+    check_me(&s, &w, "carol", false, "keys");
+    ke = users_key(db, "add", "erin", true);
+    who_bearer(&w, "erin", ke);
+    check_me(&s, &w, "erin", true, "keys");
+    /* a name taken is refused */
+    rc = users_cmd(db, list, sizeof(list), "add", "carol", NULL);
+    ck_assert_msg(rc != 0 && !strstr(list, "rxk_"), "users add carol twice: %d '%s'", rc,
+                  list);
+    /* removed: refused as soon as the command returns */
     ck_assert_int_eq(users_cmd(db, list, sizeof(list), "remove", "carol", NULL), 0);
     who_bearer(&w, "carol", kc);
     refused_everywhere(&s, &w, "carol's key, removed");
@@ -1643,7 +1713,7 @@ START_TEST(test_bad_keys_refused_never_logged)
     refused_everywhere(&s, &w, "erin's key, rotated away");
     who_bearer(&w, "erin", ke2);
     accepted(&s, &w, "erin's rotated key");
-    check_me(&s, &w, "erin", false, "keys");
+    check_me(&s, &w, "erin", true, "keys");
     /* a removed user is gone from the list; the list prints no key */
     ck_assert_int_eq(users_cmd(db, list, sizeof(list), "list", NULL, NULL), 0);
     ck_assert_msg(strstr(list, "alice") && strstr(list, "erin") && !strstr(list, "carol"),
@@ -1652,36 +1722,13 @@ START_TEST(test_bad_keys_refused_never_logged)
                   "users list shows a key: %s", list);
     /* removing someone unknown fails */
     ck_assert_int_ne(users_cmd(db, list, sizeof(list), "remove", "nobody-such", NULL), 0);
-    /* alice still works after all that */
     who_bearer(&w, "alice", ka);
     accepted(&s, &w, "alice's key at the end");
-
-    /* no key in anything the server wrote */
-    out = drain_stdout(&s);
-    stop(&s);
-    err = slurp(errfile);
     {
         const char *keys[] = {ka, kc, ke, ke2, NULL};
 
-        for (size_t i = 0; keys[i]; i++) {
-            /* rxk_<16 hex>_<secret>: the secret may hold '_' itself */
-            const char *secret =
-                strlen(keys[i]) > 21 && keys[i][20] == '_' ? keys[i] + 21 : keys[i];
-
-            ck_assert_msg(!strstr(out, keys[i]) && !strstr(err, keys[i]),
-                          "a key in the server's output");
-            ck_assert_msg(strlen(secret) < 8 ||
-                              (!strstr(out, secret) && !strstr(err, secret)),
-                          "a key's secret in the server's output");
-        }
-        ck_assert_msg(!strstr(err, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
-                      "a refused key in the server's output");
+        no_key_in_output(&s, errfile, keys);
     }
-    fprintf(stderr, "users keys: server output checked: %zu bytes stdout, %zu stderr\n",
-            strlen(out), strlen(err));
-    free(out);
-    free(err);
-    unlink(errfile);
     free(ka);
     free(kc);
     free(ke);
@@ -2115,7 +2162,8 @@ START_TEST(test_two_nodes_share_users)
     struct who alice, bob;
     struct hresp r, u;
     static const char cfg[] =
-        "{\"auth\":{\"mode\":\"keys\"},\"cluster\":{\"lease_ms\":1000}}";
+        "{\"auth\":{\"mode\":\"keys\"},\"cluster\":{\"lease_ms\":1000},"
+        "\"limits\":{\"user_rate\":1000000}}";
 
     if (!itest_on_postgres()) {
         itest_skip(__func__, "two nodes share a store on PostgreSQL only (RX_PG_DIR)");
@@ -2218,6 +2266,7 @@ Suite *users_suite(void)
     tcase_set_timeout(tc, t);
     tcase_add_test(tc, test_isolation_every_route);
     tcase_add_test(tc, test_bad_keys_refused_never_logged);
+    tcase_add_test(tc, test_keys_change_while_running);
     tcase_add_test(tc, test_trusted_header);
     tcase_add_test(tc, test_user_sessions_limit);
     tcase_add_test(tc, test_user_rate_limit);
