@@ -1262,16 +1262,25 @@ START_TEST(test_isolation_every_route)
     fprintf(stderr,
             "\nusers isolation: bob asks with alice's ids (6 sessions: native, fork, "
             "import, awaiting approval, /v1, LangGraph thread) vs unknown ids\n"
-            "%-9s | %-6s | %-52s | %-5s | %-9s | %s\n",
-            "protocol", "method", "route", "SSE", "same", "status (code) / difference");
+            "%-9s | %-6s | %-46s | %-40s | %-3s | %-8s | %s\n",
+            "protocol", "method", "route", "key sent as / body", "SSE", "same",
+            "bob's status alice/unknown (code) / difference");
     for (size_t i = 0; i < N_ROUTES; i++) {
         const struct route *rt = &routes[i];
-        char route[160];
+        char route[160], how[64];
 
-        snprintf(route, sizeof(route), "%s%s%s", prefix_of(rt->p), rt->path,
-                 rt->flags & F_SESSION_HDR ? " +X-Reflexor-Session:{S}" : "");
-        fprintf(stderr, "%-9s | %-6s | %-52s | %-5s | %d/%d %-4s | %ld/%ld (%s) %s\n",
-                proto_name[rt->p], rt->method, route, rt->flags & F_SSE ? "yes" : "",
+        snprintf(route, sizeof(route), "%s%s", prefix_of(rt->p), rt->path);
+        snprintf(how, sizeof(how), "%s%s%.*s",
+                 rt->flags & F_QUERY_KEY ? "?token="
+                 : rt->flags & F_API_KEY ? "X-Api-Key"
+                                         : "Bearer",
+                 rt->flags & F_SESSION_HDR ? " +X-Reflexor-Session "
+                 : rt->body                ? " "
+                                           : "",
+                 rt->flags & F_SESSION_HDR ? 0 : 28, rt->body ? rt->body : "");
+        fprintf(stderr,
+                "%-9s | %-6s | %-46s | %-40s | %-3s | %d/%d %-4s | %ld/%ld (%s) %s\n",
+                proto_name[rt->p], rt->method, route, how, rt->flags & F_SSE ? "yes" : "",
                 res[i].same, res[i].asked, res[i].same == res[i].asked ? "ok" : "FAIL",
                 res[i].st_alice, res[i].st_unknown, res[i].code, res[i].diff);
         if (res[i].same != res[i].asked)
