@@ -529,13 +529,15 @@ static enum MHD_Result tools_list(struct door *srv, struct MHD_Connection *conn,
 }
 
 /* GET /me: who the request comes from (the UI shows who is signed in). */
-static enum MHD_Result me(const struct principal *who, struct MHD_Connection *conn,
-                          const char *method)
+static enum MHD_Result me(struct door *srv, const struct principal *who,
+                          struct MHD_Connection *conn, const char *method)
 {
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return reply_method_not_allowed(conn, "GET, HEAD");
     return reply_json(conn, 200,
-                      json_pack("{s:s, s:b}", "name", who->name, "admin", who->admin));
+                      json_pack("{s:s, s:b, s:s}", "name", who->name, "admin", who->admin,
+                                "mode",
+                                config_auth_mode_name(config_auth_mode(srv->cfg))));
 }
 
 static enum MHD_Result api_route(struct door *srv, const struct principal *who,
@@ -552,7 +554,7 @@ static enum MHD_Result api_route(struct door *srv, const struct principal *who,
     if (!strcmp(path, "/sessions"))
         return sessions_root(srv, who, conn, method);
     if (!strcmp(path, "/me"))
-        return me(who, conn, method);
+        return me(srv, who, conn, method);
     if (!strcmp(path, "/tools"))
         return tools_list(srv, conn, method);
     if (!strcmp(path, "/events")) {

@@ -322,8 +322,9 @@ static enum MHD_Result create(struct door *srv, const struct principal *who,
     } else if (!err && json_is_object(meta)) {
         err = meta_set(session_id(s), meta, true, max);
     }
-    json_decref(q);
+    /* tid is the body's: answered before the body goes. */
     ret = err ? lg__table_error(conn, err, tid ? tid : "") : lg__reply_thread(conn, s);
+    json_decref(q);
     if (s)
         session_unref(s);
     return ret;
