@@ -299,44 +299,6 @@ static void db_arg(const char *path, char *out, size_t n)
     snprintf(out, n, "postgresql:///%s?host=%s&user=postgres", name, host);
 }
 
-/* argv (no shell): its exit status, its stdout in out. */
-static int run(char *const argv[], char *out, size_t n)
-{
-    posix_spawn_file_actions_t fa;
-    int p[2], status = 0;
-    size_t len = 0;
-    pid_t pid;
-
-    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-    if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)) {
-        posix_spawn_file_actions_destroy(&fa);
-        close(p[0]);
-        close(p[1]);
-        return -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(p[1]);
-    for (;;) {
-        char buf[512];
-        ssize_t r = read(p[0], buf, sizeof(buf));
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; out && i < r && len + 1 < n; i++)
-            out[len++] = buf[i];
-    }
-    close(p[0]);
-    if (out && n)
-        out[len] = '\0';
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /* A fresh database for `path` (on PostgreSQL, made now so `users` can use it). */
 static void fresh_db(char *path, size_t n, const char *tag)
@@ -355,7 +317,7 @@ static void fresh_db(char *path, size_t n, const char *tag)
                         NULL};
 
         pg_name_for_file(path, name, sizeof(name));
-        ck_assert_int_eq(run(argv, out, sizeof(out)), 0);
+        ck_assert_int_eq(itest_run(argv, out, sizeof(out)), 0);
     }
 }
 
@@ -368,7 +330,7 @@ static int users_cmd(const char *path, char *out, size_t n, const char *a1,
                     (char *)a1,           (char *)a2,     (char *)a3, NULL};
 
     db_arg(path, db, sizeof(db));
-    return run(argv, out, n);
+    return itest_run(argv, out, n);
 }
 
 /* The key `users add|rotate NAME` printed (malloc'd): the rxk_ token of its line. */

@@ -48,8 +48,7 @@ void itest_skip(const char *test, const char *why)
     fprintf(stderr, "itest: SKIP on PostgreSQL: %s: %s\n", test, why);
 }
 
-/* Run argv (no shell), its stdout in out (may be NULL). The exit status or -1. */
-static int run_cmd(char *const argv[], char *out, size_t n)
+int itest_run(char *const argv[], char *out, size_t n)
 {
     posix_spawn_file_actions_t fa;
     int p[2], status = 0;
@@ -124,7 +123,7 @@ static int pg_sql(const char *sql, char *out, size_t n)
     psql_path(psql, sizeof(psql));
     if (!realpath(getenv("RX_PG_DIR"), host))
         return -1;
-    return run_cmd(argv, out, n);
+    return itest_run(argv, out, n);
 }
 
 /* The URL of database `name` in the cluster (as scripts/pgtmp.sh prints it). */
@@ -146,7 +145,7 @@ static int pg_createdb(const char *name)
                     NULL};
     char out[512];
 
-    return run_cmd(argv, out, sizeof(out)) == 0 ? 0 : -1;
+    return itest_run(argv, out, sizeof(out)) == 0 ? 0 : -1;
 }
 
 static void pg_dropdb(const char *name)
@@ -852,7 +851,7 @@ int itest_fill(const char *path, const char *const *args)
     for (size_t i = 0; args && args[i] && argc < 38; i++)
         argv[argc++] = (char *)args[i];
     argv[argc] = NULL;
-    rc = run_cmd(argv, out, sizeof(out));
+    rc = itest_run(argv, out, sizeof(out));
     fprintf(stderr, "itest: %s: %s", bin, rc ? "failed\n" : out);
     return rc ? -1 : 0;
 }

@@ -43,6 +43,9 @@ struct itest_server {
  * extra argv entries (NULL-terminated, may be NULL). 0 or -1. */
 int itest_server_start(struct itest_server *s, const char *config_json,
                        const char *const *extra_args);
+/* Run argv (no shell), its stdout in out (may be NULL; NUL-terminated, cut to n).
+   The exit status, or -1. */
+int itest_run(char *const argv[], char *out, size_t n);
 /* SIGTERM and wait; returns the exit status (0 clean), or -1. */
 int itest_server_stop(struct itest_server *s);
 
