@@ -299,7 +299,6 @@ static void db_arg(const char *path, char *out, size_t n)
     snprintf(out, n, "postgresql:///%s?host=%s&user=postgres", name, host);
 }
 
-
 /* A fresh database for `path` (on PostgreSQL, made now so `users` can use it). */
 static void fresh_db(char *path, size_t n, const char *tag)
 {
