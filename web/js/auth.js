@@ -38,6 +38,7 @@ const SIGN_OUT_ICON = ['M15 4h3a2 2 0 0 1 2 2v12a2 2 0 0 1-2 2h-3', 'M10 17l5-5-
 
 let pending = null; // {check, resolve} while the dialog asks
 let worded = '';    // the mode the dialog's words are for ('' : index.html's)
+let shown = '';     // the name showUser() last showed
 
 const words = () => WORDS[authMode() === 'keys' ? 'keys' : 'token'];
 
@@ -95,6 +96,10 @@ export async function showUser() {
   let me = null;
   try { me = await whoAmI(); } catch { /* a server from before /me, or down */ }
   const name = typeof me?.name === 'string' ? me.name : '';
+  // Another person's key in place of a refused one: nothing of the one
+  // before (their chat list, their open chat) stays on screen.
+  if (shown && name && name !== shown) { restart(true); return; }
+  shown = name;
   box.hidden = !name;
   if (!name) return;
   const admin = me.admin === true;
@@ -132,15 +137,20 @@ async function submit(ev) {
   setTimeout(showUser, 0);
 }
 
+/* Start the page again; `fresh`: at the newest chat, not this address. */
+function restart(fresh) {
+  if (fresh) history.replaceState(null, '', location.pathname + location.search);
+  // A reload starts clean: nothing already open keeps using the old token.
+  location.reload();
+}
+
 /* Forget the token or key and start again from the question. A key is a
  * person's: the next one to sign in here starts at their own newest chat,
  * not at the address of this one's. */
 function signOut() {
   const keys = authMode() === 'keys';
   forgetToken();
-  if (keys) history.replaceState(null, '', location.pathname + location.search);
-  // A reload starts clean: nothing already open keeps using the old token.
-  location.reload();
+  restart(keys);
 }
 
 export function bindAuth() {
