@@ -72,6 +72,7 @@ function setToken(t) {
 }
 
 export const hasToken = () => token !== '';
+export const forgetToken = () => setToken('');
 /* The server's auth.mode, known once configure() has run. */
 export const authMode = () => mode;
 /* Whether a person gives this page a secret to send (a token or a key). */
@@ -92,7 +93,6 @@ async function reloadMode() {
     if (r.ok) mode = modeOf(await r.json());
   } catch { /* keep the mode we know */ }
 }
-export const forgetToken = () => setToken('');
 
 /* `fn(why, check)` asks a person for a token and resolves to one that
  * `check(token)` accepted; `why` is 'needed' or 'refused'. */
