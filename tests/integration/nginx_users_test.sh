@@ -59,16 +59,16 @@ start_server() {
 }
 
 # The team's server: people are named by the proxy in front (loopback, the
-# default auth.trusted_proxies). The builtin brain streams slowly enough to
+# default auth.trusted_proxies); carol is an admin. The builtin brain streams slowly enough to
 # see the chunks arrive apart.
-start_server team '{"auth":{"mode":"trusted-header"},
+start_server team '{"auth":{"mode":"trusted-header","admins":["carol"]},
   "brain":{"builtin":{"chunk_chars":3,"chunk_delay_ms":40}}}' || { fail "team server"; finish; }
 up=$port
 
-# Two users; nginx takes {PLAIN} passwords, so no htpasswd or openssl program.
+# Three users; nginx takes {PLAIN} passwords, so no htpasswd or openssl program.
 # nginx's workers read the file on each request, and when we are root they
 # run as another user (nobody): they may pass through $work, not list it.
-printf 'alice:{PLAIN}alice-pw\nbob:{PLAIN}bob-pw\n' >"$work/htpasswd"
+printf 'alice:{PLAIN}alice-pw\nbob:{PLAIN}bob-pw\ncarol:{PLAIN}carol-pw\n' >"$work/htpasswd"
 chmod 711 "$work"
 chmod 644 "$work/htpasswd"
 
@@ -99,12 +99,12 @@ site="http://127.0.0.1:$front"
 base="$site/api/reflexor"
 direct="http://127.0.0.1:$up/api/reflexor"
 
-# as USER curl-args...: through nginx, signed in as USER (password USER-pw).
-as() { local u=$1; shift; curl -s -u "$u:$u-pw" "$@"; }
+# curl_as USER curl-args...: through nginx, signed in as USER (password USER-pw).
+curl_as() { local u=$1; shift; curl -s -u "$u:$u-pw" "$@"; }
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 # The id in a {"id":...} answer.
 id_of() { sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
-post_json() { local u=$1 url=$2 body=$3; as "$u" -H 'Content-Type: application/json' -d "$body" "$url"; }
+post_json() { local u=$1 url=$2 body=$3; curl_as "$u" -H 'Content-Type: application/json' -d "$body" "$url"; }
 say() { # say USER SID TEXT: one message, acknowledged
   post_json "$1" "$base/sessions/$2/moorex" \
     "{\"type\":\"user-send-message\",\"content\":\"$3\"}" | grep -q '"success":true'
@@ -114,7 +114,7 @@ say() { # say USER SID TEXT: one message, acknowledged
 search_finds() {
   local u=$1 word=$2 sid=$3
   for _ in $(seq 50); do
-    as "$u" "$base/sessions?q=$word" | grep -q "\"$sid\"" && return 0
+    curl_as "$u" "$base/sessions?q=$word" | grep -q "\"$sid\"" && return 0
     sleep 0.1
   done
   return 1
@@ -135,10 +135,12 @@ check "client.json says trusted-header" \
   bash -c "curl -s -u alice:alice-pw '$site/client.json' | grep -q '\"authMode\":\"trusted-header\"'"
 check "GET /me names alice" bash -c "curl -s -u alice:alice-pw '$base/me' | grep -q '\"name\":\"alice\"'"
 check "GET /me names bob" bash -c "curl -s -u bob:bob-pw '$base/me' | grep -q '\"name\":\"bob\"'"
+check "alice is no admin" bash -c "curl -s -u alice:alice-pw '$base/me' | grep -q '\"admin\":false'"
+check "carol, in auth.admins, is an admin" bash -c "curl -s -u carol:carol-pw '$base/me' | grep -q '\"admin\":true'"
 
 # Bob watches his chat list's stream the whole time: nothing of alice's may
 # appear in it (his own new chat must, or the stream proves nothing).
-as bob -N "$base/events" >"$work/bob-events" &
+curl_as bob -N "$base/events" >"$work/bob-events" &
 pids+=("$!")
 
 # --- alice's chat, and its streams through nginx ----------------------------
@@ -148,7 +150,7 @@ sid=$(post_json alice "$base/sessions" '{}' | id_of)
 # The session stream: the first event (the state) must come while the stream
 # is open, not when nginx's buffer fills or the stream ends.
 t0=$(date +%s%N)
-as alice -N -H 'Accept-Encoding: gzip' -D "$work/sse-head" "$base/sessions/$sid/moorex" >"$work/events" &
+curl_as alice -N -H 'Accept-Encoding: gzip' -D "$work/sse-head" "$base/sessions/$sid/moorex" >"$work/events" &
 epid=$!
 pids+=("$epid")
 for _ in $(seq 100); do grep -q '^data:' "$work/events" && break; sleep 0.05; done
@@ -164,7 +166,7 @@ check "the stream is not gzipped" bash -c "! grep -qi '^Content-Encoding' '$work
 check "alice's message is taken" say alice "$sid" "alice likes marmalade on toast"
 mid=""
 for _ in $(seq 100); do
-  mid=$(as alice "$base/sessions/$sid" | grep -o '"kind":"assistant","id":"[^"]*"' | tail -1 | cut -d'"' -f8)
+  mid=$(curl_as alice "$base/sessions/$sid" | grep -o '"kind":"assistant","id":"[^"]*"' | tail -1 | cut -d'"' -f8)
   [ -n "$mid" ] && break; sleep 0.05
 done
 [ -n "$mid" ] && ok "alice's answer started" || fail "no assistant message"
@@ -196,7 +198,7 @@ bsid=$(post_json bob "$base/sessions" '{}' | id_of)
 check "bob's message is taken" say bob "$bsid" "bob grows tamarind"
 check "bob's search finds his own chat" search_finds bob tamarind "$bsid"
 
-list=$(as bob "$base/sessions")
+list=$(curl_as bob "$base/sessions")
 case $list in *"\"$bsid\""*) ok "bob's list shows his chat";; *) fail "bob's list lacks his chat: $list";; esac
 case $list in *"\"$sid\""*) fail "bob's list shows alice's chat";; *) ok "bob's list does not show alice's chat";; esac
 check "alice's list does not show bob's chat" \
@@ -215,8 +217,8 @@ same_as_unknown() { # METHOD SUFFIX [BODY]: bob on alice's id vs on $unknown
   local m=$1 suffix=$2 body=${3:-} a b args
   args=(-X "$m" --max-time 5) # a stream that should not open must not hang the test
   [ -n "$body" ] && args+=(-H 'Content-Type: application/json' -d "$body")
-  a=$(as bob "${args[@]}" -w ' %{http_code}' "$base/sessions/$sid$suffix")
-  b=$(as bob "${args[@]}" -w ' %{http_code}' "$base/sessions/$unknown$suffix")
+  a=$(curl_as bob "${args[@]}" -w ' %{http_code}' "$base/sessions/$sid$suffix")
+  b=$(curl_as bob "${args[@]}" -w ' %{http_code}' "$base/sessions/$unknown$suffix")
   b=${b//"$unknown"/"$sid"}
   if [ "$a" = "$b" ] && [ "${a##* }" = 404 ]; then
     ok "bob's $m /sessions/<alice's>$suffix: 404 as for an unknown id"
@@ -243,6 +245,11 @@ check "bob's forged X-Remote-User: alice is replaced by nginx" \
     ! curl -s -u bob:bob-pw -H 'X-Remote-User: alice' '$base/sessions' | grep -q '\"$sid\"'"
 check "nor does /healthz pass a made-up name on" \
   test "$(code -H 'X-Remote-User: alice' "$site/healthz")" = 200
+
+# An admin sees everyone's chats.
+list=$(curl_as carol "$base/sessions")
+case $list in *"\"$sid\""*"\"$bsid\""* | *"\"$bsid\""*"\"$sid\""*) ok "carol, an admin, sees both chats";;
+  *) fail "carol's list lacks a chat: $list";; esac
 
 sleep 0.3 # the feed's last events
 check "bob's chat-list stream shows his chat" grep -q "$bsid" "$work/bob-events"
