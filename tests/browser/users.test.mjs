@@ -3,7 +3,8 @@
 // phone in dark mode), each signs in with its own key at the page's prompt,
 // each writes a chat with a word of its own, and each sees only its own chat
 // in the list, in search and live; the sidebar names who is signed in, an
-// admin is marked, and "Sign out" forgets the key and asks again.
+// admin is marked, and "Sign out" forgets the key and asks again. Then a
+// server in `trusted-header` mode: no prompt, the proxy's name, no sign-out.
 // Screenshots: build/screenshots/users-*.png
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -203,5 +204,46 @@ describe('users: every chat belongs to someone', () => {
       assert.deepEqual(browser.errors, []);
       assert.deepEqual(browser.offsite, []);
     }
+  });
+});
+
+// Behind a proxy that signs people in (trusted-header): the page asks nothing,
+// names the user the proxy names and keeps no sign-out of its own. The
+// browser's own header stands in for nginx (the server trusts loopback).
+describe('users: named by a proxy (trusted-header)', () => {
+  let server;
+  let browser;
+  let page;
+
+  before(async () => {
+    server = new Server({ chunkDelayMs: 15, extra: { auth: { mode: 'trusted-header', admins: ['carol'] } } });
+    await server.start();
+    browser = await launch({ ...PHONE, colorScheme: 'light', extraHTTPHeaders: { 'X-Remote-User': 'carol' } });
+    page = browser.context.pages()[0] || (await browser.context.newPage());
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    server?.cleanup();
+  });
+
+  test('no prompt, the name and the admin mark, no sign-out button', T, async () => {
+    const prompts = [];
+    page.on('dialog', (d) => { prompts.push(d.message()); d.dismiss().catch(() => {}); });
+    await page.goto(`${server.url}/`);
+    await ui.waitOnline(page);
+    await exchange(page, 'carol checks the proxy');
+    await page.getByRole('button', { name: 'Open chat list' }).click();
+    await whoName(page).waitFor();
+    assert.equal(await whoName(page).textContent(), 'carol');
+    assert.ok(await page.locator('#who-admin').isVisible(), 'carol is in auth.admins');
+    assert.ok(await page.locator('#auth-dialog').isHidden(), 'nothing to ask behind the proxy');
+    assert.equal(await page.getByRole('button', { name: /Sign out|Forget token/ }).count(), 0);
+    assert.deepEqual(prompts, []);
+    await sleep(300);
+    await shot(page, 'users-proxy-phone.png');
+    assert.deepEqual(browser.errors, []);
+    assert.deepEqual(browser.offsite, []);
   });
 });
