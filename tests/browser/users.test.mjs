@@ -3,7 +3,9 @@
 // phone in dark mode), each signs in with its own key at the page's prompt,
 // each writes a chat with a word of its own, and each sees only its own chat
 // in the list, in search and live; the sidebar names who is signed in, an
-// admin is marked, and "Sign out" forgets the key and asks again. Then a
+// admin is marked, and "Sign out" forgets the key and asks again; a key
+// removed with `users remove` is asked for again, and another person's key
+// given then starts the page over at that person's chats. Then a
 // server in `trusted-header` mode: no prompt, the proxy's name, no sign-out.
 // Screenshots: build/screenshots/users-*.png
 import assert from 'node:assert/strict';
@@ -179,6 +181,24 @@ describe('users: every chat belongs to someone', () => {
     await waitListed(bob.page, [sids.bob]);
     await search(bob.page).press('Escape');
     await bob.page.getByRole('button', { name: 'Close chat list' }).click();
+  });
+
+  test("a removed key is asked for again; another's key starts the page over for them", T, async () => {
+    const { page } = alice;
+    execFileSync(BIN, ['--config', server.config, '--db', server.db, 'users', 'remove', 'alice'],
+      { cwd: ROOT, encoding: 'utf8' });
+    assert.equal((await apiAs(server, keys.alice, '/me')).status, 401, 'the key stopped working at once');
+    await ui.send(page, 'after my key was removed');
+    await keyDialog(page).getByText(/refused that API key/).waitFor({ timeout: 20000 });
+    // Someone else at this browser: nothing of alice's may stay on screen.
+    await keyBox(page).fill(keys.bob);
+    await keyBox(page).press('Enter');
+    await page.waitForFunction(() => document.getElementById('who-name')?.textContent === 'bob', null,
+      { timeout: 20000 });
+    await ui.waitOnline(page);
+    await waitListed(page, [sids.bob]);
+    assert.equal(await ui.sessionId(page), sids.bob, "bob's own chat is open, not alice's");
+    assert.equal(await page.locator('article.msg', { hasText: 'marmalade' }).count(), 0);
   });
 
   test('"Sign out" forgets the key and asks again; an admin is marked', T, async () => {
