@@ -72,7 +72,7 @@ UNIT_SRC := $(filter-out tests/unit/check_main.c,$(wildcard tests/unit/check_*.c
 UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC) tests/unit/check_main.c)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps deps-all deps-check run test check integration nginx-test bench valgrind fuzz \
+.PHONY: all deps deps-all deps-check run test check integration nginx-test nginx-users-test bench valgrind fuzz \
         format format-check layer-check signal-safe-check clean
 .DEFAULT_GOAL := all
 
@@ -155,6 +155,13 @@ nginx-test: $(BUILD)/reflexor
 	@scripts/need.sh nginx curl
 	RX_SERVER=./$(BUILD)/reflexor tests/integration/nginx_test.sh
 
+# Users behind nginx (SPEC 4.4): config/nginx-auth.conf's auth_basic names alice
+# and bob to a server in trusted-header mode; neither sees the other's chats.
+nginx-users-test: $(BUILD)/reflexor
+	@scripts/deps.sh nginx curl
+	@scripts/need.sh nginx curl
+	RX_SERVER=./$(BUILD)/reflexor tests/integration/nginx_users_test.sh
+
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
 test: deps-all node_modules/.package-lock.json
@@ -229,7 +236,7 @@ clean:
 
 # Fragments for parts with build steps of their own (web UI, fake LLM, nginx...).
 # Each may add targets to TEST_EXTRA, which `make test` runs after the unit tests.
-TEST_EXTRA := nginx-test
+TEST_EXTRA := nginx-test nginx-users-test
 BENCH_RUN :=
 include $(sort $(wildcard mk/*.mk))
 

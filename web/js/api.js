@@ -8,6 +8,11 @@
  * "Authorization: Bearer" on fetches and as ?token= on the EventSource URL,
  * which cannot carry headers. A 401 asks for a token through the asker that
  * auth.js (the dialog) registers with setTokenAsker(), then repeats the call.
+ * The same key holds a person's own API key when the server's auth.mode is
+ * "keys" (SPEC §4.4): it is sent exactly as the token. client.json says the
+ * mode (authMode()); GET /me (whoAmI) says who the server thinks we are.
+ * Behind a proxy that signs people in ("trusted-header") there is nothing to
+ * ask: a 401 there is the proxy's to answer, not a key's.
  * Besides the session routes: rename (PATCH), search, export and import,
  * fork and history, and the chat list's own stream (GET /events).
  * The JSON calls resolve to the parsed body (null for 204) or throw ApiError,
@@ -19,6 +24,7 @@ const TOKEN_KEY = 'reflexor.token';
 const enc = encodeURIComponent;
 
 let API = null;            // the server's prefix, set by configure()
+let mode = 'none';         // auth.mode: none | token | keys | trusted-header
 let token = readToken();   // '' for none
 let asker = null;          // (why, check) => Promise<token>, see setTokenAsker
 let asking = null;         // the question on screen, shared by every caller
@@ -41,7 +47,9 @@ function describeError(status, data) {
   const msg = data?.message;
   switch (status) {
     case 400: return msg ? `Invalid: ${msg}` : 'The server refused the input as invalid';
-    case 401: return 'Not authorised (the server needs a token)';
+    case 401: return mode === 'trusted-header'
+      ? 'Not signed in (the proxy in front of the server did not say who you are)'
+      : `Not authorised (the server needs ${mode === 'keys' ? 'an API key' : 'a token'})`;
     case 403: return 'Not allowed';
     case 404: return 'This chat no longer exists';
     case 409: return `Rejected by the session${reason ? ` (${reason})` : ''}`;
@@ -65,6 +73,26 @@ function setToken(t) {
 
 export const hasToken = () => token !== '';
 export const forgetToken = () => setToken('');
+/* The server's auth.mode, known once configure() has run. */
+export const authMode = () => mode;
+/* Whether a person gives this page a secret to send (a token or a key). */
+const asksForSecret = () => mode === 'token' || mode === 'keys';
+
+/* The mode client.json says; a server from before auth.mode says only
+ * whether it wants a token. */
+function modeOf(data) {
+  if (['none', 'token', 'keys', 'trusted-header'].includes(data?.authMode)) return data.authMode;
+  return data?.authRequired ? 'token' : 'none';
+}
+
+/* After a 401 the server may have restarted in another mode (a token set,
+ * keys turned on): ask it again, so the question names the right secret. */
+async function reloadMode() {
+  try {
+    const r = await fetch('client.json', { cache: 'no-store', headers: { Accept: 'application/json' } });
+    if (r.ok) mode = modeOf(await r.json());
+  } catch { /* keep the mode we know */ }
+}
 
 /* `fn(why, check)` asks a person for a token and resolves to one that
  * `check(token)` accepted; `why` is 'needed' or 'refused'. */
@@ -88,6 +116,14 @@ function askForToken(why) {
   return asking;
 }
 
+/* A refused call: a new mode is learnt first; behind a signing-in proxy
+ * there is no question to ask (the call's 401 stands). */
+async function askAfter401(why) {
+  if (!asking) await reloadMode();
+  if (mode !== 'trusted-header') await askForToken(why);
+  return mode !== 'trusted-header';
+}
+
 /* fetch under the prefix, with the token. A 401 asks for a token and repeats
  * the call; one refused with a token replaced meanwhile just repeats. */
 async function authFetch(path, init) {
@@ -96,7 +132,7 @@ async function authFetch(path, init) {
     const headers = sent ? { ...init.headers, Authorization: `Bearer ${sent}` } : init.headers;
     const r = await fetch(API + path, { ...init, headers });
     if (r.status !== 401 || !asker) return r;
-    if (token === sent) await askForToken(sent ? 'refused' : 'needed');
+    if (token === sent && !(await askAfter401(sent ? 'refused' : 'needed'))) return r;
   }
 }
 
@@ -120,7 +156,8 @@ export async function configure() {
     });
   }
   API = data.apiPrefix;
-  if (data.authRequired && !token && asker) await askForToken('needed');
+  mode = modeOf(data);
+  if (data.authRequired && asksForSecret() && !token && asker) await askForToken('needed');
 }
 
 async function api(method, path, body) {
@@ -148,6 +185,9 @@ async function api(method, path, body) {
 }
 
 const sessionPath = (sid) => `/sessions/${enc(sid)}`;
+
+/* Who the server takes this page for: {name, admin, mode}. */
+export const whoAmI = () => api('GET', '/me');
 
 export const listSessions = () => api('GET', '/sessions');
 export const createSession = () => api('POST', '/sessions', {});

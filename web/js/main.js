@@ -20,11 +20,12 @@
  * markdown rendered by marked and then sanitised by DOMPurify.
  *
  * Before any of that, the page asks the server (GET /client.json) for the
- * API prefix and whether it needs a token; api.js keeps both.
+ * API prefix, whether it needs a token and its auth mode; api.js keeps them.
  *
  * Modules, each importing only from modules listed before it:
  *   format, dom, api      text formatting, DOM helpers, the HTTP client
- *   auth                  the access token dialog (api.js asks through it)
+ *   auth                  the access token / API key dialog (api.js asks
+ *                         through it), who is signed in, sign out
  *   state                 the `ui` object, what follows from it, render requests
  *   markdown, settings    marked + DOMPurify; theme and remembered preferences
  *   tools                 the tool catalogue and this chat's permissions (a tab)
@@ -46,7 +47,7 @@
  */
 import { configure } from './api.js';
 import { bindApprovals, renderApprovalBanner } from './approvals.js';
-import { bindAuth } from './auth.js';
+import { bindAuth, showUser } from './auth.js';
 import { bindChatSettings, renderSettingsButton } from './chatsettings.js';
 import { bindComposer } from './composer.js';
 import { bindControls, isNearBottom, renderControls, updateJump } from './controls.js';
@@ -108,6 +109,7 @@ async function start() {
   restoreInspector();
   renderControls();
   await reachServer();
+  showUser();
   loadTools();
   await openFirstSession();
   if (matchMedia('(min-width: 721px)').matches) $('input').focus();
