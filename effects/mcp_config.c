@@ -25,6 +25,7 @@ void mcp_config_entry_release(struct mcp_config_entry *e)
     json_decref(e->include);
     json_decref(e->exclude);
     json_decref(e->tool_policies);
+    json_decref(e->tool_idempotent);
     memset(e, 0, sizeof(*e));
 }
 
@@ -102,7 +103,9 @@ static const char *unknown_key(json_t *v, const char *const *allowed)
 static int parse_tools(struct mcp_config_entry *e, const char *name, json_t *tools,
                        struct rx_error *err)
 {
-    static const char *const keys[] = {"include", "exclude", "approval", NULL};
+    static const char *const keys[] = {"include", "exclude", "approval", "idempotent",
+                                       NULL};
+    json_t *idem = json_object_get(tools, "idempotent");
     json_t *inc = json_object_get(tools, "include"),
            *exc = json_object_get(tools, "exclude");
     json_t *pol = json_object_get(tools, "approval"), *v;
@@ -129,9 +132,22 @@ static int parse_tools(struct mcp_config_entry *e, const char *name, json_t *too
                                 "\"ask\" or \"deny\"",
                                 name, k);
     }
+    if (idem && !json_is_object(idem))
+        return rx_error_set(err, -EINVAL,
+                            "mcpServers.%s.tools.idempotent: must be an object of tool "
+                            "names to true or false",
+                            name);
+    json_object_foreach(idem, k, v)
+    {
+        if (!json_is_boolean(v))
+            return rx_error_set(err, -EINVAL,
+                                "mcpServers.%s.tools.idempotent.%s: must be true or false",
+                                name, k);
+    }
     e->include = json_incref(inc);
     e->exclude = json_incref(exc);
     e->tool_policies = json_incref(pol);
+    e->tool_idempotent = json_incref(idem);
     return 0;
 }
 
@@ -198,9 +214,10 @@ static int parse_transport(const char *name, json_t *o, enum mcp_transport *t,
 static int parse_entry(const char *name, json_t *o, struct mcp_config_entry *e,
                        struct rx_error *err)
 {
-    static const char *const keys[] = {"type",  "command", "args",       "env",
-                                       "url",   "headers", "timeout_ms", "approval",
-                                       "tools", NULL};
+    static const char *const keys[] = {"type",     "command",    "args",  "env",
+                                       "url",      "headers",    "timeout_ms",
+                                       "approval", "idempotent", "tools", NULL};
+    json_t *idem = json_object_get(o, "idempotent");
     json_t *cmd = json_object_get(o, "command"), *args = json_object_get(o, "args");
     json_t *env = json_object_get(o, "env"), *url = json_object_get(o, "url");
     json_t *hdrs = json_object_get(o, "headers"), *to = json_object_get(o, "timeout_ms");
@@ -250,9 +267,13 @@ static int parse_entry(const char *name, json_t *o, struct mcp_config_entry *e,
         return rx_error_set(
             err, -EINVAL, "mcpServers.%s.approval: must be \"auto\", \"ask\" or \"deny\"",
             name);
+    if (idem && !json_is_boolean(idem))
+        return rx_error_set(err, -EINVAL, "mcpServers.%s.idempotent: must be true or false",
+                            name);
     if (tools && (rc = parse_tools(e, name, tools, err)))
         return rc;
     e->policy = policy_of(appr);
+    e->idempotent = idem ? json_is_true(idem) : -1;
     c->timeout_ms = to ? (int)json_integer_value(to) : MCP_SERVER_TIMEOUT_DEFAULT_MS;
     if (!(c->name = strdup(name)) || !(e->entry = json_deep_copy(o)))
         return rx_error_set(err, -ENOMEM, "out of memory");
@@ -343,4 +364,17 @@ const char *mcp_config_policy(const struct mcp_config_entry *e, const char *tool
         p = json_is_true(json_object_get(annotations, "readOnlyHint")) ? RX_POLICY_AUTO
                                                                        : RX_POLICY_ASK;
     return rx_policy_name(p);
+}
+
+bool mcp_config_idempotent(const struct mcp_config_entry *e, const char *tool,
+                           json_t *annotations)
+{
+    json_t *own = json_object_get(e->tool_idempotent, tool);
+
+    if (own)
+        return json_is_true(own);
+    if (e->idempotent >= 0)
+        return e->idempotent;
+    return json_is_true(json_object_get(annotations, "readOnlyHint")) ||
+           json_is_true(json_object_get(annotations, "idempotentHint"));
 }

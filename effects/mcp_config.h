@@ -12,6 +12,11 @@
  * "auto"}}}
  *   }
  *
+ * `idempotent` (SPEC 3.7: may a call in doubt after a crash run again by
+ * itself?) is true or false on a server, or per tool in "tools":
+ * {"idempotent": {"read_graph": true}}; without either, the tool's
+ * readOnlyHint or idempotentHint annotation decides.
+ *
  * `type` may say "stdio", "http" or "streamable-http" (LibreChat writes
  * it); without it `command` means stdio and `url` Streamable HTTP. Any
  * other key, a wrong type, or both or neither of command and url is an
@@ -46,6 +51,8 @@ struct mcp_config_entry {
     json_t *include, *exclude; /* arrays of tool names, or NULL */
     json_t *tool_policies;     /* {"tool": "auto"|"ask"|"deny"} or NULL */
     enum rx_policy policy;     /* the server's `approval`; UNSET when none */
+    json_t *tool_idempotent;   /* {"tool": true|false} or NULL */
+    int idempotent;            /* the server's `idempotent`: 1, 0, or -1 when none */
 };
 
 /*
@@ -66,5 +73,9 @@ bool mcp_config_tool_wanted(const struct mcp_config_entry *e, const char *tool);
    the server's, else "auto" when annotated readOnlyHint, else "ask". */
 const char *mcp_config_policy(const struct mcp_config_entry *e, const char *tool,
                               json_t *annotations);
+/* May a call of `tool` that was interrupted run again by itself (SPEC 3.7)?
+   Its own `idempotent`, else the server's, else readOnlyHint or idempotentHint. */
+bool mcp_config_idempotent(const struct mcp_config_entry *e, const char *tool,
+                           json_t *annotations);
 
 #endif

@@ -456,6 +456,16 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b)
     return rc ? -ENOMEM : 0;
 }
 
+bool mcp_hub_idempotent(struct mcp_hub *hub, const char *name)
+{
+    struct mcp_names *t = table_get(hub);
+    const struct mcp_names_tool *ht = mcp_names_find(t, name);
+    bool idem = ht && ht->idempotent;
+
+    mcp_names_unref(t);
+    return idem;
+}
+
 const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
 {
     struct mcp_names *t = table_get(hub);
@@ -466,8 +476,8 @@ const char *mcp_hub_policy(struct mcp_hub *hub, const char *name)
     return p;
 }
 
-int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,
-                 char **text, bool *is_error)
+int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, const char *key,
+                 int cancel_fd, char **text, bool *is_error)
 {
     struct mcp_names *t = table_get(hub);
     const struct mcp_names_tool *ht = mcp_names_find(t, name);
@@ -485,7 +495,7 @@ int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel
         json_decref(args);
         return -ENOENT;
     }
-    rc = tool ? mcp_server_call(srv, tool, args, cancel_fd, text, is_error) : -ENOMEM;
+    rc = tool ? mcp_server_call(srv, tool, args, key, cancel_fd, text, is_error) : -ENOMEM;
     if (!tool)
         json_decref(args);
     free(tool);

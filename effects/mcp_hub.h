@@ -76,12 +76,16 @@ int mcp_hub_metrics(struct mcp_hub *hub, struct rx_buf *b) RX_WUR;
 /* The tool's default approval policy, a static "auto" | "ask" | "deny";
    "auto" when no tool has that name. */
 const char *mcp_hub_policy(struct mcp_hub *hub, const char *name);
+/* Whether tool `name` may run again after an interruption (mcp_config_idempotent);
+   false for a tool not there. */
+bool mcp_hub_idempotent(struct mcp_hub *hub, const char *name);
 
 /*
  * Call the tool known as `name`, with `args` (a JSON object, STOLEN). As
  * mcp_server_call; -ENOENT when no tool has that name.
  */
-int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, int cancel_fd,
+int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, const char *key,
+                 int cancel_fd,
                  char **text, bool *is_error) RX_WUR;
 
 #endif

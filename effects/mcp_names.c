@@ -221,6 +221,8 @@ static int add_server_tools(struct naming *nm, const struct mcp_names_source *sr
         nt->tool = json_incref(tl);
         nt->policy =
             mcp_config_policy(src->conf, tool, json_object_get(tl, "annotations"));
+        nt->idempotent =
+            mcp_config_idempotent(src->conf, tool, json_object_get(tl, "annotations"));
         nt->up = info.status == MCP_UP;
         rx_index_insert(&t->index, nt->name, t->n++);
         ts->tools++;

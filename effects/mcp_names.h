@@ -42,6 +42,7 @@ struct mcp_names_tool {
     struct mcp_server *srv; /* the table holds a reference */
     json_t *tool;           /* the server's {"name","description","inputSchema",...} */
     const char *policy;     /* static: "auto" | "ask" | "deny" */
+    bool idempotent;        /* may run again after an interruption (SPEC 3.7) */
     bool up;                /* its server was up when the table was built */
 };
 

@@ -177,12 +177,21 @@ json_t *mcp_rpc_initialize_params(const char *client_version)
                      "reflexor", "version", client_version ? client_version : "unknown");
 }
 
-json_t *mcp_rpc_call_params(json_int_t id, const char *tool, json_t *arguments)
+json_t *mcp_rpc_call_params(json_int_t id, const char *tool, json_t *arguments,
+                            const char *key)
 {
     /* "o" steals even when the pack fails; "s" with NULL fails the pack. */
-    return json_pack("{s:s, s:o, s:{s:o}}", "name", tool, "arguments",
-                     arguments ? arguments : json_object(), "_meta", "progressToken",
-                     mcp_rpc_progress_token(id));
+    json_t *p = json_pack("{s:s, s:o, s:{s:o}}", "name", tool, "arguments",
+                          arguments ? arguments : json_object(), "_meta", "progressToken",
+                          mcp_rpc_progress_token(id));
+
+    if (p && key &&
+        json_object_set_new(json_object_get(p, "_meta"), MCP_RPC_IDEMPOTENCY_KEY,
+                            json_string(key))) {
+        json_decref(p);
+        return NULL;
+    }
+    return p;
 }
 
 json_t *mcp_rpc_cancelled(json_int_t id, const char *reason)

@@ -92,12 +92,17 @@ json_t *mcp_rpc_error(json_t *id, int code, const char *message) RX_WUR;
  */
 json_t *mcp_rpc_initialize_params(const char *client_version) RX_WUR;
 
+/* Where a tools/call carries the call's idempotency key (SPEC 3.7). */
+#define MCP_RPC_IDEMPOTENCY_KEY "io.reflexor/idempotency-key"
+
 /*
  * The tools/call params for call number `id`: {"name": tool, "arguments":
- * arguments, "_meta": {"progressToken": "rx-<id>"}}. arguments STOLEN; NULL
+ * arguments, "_meta": {"progressToken": "rx-<id>"}}, and in _meta
+ * MCP_RPC_IDEMPOTENCY_KEY: key when `key` is not NULL. arguments STOLEN; NULL
  * is {}. NEW reference or NULL (out of memory, tool NULL).
  */
-json_t *mcp_rpc_call_params(json_int_t id, const char *tool, json_t *arguments) RX_WUR;
+json_t *mcp_rpc_call_params(json_int_t id, const char *tool, json_t *arguments,
+                            const char *key) RX_WUR;
 
 /*
  * The notifications/cancelled message for our request `id`: params

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -354,16 +355,30 @@ static int run_ask(struct effect *fx)
     return rt->cfg.brain->ask(rt->cfg.brain, &ask);
 }
 
+/*
+ * A tool call (SPEC 3.7): toolkit-start-call is in the log before the tool
+ * can act (dispatch returns once the input is durable), so a crash from
+ * here on leaves the call started and unanswered: in doubt, never silently
+ * run twice. The tool gets the call's idempotency key.
+ */
 static int run_tool(struct effect *fx)
 {
     struct runtime *rt = fx->rt;
-    struct rx_input in = {0};
-    char *result = NULL;
+    struct rx_input in = {.type = RX_IN_TOOLKIT_START_CALL,
+                          .tool_call_id = fx->spec.tool_call_id};
+    char *result = NULL, *key = NULL;
     bool is_error = false;
     int err;
 
-    err = toolkit_call(rt->cfg.tools, fx->tool_name, fx->tool_parameters, fx->cancel_fd,
-                       &result, &is_error);
+    if ((err = rt->host->dispatch(rt->ctx, fx, &in)))
+        return err;
+    if (asprintf(&key, "%s/%s", rt->cfg.key_prefix ? rt->cfg.key_prefix : "",
+                 fx->spec.tool_call_id) < 0)
+        return -ENOMEM;
+    err = toolkit_call(rt->cfg.tools, fx->tool_name, fx->tool_parameters, key,
+                       fx->cancel_fd, &result, &is_error);
+    free(key);
+    in = (struct rx_input){0};
     if (err)
         return err;
     in.type = is_error ? RX_IN_TOOLKIT_ERROR : RX_IN_TOOLKIT_RESPOND;

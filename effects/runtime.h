@@ -131,6 +131,13 @@ struct runtime_config {
      */
     int (*sleep_ms)(void *arg, const struct effect *fx, int ms);
     void *sleep_arg;
+    /*
+     * What a tool call's idempotency key starts with (SPEC 3.7): the key is
+     * "<key_prefix>/<toolCallId>", the session's id and the call's, the same
+     * for every run of the call, on every node. Borrowed; outlives the
+     * runtime. NULL: "".
+     */
+    const char *key_prefix;
 };
 
 /* NULL on ENOMEM. The config is copied; `host` is borrowed and outlives the

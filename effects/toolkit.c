@@ -341,15 +341,15 @@ static int run_calculator(json_t *args, char **result, bool *is_error)
 }
 
 /* The arguments object, as JSON text, on the program's stdin. */
-static int run_command(const struct tool *t, json_t *args, int cancel_fd, char **result,
-                       bool *is_error)
+static int run_command(const struct tool *t, json_t *args, const char *key, int cancel_fd,
+                       char **result, bool *is_error)
 {
     char *input = json_dumps(args, JSON_COMPACT);
     int rc;
 
     if (!input)
         return -ENOMEM;
-    rc = toolkit_command_run(&t->cmd, t->name, input, cancel_fd, result, is_error);
+    rc = toolkit_command_run(&t->cmd, t->name, input, key, cancel_fd, result, is_error);
     free(input);
     return rc;
 }
@@ -382,7 +382,7 @@ static int cap_result(const struct toolkit *tk, char **result)
 /* An MCP tool: the arguments need only be a JSON object here; the server
    checks them against its own schema. */
 static int run_mcp(const struct toolkit *tk, const char *name, const char *params,
-                   int cancel_fd, char **result, bool *is_error)
+                   const char *key, int cancel_fd, char **result, bool *is_error)
 {
     static const struct tool any = {.name = (char *)"an MCP tool"};
     char *text = NULL;
@@ -393,7 +393,7 @@ static int run_mcp(const struct toolkit *tk, const char *name, const char *param
     rc = parse_params(&any, params, &args, result, is_error);
     if (rc)
         return rc < 0 ? rc : 0;
-    rc = mcp_hub_call(tk->mcp, name, args, cancel_fd, &text, &err);
+    rc = mcp_hub_call(tk->mcp, name, args, key, cancel_fd, &text, &err);
     if (rc == -ENOENT) /* its server dropped it since */
         return toolkit_result_errorf(result, is_error, "the tool '%.64s' is gone", name);
     if (rc)
@@ -404,7 +404,7 @@ static int run_mcp(const struct toolkit *tk, const char *name, const char *param
 }
 
 static int call_tool(const struct toolkit *tk, const char *name, const char *params_json,
-                     int cancel_fd, char **result, bool *is_error)
+                     const char *key, int cancel_fd, char **result, bool *is_error)
 {
     const struct tool *t;
     json_t *args = NULL;
@@ -414,7 +414,7 @@ static int call_tool(const struct toolkit *tk, const char *name, const char *par
         return -ECANCELED;
     t = name ? toolkit__find_tool(tk, name) : NULL;
     if (!t && name && tk->mcp && mcp_hub_has(tk->mcp, name))
-        return run_mcp(tk, name, params_json, cancel_fd, result, is_error);
+        return run_mcp(tk, name, params_json, key, cancel_fd, result, is_error);
     if (!t) {
         struct rx_buf names;
 
@@ -441,17 +441,26 @@ static int call_tool(const struct toolkit *tk, const char *name, const char *par
         rc = toolkit_clock_run(args, result, is_error);
         break;
     case TOOL_COMMAND:
-        rc = run_command(t, args, cancel_fd, result, is_error);
+        rc = run_command(t, args, key, cancel_fd, result, is_error);
         break;
     }
     json_decref(args);
     return rc;
 }
 
-int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
-                 int cancel_fd, char **result, bool *is_error)
+bool toolkit_is_idempotent(const struct toolkit *tk, const char *name)
 {
-    int rc = call_tool(tk, name, params_json, cancel_fd, result, is_error);
+    const struct tool *t = name ? toolkit__find_tool(tk, name) : NULL;
+
+    if (t)
+        return t->kind != TOOL_COMMAND || t->cmd.idempotent;
+    return name && tk->mcp && mcp_hub_idempotent(tk->mcp, name);
+}
+
+int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
+                 const char *key, int cancel_fd, char **result, bool *is_error)
+{
+    int rc = call_tool(tk, name, params_json, key, cancel_fd, result, is_error);
 
     if (!rc && cap_result(tk, result)) {
         free(*result);

@@ -136,7 +136,11 @@ json_t *toolkit_schemas(const struct toolkit *tk) RX_WUR;
 
 /*
  * Run tool `name` with `params_json` (a JSON object as text; NULL or blank
- * means {}). Blocks until the tool ends, fails, times out or is cancelled.
+ * means {}), under idempotency key `key` (SPEC 3.7: "<session>/<toolCallId>",
+ * the same for every run of one call; NULL: none): a command tool gets it
+ * in its environment as REFLEXOR_IDEMPOTENCY_KEY, an MCP tools/call in
+ * params._meta["io.reflexor/idempotency-key"], the built-ins ignore it.
+ * Blocks until the tool ends, fails, times out or is cancelled.
  * `cancel_fd` (or -1) is polled: once it is readable the call stops promptly,
  * killing a command and everything it started.
  * Returns 0 with *result a malloc'd NUL-terminated text and *is_error telling
@@ -146,6 +150,14 @@ json_t *toolkit_schemas(const struct toolkit *tk) RX_WUR;
  * or -ENOMEM with *result and *is_error unchanged.
  */
 int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
-                 int cancel_fd, char **result, bool *is_error) RX_WUR;
+                 const char *key, int cancel_fd, char **result, bool *is_error) RX_WUR;
+/*
+ * May a call of tool `name` that was interrupted (started, no result: SPEC
+ * 3.7) run again by itself, with the same key? The built-ins yes; a command
+ * tool when configured "idempotent": true; an MCP tool by its config or its
+ * readOnlyHint / idempotentHint annotation (mcp_config_idempotent). False
+ * for a tool not there.
+ */
+bool toolkit_is_idempotent(const struct toolkit *tk, const char *name);
 
 #endif

@@ -112,7 +112,7 @@ static int resolve_program(const char *prog, char *buf, size_t size)
  * when no descriptor or process is left: the tool's failure to report, not ours.
  */
 static int start_supervisor(const struct toolkit_command *cmd, const char *path,
-                            struct child *c)
+                            char *const envp[], struct child *c)
 {
     int sv[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1}, ctl[2] = {-1, -1};
     pid_t parent = getpid(), pid;
@@ -132,7 +132,7 @@ static int start_supervisor(const struct toolkit_command *cmd, const char *path,
     }
     pid = fork();
     if (pid == 0)
-        toolkit_supervisor_main(path, cmd->argv,
+        toolkit_supervisor_main(path, cmd->argv, envp,
                                 (const int[4]){sv[1], outp[1], errp[1], ctl[1]}, parent);
     if (pid < 0) {
         rc = -errno;
@@ -380,21 +380,57 @@ static enum run_end pump(struct child *c, int cancel_fd, int timeout_ms, int *st
     }
 }
 
+#define KEY_VAR "REFLEXOR_IDEMPOTENCY_KEY="
+
+/*
+ * The command's environment: the server's, with REFLEXOR_IDEMPOTENCY_KEY set
+ * to `key` (dropped when NULL). Made before the fork, since the supervisor
+ * may not allocate. *envp and *var are the caller's to free (not the
+ * strings of environ). 0 or -ENOMEM.
+ */
+static int make_env(const char *key, char ***envp, char **var)
+{
+    size_t n = 0, k = 0;
+    char **v;
+
+    while (environ[n])
+        n++;
+    *var = NULL;
+    if (!(v = calloc(n + 2, sizeof(*v))) ||
+        (key && asprintf(var, KEY_VAR "%s", key) < 0)) {
+        free(v);
+        *var = NULL;
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], KEY_VAR, sizeof(KEY_VAR) - 1))
+            v[k++] = environ[i];
+    if (*var)
+        v[k++] = *var;
+    v[k] = NULL;
+    *envp = v;
+    return 0;
+}
+
 int toolkit_command_run(const struct toolkit_command *cmd, const char *tool,
-                        const char *input, int cancel_fd, char **result, bool *is_error)
+                        const char *input, const char *key, int cancel_fd, char **result,
+                        bool *is_error)
 {
     struct child c = {.pid = -1, .in = -1, .out = -1, .err = -1, .ctl = -1};
-    char line[200], path[4096];
+    char line[200], path[4096], **envp = NULL, *var = NULL;
     int start_errno, status = 0, rc;
     enum run_end end;
     size_t len;
+
+    if (make_env(key, &envp, &var))
+        return -ENOMEM;
 
     c.input = input;
     c.input_len = strlen(input);
     rx_buf_init(&c.stdout_buf, cmd->output_max);
     start_errno = resolve_program(cmd->argv[0], path, sizeof(path));
     if (!start_errno)
-        start_errno = -start_supervisor(cmd, path, &c);
+        start_errno = -start_supervisor(cmd, path, envp, &c);
     if (start_errno) {
         rc = cannot_run(cmd, tool, start_errno, result, is_error);
         goto out_free;
@@ -451,5 +487,7 @@ int toolkit_command_run(const struct toolkit_command *cmd, const char *tool,
 
 out_free:
     rx_buf_release(&c.stdout_buf);
+    free(envp);
+    free(var);
     return rc;
 }

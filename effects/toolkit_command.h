@@ -72,6 +72,7 @@ struct toolkit_command {
     char **argv;       /* NULL-terminated; argv[0] is a path or a name found in PATH */
     int timeout_ms;    /* > 0 */
     size_t output_max; /* stdout bound, bytes */
+    bool idempotent;   /* "idempotent": true: safe to run again after a crash */
 };
 
 /* Free argv and its strings, and zero the struct. */
@@ -82,13 +83,14 @@ void toolkit_command_release(struct toolkit_command *cmd);
 bool toolkit_command_cancelled(int fd);
 /*
  * Run `cmd` for tool `tool` (named in messages) with `input` (NUL-terminated)
- * on its stdin, until it ends, times out, or `cancel_fd` (or -1) becomes
+ * on its stdin and `key` (or NULL) as REFLEXOR_IDEMPOTENCY_KEY in its
+ * environment, until it ends, times out, or `cancel_fd` (or -1) becomes
  * readable. 0 with *result and *is_error set (a program that cannot be
  * started or fails is an error result); -ECANCELED or -ENOMEM with both
  * unchanged.
  */
 int toolkit_command_run(const struct toolkit_command *cmd, const char *tool,
-                        const char *input, int cancel_fd, char **result,
+                        const char *input, const char *key, int cancel_fd, char **result,
                         bool *is_error) RX_WUR;
 
 #endif

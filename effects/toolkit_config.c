@@ -120,8 +120,9 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
 
     static const char *const keys[] = {"name",     "description", "parameters",
                                        "command",  "timeout_ms",  "max_output_bytes",
-                                       "approval", NULL};
+                                       "approval", "idempotent",  NULL};
     json_t *approval = json_object_get(o, "approval");
+    json_t *idem = json_object_get(o, "idempotent");
     const char *key;
     json_t *v;
 
@@ -163,8 +164,11 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
         (rc = parse_int_field(o, "max_output_bytes", TOOLKIT_OUTPUT_MAX,
                               TOOLKIT_OUTPUT_DEFAULT, i, err, &output)))
         return rc;
+    if (idem && !json_is_boolean(idem))
+        return rx_error_set(err, -EINVAL, "tools[%zu].idempotent: must be true or false", i);
     t->cmd.timeout_ms = (int)timeout;
     t->cmd.output_max = (size_t)output;
+    t->cmd.idempotent = json_is_true(idem);
     if ((rc = parse_command(json_object_get(o, "command"), i, t, err)))
         return rc;
     t->name = strdup(json_string_value(name));

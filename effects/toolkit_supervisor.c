@@ -283,7 +283,7 @@ static int sv_arrange_fds(const int fds[4])
 }
 
 /* In the command's own child: a clean process, then the program. */
-static _Noreturn void sv_exec(const char *path, char *const argv[])
+static _Noreturn void sv_exec(const char *path, char *const argv[], char *const envp[])
 {
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigset_t none;
@@ -297,7 +297,7 @@ static _Noreturn void sv_exec(const char *path, char *const argv[])
     setpgid(0, 0);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(path, argv, environ);
+    execve(path, argv, envp);
     sv_report(SV_CTL_FD, TOOLKIT_SUPERVISOR_START_FAILED, errno);
     _exit(127);
 }
@@ -312,7 +312,7 @@ static _Noreturn void sv_exec(const char *path, char *const argv[])
  * command's status if it exited, and exits.
  */
 _Noreturn void toolkit_supervisor_main(const char *path, char *const argv[],
-                                       const int fds[4], pid_t parent)
+                                       char *const envp[], const int fds[4], pid_t parent)
 {
     static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
     struct sigaction on = {.sa_handler = sv_on_signal, .sa_flags = SA_RESTART};
@@ -358,7 +358,7 @@ _Noreturn void toolkit_supervisor_main(const char *path, char *const argv[],
 
     s.cmd = fork();
     if (s.cmd == 0)
-        sv_exec(path, argv);
+        sv_exec(path, argv, envp);
     if (s.cmd < 0) {
         sv_report(SV_CTL_FD, TOOLKIT_SUPERVISOR_START_FAILED, errno);
         _exit(127);

@@ -39,9 +39,10 @@ struct toolkit_supervisor_report {
  * The supervisor, in the child just forked: `fds` are its ends of the
  * command's stdin socket, stdout pipe, stderr pipe and the control socket;
  * `parent` is the server's pid (a parent already dead stops it at once).
- * Runs `path` with `argv` and the server's environment, and never returns.
+ * Runs `path` with `argv` and environment `envp` (made before the fork: this
+ * child may not allocate), and never returns.
  */
 _Noreturn void toolkit_supervisor_main(const char *path, char *const argv[],
-                                       const int fds[4], pid_t parent);
+                                       char *const envp[], const int fds[4], pid_t parent);
 
 #endif

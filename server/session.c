@@ -236,6 +236,7 @@ struct session *session_create(struct session_table *t, const char *id)
     if (!s)
         return NULL;
     memcpy(s->id, id, len + 1);
+    rc.key_prefix = s->id; /* tool calls' idempotency keys: "<sid>/<toolCallId>" */
     s->table = t;
     s->refs = 1;
     s->created_at = now_wall_ms();
@@ -315,6 +316,8 @@ void session__reconcile(struct session *s, const struct effect *cause)
 {
     int err = 0;
 
+    if (s->recovering)
+        return; /* session_recover reconciles once the calls in doubt are marked */
     if (!s->deleted && session_may_act(s) && s->table->env.cfg->effects)
         err = runtime_reconcile(s->rt, &s->state, cause);
     if (err && !s->reconcile_due)

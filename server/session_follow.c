@@ -213,12 +213,14 @@ int session_take(struct session *s)
             !session_stream_open(s, s->state.assistant.items[i].id))
             log_warn("session %s: no buffer for message %s", s->id,
                      s->state.assistant.items[i].id);
-    session__reconcile(s, NULL);
     took = true;
 out_unlock:
     pthread_mutex_unlock(&s->lock);
-    if (took)
+    if (took) {
         log_info("session %s: owned here from input %lld", s->id, (long long)s->seq);
+        /* Its calls the old owner left started are in doubt (SPEC 3.7). */
+        session_recover(s);
+    }
     return err;
 }
 

@@ -71,6 +71,8 @@ struct session {
     bool exclusive;       /* an effect's input is on its way: it goes alone */
     bool settle_due;      /* effects need a settle: no new input until then */
     bool reconcile_due;   /* a reconcile failed (ENOMEM): session_table_reconcile_due */
+    bool recovering;      /* read from the log, its calls in doubt not yet marked:
+                             no reconcile until session_recover has (SPEC 3.7) */
     bool rebuilt;         /* rebuilt since the last settle */
     const struct effect *last_cause; /* of the last input published */
     size_t
@@ -211,6 +213,16 @@ bool session_may_act(const struct session *s);
 void session_stop(struct session *s);
 /* Start the effects its state wants now, without waiting for an input. */
 void session_reconcile(struct session *s);
+/*
+ * A session whose state was read from the log (a restart's or a touch's
+ * load, a takeover, a fork, an import): its tool calls that started and
+ * have no result may have acted (SPEC 3.7). Those whose tool is not safe to
+ * repeat (toolkit_is_idempotent) are marked in doubt, one toolkit-call-in-
+ * doubt input each, before anything is reconciled; then its effects are
+ * reconciled, so the safe ones run again under their key. A follower (another
+ * node owns it) is left to its owner. No lock held.
+ */
+void session_recover(struct session *s);
 /*
  * Reconcile its effects with its state (runtime_reconcile; `cause` as
  * there), if it may act. A reconcile that fails (out of memory, no worker)

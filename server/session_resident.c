@@ -245,7 +245,7 @@ struct session *session_table__touch(struct session_table *t, const char *id)
             log_debug("session %s: loaded, not caught up yet", id);
         if (session_is_follower(s) && t->env.touched)
             t->env.touched(t->env.cluster, id);
-        session_reconcile(s);
+        session_recover(s);
         (void)session_table__evict(t);
     }
     return s;

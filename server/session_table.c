@@ -364,7 +364,7 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
         goto out_drop;
     }
     free(title);
-    session_reconcile(*out);
+    session_recover(*out);
     return 0;
 
 out_drop:
@@ -505,7 +505,7 @@ static int import_made(struct session_table *t, struct session_import *log,
         return err;
     }
     log->state_moved = true;
-    session_reconcile(*out);
+    session_recover(*out);
     return 0;
 }
 

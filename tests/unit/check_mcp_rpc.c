@@ -203,15 +203,19 @@ static json_t *b_initialize_no_version(void)
 }
 static json_t *b_call(void)
 {
-    return mcp_rpc_call_params(12, "echo", J("{'message':'hi'}"));
+    return mcp_rpc_call_params(12, "echo", J("{'message':'hi'}"), NULL);
+}
+static json_t *b_call_keyed(void)
+{
+    return mcp_rpc_call_params(12, "echo", J("{'message':'hi'}"), "s-1/call-1");
 }
 static json_t *b_call_no_args(void)
 {
-    return mcp_rpc_call_params(3, "get-time", NULL);
+    return mcp_rpc_call_params(3, "get-time", NULL, NULL);
 }
 static json_t *b_call_no_tool(void)
 {
-    return mcp_rpc_call_params(3, NULL, J("{'leak':'check'}"));
+    return mcp_rpc_call_params(3, NULL, J("{'leak':'check'}"), "k");
 }
 static json_t *b_cancelled(void)
 {
@@ -267,6 +271,9 @@ static const struct {
     {"call params, no arguments", b_call_no_args,
      "{'name':'get-time','arguments':{},'_meta':{'progressToken':'rx-3'}}"},
     {"call params, no tool", b_call_no_tool, "NULL"},
+    {"call params, an idempotency key", b_call_keyed,
+     "{'name':'echo','arguments':{'message':'hi'},"
+     "'_meta':{'progressToken':'rx-12','io.reflexor/idempotency-key':'s-1/call-1'}}"},
     {"cancelled", b_cancelled,
      "{'jsonrpc':'2.0','method':'notifications/cancelled',"
      "'params':{'requestId':5,'reason':'the user cancelled'}}"},

@@ -90,7 +90,7 @@ static char *call(const char *name, const char *params, bool want_error)
     char *result = NULL;
     bool is_error = !want_error;
 
-    ck_assert_int_eq(toolkit_call(tk, name, params, -1, &result, &is_error), 0);
+    ck_assert_int_eq(toolkit_call(tk, name, params, NULL, -1, &result, &is_error), 0);
     ck_assert_ptr_nonnull(result);
     ck_assert_msg(is_error == want_error, "%s(%s): is_error=%d: %s", name,
                   params ? params : "NULL", is_error, result);
@@ -299,7 +299,7 @@ static void *deep_call_main(void *arg)
 {
     struct deep_call *d = arg;
 
-    d->rc = toolkit_call(tk, "calculator", d->params, -1, &d->result, &d->is_error);
+    d->rc = toolkit_call(tk, "calculator", d->params, NULL, -1, &d->result, &d->is_error);
     return NULL;
 }
 
@@ -548,7 +548,7 @@ static void *run_sleeper(void *arg)
 {
     struct canceller *c = arg;
 
-    c->rc = toolkit_call(c->tk, "sleeper", "{}", c->cancel_fd, &c->result, &c->is_error);
+    c->rc = toolkit_call(c->tk, "sleeper", "{}", NULL, c->cancel_fd, &c->result, &c->is_error);
     return NULL;
 }
 
@@ -582,7 +582,7 @@ START_TEST(test_timeout_kills_group)
     bool is_error = false;
     pid_t grandchild;
 
-    ck_assert_int_eq(toolkit_call(t, "sleeper", "{}", -1, &r, &is_error), 0);
+    ck_assert_int_eq(toolkit_call(t, "sleeper", "{}", NULL, -1, &r, &is_error), 0);
     ck_assert(is_error);
     ck_assert_ptr_nonnull(strstr(r, "timed out after 300 ms"));
     free(r);
@@ -624,7 +624,7 @@ START_TEST(test_cancel_kills_group)
     ck_assert_int_eq(count_fds(), fds);
     wait_until_dead(grandchild);
     /* Already cancelled: nothing runs at all. */
-    ck_assert_int_eq(toolkit_call(t, "calculator", "{}", p[0], &c.result, &c.is_error),
+    ck_assert_int_eq(toolkit_call(t, "calculator", "{}", NULL, p[0], &c.result, &c.is_error),
                      -ECANCELED);
     close(p[0]);
     close(p[1]);
@@ -652,7 +652,7 @@ static void *hammer(void *arg)
             snprintf(want, sizeof(want), "%d", w->index * i);
         else
             snprintf(want, sizeof(want), "%s", params);
-        if (toolkit_call(tk, name, params, -1, &r, &is_error) || is_error ||
+        if (toolkit_call(tk, name, params, NULL, -1, &r, &is_error) || is_error ||
             strcmp(r, want))
             w->failures++;
         free(r);
@@ -731,7 +731,7 @@ START_TEST(test_setsid_descendant_killed_on_exit)
 
     /* The tool's own exit ends the call: the grandchild holding stdout open
        does not keep it waiting until the timeout. */
-    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", -1, &r, &is_error), 0);
+    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", NULL, -1, &r, &is_error), 0);
     ck_assert_msg(!is_error, "%s", r);
     ck_assert_str_eq(r, "started");
     free(r);
@@ -754,7 +754,7 @@ START_TEST(test_setsid_descendant_killed_on_timeout)
     bool is_error = false;
     pid_t grandchild;
 
-    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", -1, &r, &is_error), 0);
+    ck_assert_int_eq(toolkit_call(t, "daemon", "{}", NULL, -1, &r, &is_error), 0);
     ck_assert(is_error);
     ck_assert_msg(strstr(r, "timed out after 2000 ms"), "%s", r);
     free(r);
@@ -781,7 +781,7 @@ static void *run_daemon(void *arg)
 {
     struct daemon_call *d = arg;
 
-    d->rc = toolkit_call(d->tk, "daemon", "{}", d->cancel_fd, &d->result, &d->is_error);
+    d->rc = toolkit_call(d->tk, "daemon", "{}", NULL, d->cancel_fd, &d->result, &d->is_error);
     return NULL;
 }
 
