@@ -22,6 +22,8 @@ static const char *const approval_names[] = {
     [RX_APPROVAL_PENDING] = "pending",
     [RX_APPROVAL_APPROVED] = "approved",
     [RX_APPROVAL_REJECTED] = "rejected",
+    [RX_APPROVAL_IN_DOUBT] = "in-doubt",
+    [RX_APPROVAL_RESOLVED] = "resolved",
 };
 
 #define N_POLICIES  (sizeof(policy_names) / sizeof(policy_names[0]))
@@ -64,6 +66,11 @@ int rx_approval_parse(const char *s, enum rx_approval *out)
         return -EINVAL;
     *out = (enum rx_approval)i;
     return 0;
+}
+
+bool rx_approval_is_awaiting(enum rx_approval a)
+{
+    return a == RX_APPROVAL_PENDING || a == RX_APPROVAL_IN_DOUBT;
 }
 
 /* ---- the map ---------------------------------------------------------------- */

@@ -97,7 +97,7 @@ START_TEST(test_parse_fields)
                REVIEW("c1", "approve", ",'parameters':'{}','reason':'r','always':true"));
     ck_assert_int_eq(in.type, RX_IN_USER_REVIEW_TOOL_CALL);
     ck_assert_int_eq(rx_input_type_origin(in.type), RX_ORIGIN_USER);
-    ck_assert(in.approve);
+    ck_assert_int_eq(in.decision, RX_DECISION_APPROVE);
     ck_assert(in.always);
     ck_assert_str_eq(in.tool_call_id, "c1");
     ck_assert_str_eq(in.parameters, "{}");
@@ -105,7 +105,7 @@ START_TEST(test_parse_fields)
     rx_input_release(&in);
 
     input_from(&in, REVIEW("c1", "reject", ",'parameters':'{}','reason':'r'"));
-    ck_assert(!in.approve);
+    ck_assert_int_eq(in.decision, RX_DECISION_REJECT);
     ck_assert(!in.always);
     ck_assert_ptr_null(in.parameters); /* edits go with an approval */
     ck_assert_str_eq(in.text, "r");
