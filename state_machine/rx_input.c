@@ -455,7 +455,8 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
 
         /* A review's text is the reason of a rejection or the result of a
            resolve. */
-        if (in->type == RX_IN_USER_REVIEW_TOOL_CALL && in->decision == RX_DECISION_RESOLVE)
+        if (in->type == RX_IN_USER_REVIEW_TOOL_CALL &&
+            in->decision == RX_DECISION_RESOLVE)
             key = "result";
         if (key)
             PUT(put_key_str(b, key, in->text));

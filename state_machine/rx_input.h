@@ -95,8 +95,8 @@ struct rx_input {
     size_t n_calls;
     /* user-review-tool-call */
     enum rx_decision decision; /* `decision` */
-    bool always; /* `always`: also make it this session's policy (approve and
-                    reject only) */
+    bool always;      /* `always`: also make it this session's policy (approve and
+                         reject only) */
     char *parameters; /* `parameters`: edited arguments, a JSON text of an
                          object (approve only), or NULL to keep them */
     /* user-set-tool-policy */

@@ -86,10 +86,10 @@ enum rx_verdict { RX_ACCEPTED, RX_UNCHANGED, RX_REJECTED };
     X(INVALID, "invalid")                                                                \
     X(NOT_PENDING, "not-pending")             /* review of a call not awaiting one */    \
     X(AWAITING_APPROVAL, "awaiting-approval") /* a result for an unreviewed call */      \
-    X(TOO_MANY_POLICIES, "too-many-policies") /* a new override past RX_POLICIES_MAX */ \
-    X(NOT_STARTED, "not-started")   /* in doubt, but the call never started */          \
-    X(IN_DOUBT, "in-doubt")         /* approve for a call in doubt: retry it */         \
-    X(NOT_IN_DOUBT, "not-in-doubt") /* retry or resolve for a call not in doubt */
+    X(TOO_MANY_POLICIES, "too-many-policies") /* a new override past RX_POLICIES_MAX */  \
+    X(NOT_STARTED, "not-started")             /* in doubt, yet never started */          \
+    X(IN_DOUBT, "in-doubt")                   /* approve of a call in doubt */           \
+    X(NOT_IN_DOUBT, "not-in-doubt")           /* retry or resolve of another call */
 
 enum rx_reason {
 #define RX_X(e, name) RX_REASON_##e,

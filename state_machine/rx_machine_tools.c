@@ -20,9 +20,9 @@
 #include "state_machine/rx_alloc.h"
 #include "state_machine/rx_json.h"
 
-#define DENIED_ERROR     "denied by policy"
-#define REJECTED_ERROR   "rejected by the user"
-#define SUPERSEDED_ERROR "not approved: the user sent a new message"
+#define DENIED_ERROR      "denied by policy"
+#define REJECTED_ERROR    "rejected by the user"
+#define SUPERSEDED_ERROR  "not approved: the user sent a new message"
 #define INTERRUPTED_ERROR "not run again after an interruption"
 
 /* Waits for a review (PENDING): what `always` extends a decision to. */
@@ -236,9 +236,8 @@ out_free:
 
 /* The record toolkit-start-call or toolkit-call-in-doubt marks, or NULL
    with *v set: it must exist, have no result and not wait for a person. */
-static const struct rx_tool_call *runtime_target(const struct rx_state *s,
-                                                 const struct rx_input *in,
-                                                 struct verdict *v)
+static const struct rx_tool_call *
+runtime_target(const struct rx_state *s, const struct rx_input *in, struct verdict *v)
 {
     const struct rx_tool_call *c;
 

@@ -19,11 +19,11 @@ static const char *const policy_names[] = {
 };
 
 static const char *const approval_names[] = {
-    [RX_APPROVAL_PENDING] = "pending",
-    [RX_APPROVAL_APPROVED] = "approved",
-    [RX_APPROVAL_REJECTED] = "rejected",
-    [RX_APPROVAL_IN_DOUBT] = "in-doubt",
-    [RX_APPROVAL_RESOLVED] = "resolved",
+    [RX_APPROVAL_PENDING] = "pending",   /* SPEC 3.6 */
+    [RX_APPROVAL_APPROVED] = "approved", /* by a review or a retry */
+    [RX_APPROVAL_REJECTED] = "rejected", /* by a review, a new message or a cancel */
+    [RX_APPROVAL_IN_DOUBT] = "in-doubt", /* SPEC 3.7 */
+    [RX_APPROVAL_RESOLVED] = "resolved", /* the person gave its result */
 };
 
 #define N_POLICIES  (sizeof(policy_names) / sizeof(policy_names[0]))

@@ -82,8 +82,9 @@ static const struct sm_row rows[] = {
      NULL, NULL},
     {"start of an unknown call", B_DOUBT, START_CALL("d9"), NULL, REJ(UNKNOWN_ID), NULL,
      NULL},
-    {"stale start", B_DOUBT, "{'type':'toolkit-start-call','timestamp':5,'toolCallId':'d3'}",
-     NULL, REJ(STALE_TIMESTAMP), NULL, NULL},
+    {"stale start", B_DOUBT,
+     "{'type':'toolkit-start-call','timestamp':5,'toolCallId':'d3'}", NULL,
+     REJ(STALE_TIMESTAMP), NULL, NULL},
     {"start without toolCallId", B_DOUBT, START_CALL("d3"), tweak_no_tool_call_id,
      REJ(INVALID), "toolCallId", NULL},
 
@@ -102,7 +103,8 @@ static const struct sm_row rows[] = {
      REJ(AWAITING_APPROVAL), NULL, NULL},
     {"in doubt after its result", B_DOUBT, IN_DOUBT("d5"), NULL, REJ(ALREADY_ANSWERED),
      NULL, NULL},
-    {"in doubt, unknown call", B_DOUBT, IN_DOUBT("d9"), NULL, REJ(UNKNOWN_ID), NULL, NULL},
+    {"in doubt, unknown call", B_DOUBT, IN_DOUBT("d9"), NULL, REJ(UNKNOWN_ID), NULL,
+     NULL},
     {"stale in doubt", B_DOUBT,
      "{'type':'toolkit-call-in-doubt','timestamp':3,'toolCallId':'d2'}", NULL,
      REJ(STALE_TIMESTAMP), NULL, NULL},
@@ -111,8 +113,7 @@ static const struct sm_row rows[] = {
 
     /* ---- the person's decision on a call in doubt ------------------------------ */
     {"retry: approved, the tool runs again, startedAt kept", B_DOUBT,
-     REVIEW("d1", "retry", ""), NULL, ACC, NULL,
-     D_AFTER(D1_RETRIED, D2, D3, D4, D5, D6)},
+     REVIEW("d1", "retry", ""), NULL, ACC, NULL, D_AFTER(D1_RETRIED, D2, D3, D4, D5, D6)},
     {"retry drops parameters, reason and result", B_DOUBT,
      REVIEW("d1", "retry", ",'parameters':'{\\'a\\':1}','reason':'r','result':'x'"), NULL,
      ACC, NULL, D_AFTER(D1_RETRIED, D2, D3, D4, D5, D6)},
@@ -161,10 +162,10 @@ static const struct sm_row rows[] = {
                "'shell':'auto'")},
     {"always reject leaves calls in doubt waiting", B_DOUBT,
      REVIEW("d4", "reject", ",'always':true"), NULL, ACC, NULL,
-     D_AFTER_P(D1, D2, D3,
-               TCA("d4", "shell", "{}", 4, ERRR("rejected by the user", 7), false,
-                   "rejected"),
-               D5, D6, "'shell':'deny'")},
+     D_AFTER_P(
+         D1, D2, D3,
+         TCA("d4", "shell", "{}", 4, ERRR("rejected by the user", 7), false, "rejected"),
+         D5, D6, "'shell':'deny'")},
 
     /* ---- what else ends the wait ------------------------------------------------ */
     {"no tool answers a call in doubt", B_DOUBT,
@@ -214,8 +215,8 @@ START_TEST(test_doubt_accessors)
         const char *id;
         bool awaiting, running;
     } want[] = {
-        {"d1", true, false},  {"d2", false, true},  {"d3", false, false},
-        {"d4", true, false},  {"d5", false, false}, {"d6", false, true},
+        {"d1", true, false}, {"d2", false, true},  {"d3", false, false},
+        {"d4", true, false}, {"d5", false, false}, {"d6", false, true},
     };
 
     state_from(&s, B_DOUBT);

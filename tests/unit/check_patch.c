@@ -217,8 +217,8 @@ START_TEST(test_patch_random)
                     type = "toolkit-start-call";
                 }
             snprintf(in, sizeof(in),
-                     "{\"type\":\"%s\",\"timestamp\":%lld,\"toolCallId\":\"%s\"}",
-                     type, (long long)t, call ? call : "none");
+                     "{\"type\":\"%s\",\"timestamp\":%lld,\"toolCallId\":\"%s\"}", type,
+                     (long long)t, call ? call : "none");
             break;
         }
         default:

@@ -250,17 +250,17 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             "\"reject\",\"reason\":\"no\"",
             "\"resolve\",\"result\":\"paid\"",
             "\"resolve\",\"result\":\"\"",
-            "\"approve\"",                          /* in doubt: refused */
-            "\"reject\",\"always\":true",           /* in doubt: refused */
-            "\"resolve\"",                          /* no result: refused */
+            "\"approve\"",                                     /* in doubt: refused */
+            "\"reject\",\"always\":true",                      /* in doubt: refused */
+            "\"resolve\"",                                     /* no result: refused */
             "\"retry\",\"always\":true,\"parameters\":\"{}\"", /* both dropped */
         };
         char id[32];
 
         if (k < 126) {
             pick_call(r, s, may_start, id, sizeof(id));
-            snprintf(buf, size, "{\"type\":\"toolkit-start-call\",%s\"toolCallId\":\"%s\"}",
-                     ts, id);
+            snprintf(buf, size,
+                     "{\"type\":\"toolkit-start-call\",%s\"toolCallId\":\"%s\"}", ts, id);
         } else if (k < 132) {
             pick_call(r, s, rx_tool_call_is_running, id, sizeof(id));
             snprintf(buf, size,
@@ -315,8 +315,7 @@ static void check_effects(const struct rx_state *s)
             const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
 
             REQUIRE(c && !c->result.present, "%s: not a pending call", e->key);
-            REQUIRE(!rx_approval_is_awaiting(c->approval), "%s runs unapproved",
-                    e->key);
+            REQUIRE(!rx_approval_is_awaiting(c->approval), "%s runs unapproved", e->key);
             requests++;
         } else if (pending) {
             /* No ask for new signals while a tool is pending; only an answer
@@ -365,9 +364,9 @@ static void reload(struct rx_state *s)
 
 struct stats {
     long steps, parse_errors, accepted, unchanged, rejected;
-    long reviews, policies, awaiting; /* accepted reviews and policies; steps with a
-                                          call awaiting a person */
-    long configures;                  /* accepted user-configure inputs */
+    long reviews, policies, awaiting;   /* accepted reviews and policies; steps with a
+                                            call awaiting a person */
+    long configures;                    /* accepted user-configure inputs */
     long starts, doubts, doubt_reviews; /* accepted SPEC 3.7 inputs */
 };
 
@@ -414,9 +413,9 @@ static void run_sequence(uint64_t seed, int steps, struct stats *st)
             st->configures += in.type == RX_IN_USER_CONFIGURE;
             st->starts += in.type == RX_IN_TOOLKIT_START_CALL;
             st->doubts += in.type == RX_IN_TOOLKIT_CALL_IN_DOUBT;
-            st->doubt_reviews += in.type == RX_IN_USER_REVIEW_TOOL_CALL &&
-                                 (in.decision == RX_DECISION_RETRY ||
-                                  in.decision == RX_DECISION_RESOLVE);
+            st->doubt_reviews +=
+                in.type == RX_IN_USER_REVIEW_TOOL_CALL &&
+                (in.decision == RX_DECISION_RETRY || in.decision == RX_DECISION_RESOLVE);
             REQUIRE(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             REQUIRE0(rx_input_encode(&in, &log));
             REQUIRE0(rx_buf_putc(&log, '\n'));

@@ -43,8 +43,11 @@ static const char *const round_trip[] = {
                                                      ERRR("not run again after an "
                                                           "interruption",
                                                           9),
-                                                     false, "rejected") "," TCSA(
-           "c5", "pay", "{}", 3, 9, "null", false, "approved"),
+                                                     false,
+                                                     "rejected") "," TCSA("c5", "pay",
+                                                                          "{}", 3, 9,
+                                                                          "null", false,
+                                                                          "approved"),
        1, "", 0),
 };
 
