@@ -102,7 +102,7 @@ bool rx_effects_any(const struct rx_state *s)
 
         if (!c->result.present) {
             pending = true;
-            if (c->approval != RX_APPROVAL_PENDING)
+            if (!rx_approval_is_awaiting(c->approval))
                 return true;
         }
     }
@@ -141,11 +141,12 @@ int rx_effects_at(const struct rx_state *s, struct rx_effect_set *out)
             goto out_clear;
     }
     /* Tool requests after every ask: want_ask sorts only what is before them.
-       A call awaiting a person runs when approved; until then it is pending
-       (no ask above) without a request. */
+       A call awaiting a person (a review, or in doubt after a crash) runs when
+       approved or retried; until then it is pending (no ask above) without a
+       request. */
     for (size_t i = s->tools.settled; i < s->tools.len && pending; i++)
         if (!s->tools.items[i].result.present &&
-            s->tools.items[i].approval != RX_APPROVAL_PENDING &&
+            !rx_approval_is_awaiting(s->tools.items[i].approval) &&
             (err = want_tool(out, s->tools.items[i].id)))
             goto out_clear;
     return 0;

@@ -40,6 +40,31 @@ int rx_input_type_parse(const char *name, enum rx_input_type *out)
     return -EINVAL;
 }
 
+static const char *const decision_names[] = {
+    [RX_DECISION_APPROVE] = "approve",
+    [RX_DECISION_REJECT] = "reject",
+    [RX_DECISION_RETRY] = "retry",
+    [RX_DECISION_RESOLVE] = "resolve",
+};
+
+#define N_DECISIONS (sizeof(decision_names) / sizeof(decision_names[0]))
+
+const char *rx_decision_name(enum rx_decision d)
+{
+    return (size_t)d < N_DECISIONS ? decision_names[d] : NULL;
+}
+
+int rx_decision_parse(const char *s, enum rx_decision *out)
+{
+    for (size_t i = 1; s && i < N_DECISIONS; i++) {
+        if (!strcmp(s, decision_names[i])) {
+            *out = (enum rx_decision)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 static void calls_release(struct rx_input_call *calls, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -214,28 +239,43 @@ static int want_bool(struct parse *p, const char *key, bool *out)
 static int parse_review(struct parse *p, struct rx_input *in)
 {
     const char *d = json_string_value(json_object_get(p->json, "decision"));
+    char *reason = NULL, *result = NULL;
     int rc;
 
     if ((rc = want_id(p, "toolCallId", &in->tool_call_id, false)))
         return rc;
-    if (!d || (strcmp(d, "approve") && strcmp(d, "reject")))
-        return bad(p, "decision", "must be \"approve\" or \"reject\"");
-    in->approve = !strcmp(d, "approve");
+    if (rx_decision_parse(d, &in->decision))
+        return bad(p, "decision",
+                   "must be \"approve\", \"reject\", \"retry\" or \"resolve\"");
     if ((rc = want_bool(p, "always", &in->always)) ||
-        (rc = want_str(p, "reason", &in->text, true)) ||
+        (rc = want_str(p, "reason", &reason, true)) ||
+        (rc = want_str(p, "result", &result, in->decision != RX_DECISION_RESOLVE)) ||
         (rc = want_str(p, "parameters", &in->parameters, true)))
-        return rc;
-    if (in->parameters && !rx_json_is_object_text(in->parameters, strlen(in->parameters)))
-        return bad(p, "parameters", "must be the JSON text of an object");
-    /* Each belongs to one decision; the other is dropped, never applied. */
-    if (in->approve) {
-        rx_free(in->text);
-        in->text = NULL;
-    } else {
+        goto out_free;
+    if (in->parameters &&
+        !rx_json_is_object_text(in->parameters, strlen(in->parameters))) {
+        rc = bad(p, "parameters", "must be the JSON text of an object");
+        goto out_free;
+    }
+    /* Each belongs to one decision; the others are dropped, never applied. */
+    if (in->decision == RX_DECISION_REJECT) {
+        in->text = reason;
+        reason = NULL;
+    } else if (in->decision == RX_DECISION_RESOLVE) {
+        in->text = result;
+        result = NULL;
+    }
+    if (in->decision != RX_DECISION_APPROVE) {
         rx_free(in->parameters);
         in->parameters = NULL;
     }
-    return 0;
+    if (in->decision != RX_DECISION_APPROVE && in->decision != RX_DECISION_REJECT)
+        in->always = false;
+
+out_free:
+    rx_free(reason);
+    rx_free(result);
+    return rc;
 }
 
 static int parse_set_policy(struct parse *p, struct rx_input *in)
@@ -326,6 +366,9 @@ static int parse_body(struct parse *p, struct rx_input *in)
         return want_time(p, "cutAt", &in->cut_at, NULL);
     case RX_IN_BRAIN_LOAD_TOOL_CALL:
         return want_id(p, "toolCallId", &in->tool_call_id, false);
+    case RX_IN_TOOLKIT_START_CALL:
+    case RX_IN_TOOLKIT_CALL_IN_DOUBT:
+        return want_id(p, "toolCallId", &in->tool_call_id, false);
     case RX_IN_TOOLKIT_RESPOND:
     case RX_IN_TOOLKIT_ERROR:
         if ((rc = want_id(p, "toolCallId", &in->tool_call_id, false)))
@@ -399,9 +442,8 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
         PUT(put_key_str(b, "content", in->content));
     if (in->tool_call_id)
         PUT(put_key_str(b, "toolCallId", in->tool_call_id));
-    if (in->type == RX_IN_USER_REVIEW_TOOL_CALL)
-        PUT(rx_buf_puts(b, in->approve ? ",\"decision\":\"approve\""
-                                       : ",\"decision\":\"reject\""));
+    if (in->type == RX_IN_USER_REVIEW_TOOL_CALL && rx_decision_name(in->decision))
+        PUT(put_key_str(b, "decision", rx_decision_name(in->decision)));
     if (in->text) {
         static const char *const text_key[RX_IN__COUNT] = {
             [RX_IN_TOOLKIT_RESPOND] = "result",
@@ -409,8 +451,15 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
             [RX_IN_BRAIN_COMPRESS_HISTORY] = "summary",
             [RX_IN_USER_REVIEW_TOOL_CALL] = "reason",
         };
-        if (text_key[in->type])
-            PUT(put_key_str(b, text_key[in->type], in->text));
+        const char *key = text_key[in->type];
+
+        /* A review's text is the reason of a rejection or the result of a
+           resolve. */
+        if (in->type == RX_IN_USER_REVIEW_TOOL_CALL &&
+            in->decision == RX_DECISION_RESOLVE)
+            key = "result";
+        if (key)
+            PUT(put_key_str(b, key, in->text));
     }
     if (in->type == RX_IN_USER_REVIEW_TOOL_CALL) {
         if (in->parameters)

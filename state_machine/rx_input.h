@@ -36,7 +36,9 @@
     X(BRAIN_COMPRESS_HISTORY, "brain-compress-history", RX_ORIGIN_BRAIN)                 \
     X(BRAIN_LOAD_TOOL_CALL, "brain-load-tool-call", RX_ORIGIN_BRAIN)                     \
     X(TOOLKIT_RESPOND, "toolkit-respond", RX_ORIGIN_TOOLKIT)                             \
-    X(TOOLKIT_ERROR, "toolkit-error", RX_ORIGIN_TOOLKIT)
+    X(TOOLKIT_ERROR, "toolkit-error", RX_ORIGIN_TOOLKIT)                                 \
+    X(TOOLKIT_START_CALL, "toolkit-start-call", RX_ORIGIN_TOOLKIT)                       \
+    X(TOOLKIT_CALL_IN_DOUBT, "toolkit-call-in-doubt", RX_ORIGIN_TOOLKIT)
 
 enum rx_input_type {
 #define RX_X(e, name, origin) RX_IN_##e,
@@ -46,6 +48,20 @@ enum rx_input_type {
 };
 
 enum rx_origin { RX_ORIGIN_USER, RX_ORIGIN_BRAIN, RX_ORIGIN_TOOLKIT };
+
+/*
+ * user-review-tool-call's `decision`. APPROVE and REJECT answer a call
+ * awaiting approval (SPEC 3.6); RETRY, REJECT and RESOLVE a call in doubt
+ * (SPEC 3.7). NONE: not given (the parser never leaves it; the machine
+ * refuses it as invalid "decision").
+ */
+enum rx_decision {
+    RX_DECISION_NONE = 0,
+    RX_DECISION_APPROVE,
+    RX_DECISION_REJECT,
+    RX_DECISION_RETRY,
+    RX_DECISION_RESOLVE
+};
 
 /* One entry of brain-call-tools' `toolCalls`, or of user-cancel's partials. */
 struct rx_input_call {
@@ -70,15 +86,17 @@ struct rx_input {
                                 user-review-tool-call */
     char *text;              /* toolkit-respond `result`, toolkit-error `error`,
                                 brain-compress-history `summary`,
-                                user-review-tool-call `reason` (reject only) */
+                                user-review-tool-call `reason` (reject only) or
+                                `result` (resolve only) */
     int64_t cut_at;          /* brain-compress-history */
     /* brain-call-tools `toolCalls` (document order); user-cancel
        `partialContents` ({messageId: text so far}) */
     struct rx_input_call *calls;
     size_t n_calls;
     /* user-review-tool-call */
-    bool approve;     /* `decision`: "approve" (true) or "reject" (false) */
-    bool always;      /* `always`: also make it this session's policy */
+    enum rx_decision decision; /* `decision` */
+    bool always;      /* `always`: also make it this session's policy (approve and
+                         reject only) */
     char *parameters; /* `parameters`: edited arguments, a JSON text of an
                          object (approve only), or NULL to keep them */
     /* user-set-tool-policy */
@@ -96,6 +114,11 @@ struct rx_input {
     char *reasoning;
 };
 
+/* "approve", "reject", "retry", "resolve"; NULL for NONE (or out of range). */
+const char *rx_decision_name(enum rx_decision d);
+/* 0 and *out (never NONE), or -EINVAL for anything else, NULL included. */
+int rx_decision_parse(const char *s, enum rx_decision *out) RX_WUR;
+
 const char *rx_input_type_name(enum rx_input_type t);
 enum rx_origin rx_input_type_origin(enum rx_input_type t);
 /* 0 and *out, or -EINVAL for an unknown name. */
@@ -106,10 +129,14 @@ int rx_input_type_parse(const char *name, enum rx_input_type *out) RX_WUR;
  * offending field name (a static string; "type" for an unknown type) and `err`
  * (may be NULL) to a human sentence; -ENOMEM. Unknown fields
  * are ignored. A missing `timestamp` is allowed (the server stamps inputs).
- * user-review-tool-call: `parameters` and `reason` are checked whatever the
+ * user-review-tool-call: `decision` is "approve", "reject", "retry" or
+ * "resolve"; `parameters`, `reason` and `result` are checked whatever the
  * decision (a string or null; parameters a JSON object text), then kept only
- * where they mean something: parameters with approve, reason with reject;
- * the other is dropped (not applied, not encoded).
+ * where they mean something: parameters with approve, reason with reject,
+ * result with resolve (where it is required, a string, "" allowed, like
+ * toolkit-respond's); `always` only with approve and reject. The rest is
+ * dropped (not applied, not encoded).
+ * toolkit-start-call, toolkit-call-in-doubt: `toolCallId` only.
  * user-configure: systemPrompt (a string), model (1 to RX_SETTINGS_MODEL_MAX
  * bytes), temperature (a number from 0 to 2), each null to clear; at least
  * one of them, else the field is "settings".

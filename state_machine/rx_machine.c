@@ -185,8 +185,9 @@ static int prep_cancel(struct rx_state *s, const struct rx_input *in, struct upd
         p->set_result = true;
         p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
         /* A call that waited for a person is refused with the rest: the
-           answer ends the wait (rx_state: no result while PENDING). */
-        if (s->tools.items[i].approval == RX_APPROVAL_PENDING) {
+           answer ends the wait (rx_state: no result while PENDING or
+           IN_DOUBT). */
+        if (rx_approval_is_awaiting(s->tools.items[i].approval)) {
             p->set_approval = true;
             p->approval = RX_APPROVAL_REJECTED;
         }
@@ -343,8 +344,9 @@ static int prep_tool_result(struct rx_state *s, const struct rx_input *in,
         return *v = REJECT(UNKNOWN_ID), 0;
     if (c->result.present) /* the first answer wins */
         return *v = REJECT(ALREADY_ANSWERED), 0;
-    /* No tool runs before a person said yes (SPEC 3.6), so no answer either. */
-    if (c->approval == RX_APPROVAL_PENDING)
+    /* No tool runs before a person said yes (SPEC 3.6), so no answer either;
+       a call in doubt is answered by the person (SPEC 3.7). */
+    if (rx_approval_is_awaiting(c->approval))
         return *v = REJECT(AWAITING_APPROVAL), 0;
     p = u->tool_patches = rx_malloc(sizeof(*p));
     if (!p)
@@ -402,6 +404,10 @@ static int prepare(struct rx_state *s, const struct rx_input *in, struct update 
     case RX_IN_TOOLKIT_RESPOND:
     case RX_IN_TOOLKIT_ERROR:
         return prep_tool_result(s, in, u, v);
+    case RX_IN_TOOLKIT_START_CALL:
+        return rx_machine__prep_start_call(s, in, u, v);
+    case RX_IN_TOOLKIT_CALL_IN_DOUBT:
+        return rx_machine__prep_in_doubt(s, in, u, v);
     case RX_IN__COUNT:
         break;
     }
@@ -443,6 +449,8 @@ static void patch_tool(struct rx_state *s, struct tool_patch *p)
     rx_tool_call_forget(c);
     if (p->set_approval)
         c->approval = p->approval;
+    if (p->set_started)
+        c->started_at = p->started_at;
     if (p->parameters) {
         rx_free(c->parameters);
         c->parameters = p->parameters;

@@ -13,7 +13,9 @@
  *    request-toolkit until reviewed); DENY one answered at once with the
  *    error "denied by policy" (receivedAt = timestamp, no approval).
  *  - user-review-tool-call: unknown id: unknown-id; a record not awaiting
- *    approval (auto, approved, rejected or answered): not-pending. approve:
+ *    a person (auto, approved, rejected or answered): not-pending; no
+ *    decision: invalid ("decision"); resolve without a result: invalid
+ *    ("result"). approve:
  *    APPROVED, parameters replaced when edited ones are given; reject:
  *    REJECTED and the error "rejected by the user" (": <reason>" for a
  *    reason that is not blank). `always`: toolPolicies[name] = auto
@@ -26,8 +28,32 @@
  *    awaiting approval becomes REJECTED with the error "not approved: the
  *    user sent a new message"; user-cancel answers them "cancelled" and
  *    REJECTED (an approved record keeps APPROVED when cancelled).
- *  - toolkit-respond / toolkit-error for a record awaiting approval:
- *    awaiting-approval (no tool ran, so none may answer).
+ *  - toolkit-respond / toolkit-error for a record awaiting a person
+ *    (approval PENDING or IN_DOUBT): awaiting-approval (no tool ran, or the
+ *    person decides what happened, so no tool may answer).
+ * Effects that survive a crash (SPEC 3.7):
+ *  - toolkit-start-call: the runtime commits it before a tool acts. For a
+ *    record with no result that does not wait for a person, startedAt =
+ *    timestamp (again on a re-run: the new time). Unknown id: unknown-id;
+ *    answered: already-answered; waiting for a person: awaiting-approval.
+ *  - toolkit-call-in-doubt: on recovery, for a record that started, has no
+ *    result and does not wait (rx_tool_call_is_running): approval IN_DOUBT,
+ *    which waits for a person exactly like PENDING (no request-toolkit, no
+ *    ask). Unknown id: unknown-id; answered: already-answered; waiting for
+ *    a person (in doubt already included): awaiting-approval; never
+ *    started: not-started.
+ *  - user-review-tool-call on a record IN_DOUBT: retry: APPROVED (the tool
+ *    runs again, with the same idempotency key; startedAt is kept until its
+ *    new toolkit-start-call); reject: REJECTED and the error "not run again
+ *    after an interruption" (a reason is not added); resolve: RESOLVED and
+ *    a success result with the given `result` text. approve: in-doubt;
+ *    `always`: invalid (field "always"), it is for approvals only. On a
+ *    record PENDING, retry and resolve: not-in-doubt. `always` applies the
+ *    decision to the other records of the tool awaiting approval (PENDING),
+ *    never to calls in doubt.
+ *  - a new user message answers a call in doubt with the error "not run
+ *    again after an interruption" (REJECTED); user-cancel with "cancelled"
+ *    (REJECTED), as for calls awaiting approval.
  * Per-session settings (SPEC 3.2 user-configure): the fields an input names
  * are set (or cleared, for a null) in `settings`, the others kept; naming
  * none, a model outside 1..RX_SETTINGS_MODEL_MAX bytes or a temperature
@@ -60,7 +86,10 @@ enum rx_verdict { RX_ACCEPTED, RX_UNCHANGED, RX_REJECTED };
     X(INVALID, "invalid")                                                                \
     X(NOT_PENDING, "not-pending")             /* review of a call not awaiting one */    \
     X(AWAITING_APPROVAL, "awaiting-approval") /* a result for an unreviewed call */      \
-    X(TOO_MANY_POLICIES, "too-many-policies") /* a new override past RX_POLICIES_MAX */
+    X(TOO_MANY_POLICIES, "too-many-policies") /* a new override past RX_POLICIES_MAX */  \
+    X(NOT_STARTED, "not-started")             /* in doubt, yet never started */          \
+    X(IN_DOUBT, "in-doubt")                   /* approve of a call in doubt */           \
+    X(NOT_IN_DOUBT, "not-in-doubt")           /* retry or resolve of another call */
 
 enum rx_reason {
 #define RX_X(e, name) RX_REASON_##e,

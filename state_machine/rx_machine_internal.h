@@ -48,6 +48,8 @@ struct tool_patch {
     bool is_loaded;
     bool set_approval;
     enum rx_approval approval;
+    bool set_started;
+    int64_t started_at;
     char *parameters; /* non-NULL: replaces the record's parameters */
 };
 
@@ -84,11 +86,16 @@ int rx_machine__prep_call_tools(struct rx_state *s, const struct rx_input *in,
                                 struct update *u, struct verdict *v) RX_WUR;
 int rx_machine__prep_review(struct rx_state *s, const struct rx_input *in,
                             struct update *u, struct verdict *v) RX_WUR;
+int rx_machine__prep_start_call(struct rx_state *s, const struct rx_input *in,
+                                struct update *u, struct verdict *v) RX_WUR;
+int rx_machine__prep_in_doubt(struct rx_state *s, const struct rx_input *in,
+                              struct update *u, struct verdict *v) RX_WUR;
 int rx_machine__prep_set_policy(struct rx_state *s, const struct rx_input *in,
                                 struct update *u, struct verdict *v) RX_WUR;
 /*
- * A new user message: every record awaiting approval gets approval REJECTED
- * and the error result "not approved: the user sent a new message". Sets
+ * A new user message: every record awaiting a person gets approval REJECTED
+ * and the error result "not approved: the user sent a new message" (awaiting
+ * approval) or "not run again after an interruption" (in doubt). Sets
  * u->tool_patches (which must be unset). 0 or -ENOMEM.
  */
 int rx_machine__reject_awaiting(const struct rx_state *s, const struct rx_input *in,

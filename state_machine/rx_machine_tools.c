@@ -4,10 +4,13 @@
  * user-set-tool-policy, and what a new user message does to the calls that
  * await a person. See rx_machine.h and rx_machine_internal.h.
  *
- * A call awaits a person while its approval is PENDING; it has no result then
- * (rx_state's invariant), so it is pending for effects_at (no ask) without a
- * tool request. Every way out of the wait answers it or lets the tool run:
- * approve (the tool runs), reject, a new user message, user-cancel.
+ * A call awaits a person while its approval is PENDING (a review, SPEC 3.6)
+ * or IN_DOUBT (cut off by a crash after toolkit-start-call, SPEC 3.7); it has
+ * no result then (rx_state's invariant), so it is pending for effects_at (no
+ * ask) without a tool request. Every way out of the wait answers it or lets
+ * the tool run: approve or retry (the tool runs), reject, resolve, a new user
+ * message, user-cancel. Also here: toolkit-start-call and
+ * toolkit-call-in-doubt, the runtime's marks on a call's record.
  */
 #include "state_machine/rx_machine_internal.h"
 
@@ -17,11 +20,13 @@
 #include "state_machine/rx_alloc.h"
 #include "state_machine/rx_json.h"
 
-#define DENIED_ERROR     "denied by policy"
-#define REJECTED_ERROR   "rejected by the user"
-#define SUPERSEDED_ERROR "not approved: the user sent a new message"
+#define DENIED_ERROR      "denied by policy"
+#define REJECTED_ERROR    "rejected by the user"
+#define SUPERSEDED_ERROR  "not approved: the user sent a new message"
+#define INTERRUPTED_ERROR "not run again after an interruption"
 
-static bool awaiting(const struct rx_tool_call *c)
+/* Waits for a review (PENDING): what `always` extends a decision to. */
+static bool awaiting_review(const struct rx_tool_call *c)
 {
     return c->approval == RX_APPROVAL_PENDING && !c->result.present;
 }
@@ -102,8 +107,9 @@ static int add_decision(struct update *u, const struct rx_input *in, size_t i,
     memset(p, 0, sizeof(*p));
     p->index = i;
     p->set_approval = true;
-    p->approval = in->approve ? RX_APPROVAL_APPROVED : RX_APPROVAL_REJECTED;
-    if (in->approve)
+    p->approval =
+        in->decision == RX_DECISION_APPROVE ? RX_APPROVAL_APPROVED : RX_APPROVAL_REJECTED;
+    if (in->decision == RX_DECISION_APPROVE)
         return 0;
     p->set_result = true;
     p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
@@ -117,24 +123,72 @@ static int add_decision(struct update *u, const struct rx_input *in, size_t i,
  * other call of that tool still awaiting approval, with its own parameters
  * and the same answer. Patches go in record order.
  */
+/*
+ * The review of a call in doubt (SPEC 3.7): retry runs it again (APPROVED),
+ * reject answers it with INTERRUPTED_ERROR, resolve with the person's result
+ * (RESOLVED). It never has `always`: that is a policy for approvals.
+ */
+static int prep_doubt_review(struct rx_state *s, const struct rx_input *in,
+                             const struct rx_tool_call *c, struct update *u,
+                             struct verdict *v)
+{
+    struct tool_patch *p;
+
+    if (in->decision == RX_DECISION_APPROVE)
+        return *v = REJECT(IN_DOUBT), 0;
+    if (in->always)
+        return *v = INVALID("always"), 0;
+    p = u->tool_patches = rx_malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    memset(p, 0, sizeof(*p));
+    u->n_tool_patches = 1;
+    p->index = (size_t)(c - s->tools.items);
+    p->set_approval = true;
+    if (in->decision == RX_DECISION_RETRY) {
+        p->approval = RX_APPROVAL_APPROVED;
+        return 0;
+    }
+    p->set_result = true;
+    p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
+    if (in->decision == RX_DECISION_RESOLVE) {
+        p->approval = RX_APPROVAL_RESOLVED;
+        p->result.is_success = true;
+        p->result.text = rx_strdup(in->text);
+    } else {
+        p->approval = RX_APPROVAL_REJECTED;
+        p->result.text = rx_strdup(INTERRUPTED_ERROR);
+    }
+    return p->result.text ? 0 : -ENOMEM;
+}
+
 int rx_machine__prep_review(struct rx_state *s, const struct rx_input *in,
                             struct update *u, struct verdict *v)
 {
     const struct rx_tool_call *c;
     size_t target, n = 0;
     char *error = NULL;
+    bool approve = in->decision == RX_DECISION_APPROVE;
     int err = -ENOMEM;
 
     if (!in->tool_call_id)
         return *v = INVALID("toolCallId"), 0;
-    if (in->approve && in->parameters &&
+    if (!rx_decision_name(in->decision))
+        return *v = INVALID("decision"), 0;
+    if (approve && in->parameters &&
         !rx_json_is_object_text(in->parameters, strlen(in->parameters)))
         return *v = INVALID("parameters"), 0;
+    if (in->decision == RX_DECISION_RESOLVE && !in->text)
+        return *v = INVALID("result"), 0;
     c = rx_state_find_tool(s, in->tool_call_id);
     if (!c)
         return *v = REJECT(UNKNOWN_ID), 0;
-    if (!awaiting(c))
+    if (!rx_tool_call_is_awaiting(c))
         return *v = REJECT(NOT_PENDING), 0;
+    if (c->approval == RX_APPROVAL_IN_DOUBT)
+        return prep_doubt_review(s, in, c, u, v);
+    if (in->decision != RX_DECISION_APPROVE && in->decision != RX_DECISION_REJECT)
+        return *v = REJECT(NOT_IN_DOUBT), 0;
     target = (size_t)(c - s->tools.items);
     if (in->always) {
         if (rx_state_tool_policy(s, c->name) == RX_POLICY_UNSET) {
@@ -143,29 +197,31 @@ int rx_machine__prep_review(struct rx_state *s, const struct rx_input *in,
             if (rx_policy_map_reserve(&s->policies, 1))
                 return -ENOMEM;
         }
-        u->policy = in->approve ? RX_POLICY_AUTO : RX_POLICY_DENY;
+        u->policy = approve ? RX_POLICY_AUTO : RX_POLICY_DENY;
         u->policy_tool = rx_strdup(c->name);
         if (!u->policy_tool)
             return -ENOMEM;
-        /* Awaiting calls have no result: they are all at or past `settled`. */
+        /* Awaiting calls have no result: they are all at or past `settled`.
+           Calls in doubt of the tool wait on: each may have acted. */
         for (size_t i = s->tools.settled; i < s->tools.len; i++)
-            n += awaiting(&s->tools.items[i]) && !strcmp(s->tools.items[i].name, c->name);
+            n += awaiting_review(&s->tools.items[i]) &&
+                 !strcmp(s->tools.items[i].name, c->name);
     } else {
         n = 1;
     }
     u->tool_patches = rx_malloc(n * sizeof(*u->tool_patches));
-    if (!u->tool_patches || (!in->approve && !(error = rejection_text(in->text))))
+    if (!u->tool_patches || (!approve && !(error = rejection_text(in->text))))
         goto out_free;
     for (size_t i = in->always ? s->tools.settled : target;
          i < s->tools.len && u->n_tool_patches < n; i++) {
-        if (i != target &&
-            (!awaiting(&s->tools.items[i]) || strcmp(s->tools.items[i].name, c->name)))
+        if (i != target && (!awaiting_review(&s->tools.items[i]) ||
+                            strcmp(s->tools.items[i].name, c->name)))
             continue;
         if (add_decision(u, in, i, error))
             goto out_free;
     }
     /* Edited arguments are for the reviewed call only. */
-    if (in->approve && in->parameters) {
+    if (approve && in->parameters) {
         for (size_t i = 0; i < u->n_tool_patches; i++)
             if (u->tool_patches[i].index == target &&
                 !(u->tool_patches[i].parameters = rx_strdup(in->parameters)))
@@ -176,6 +232,74 @@ int rx_machine__prep_review(struct rx_state *s, const struct rx_input *in,
 out_free:
     rx_free(error);
     return err;
+}
+
+/* The record toolkit-start-call or toolkit-call-in-doubt marks, or NULL
+   with *v set: it must exist, have no result and not wait for a person. */
+static const struct rx_tool_call *
+runtime_target(const struct rx_state *s, const struct rx_input *in, struct verdict *v)
+{
+    const struct rx_tool_call *c;
+
+    if (!in->tool_call_id)
+        return *v = INVALID("toolCallId"), NULL;
+    c = rx_state_find_tool(s, in->tool_call_id);
+    if (!c)
+        return *v = REJECT(UNKNOWN_ID), NULL;
+    if (c->result.present)
+        return *v = REJECT(ALREADY_ANSWERED), NULL;
+    if (rx_approval_is_awaiting(c->approval))
+        return *v = REJECT(AWAITING_APPROVAL), NULL;
+    return c;
+}
+
+static int one_patch(struct rx_state *s, const struct rx_tool_call *c, struct update *u,
+                     struct tool_patch **out)
+{
+    struct tool_patch *p = u->tool_patches = rx_malloc(sizeof(*p));
+
+    if (!p)
+        return -ENOMEM;
+    memset(p, 0, sizeof(*p));
+    u->n_tool_patches = 1;
+    p->index = (size_t)(c - s->tools.items);
+    *out = p;
+    return 0;
+}
+
+/* toolkit-start-call: the tool is about to act; a re-run moves the time on. */
+int rx_machine__prep_start_call(struct rx_state *s, const struct rx_input *in,
+                                struct update *u, struct verdict *v)
+{
+    const struct rx_tool_call *c = runtime_target(s, in, v);
+    struct tool_patch *p;
+
+    if (!c)
+        return 0;
+    if (one_patch(s, c, u, &p))
+        return -ENOMEM;
+    p->set_started = true;
+    p->started_at = in->timestamp;
+    return 0;
+}
+
+/* toolkit-call-in-doubt: a started call cut off by a restart or takeover,
+   whose tool is not safe to repeat, waits for a person. */
+int rx_machine__prep_in_doubt(struct rx_state *s, const struct rx_input *in,
+                              struct update *u, struct verdict *v)
+{
+    const struct rx_tool_call *c = runtime_target(s, in, v);
+    struct tool_patch *p;
+
+    if (!c)
+        return 0;
+    if (!c->started_at)
+        return *v = REJECT(NOT_STARTED), 0;
+    if (one_patch(s, c, u, &p))
+        return -ENOMEM;
+    p->set_approval = true;
+    p->approval = RX_APPROVAL_IN_DOUBT;
+    return 0;
 }
 
 int rx_machine__prep_set_policy(struct rx_state *s, const struct rx_input *in,
@@ -215,7 +339,7 @@ int rx_machine__reject_awaiting(const struct rx_state *s, const struct rx_input 
     for (size_t i = s->tools.settled; i < s->tools.len; i++) {
         struct tool_patch *p = &u->tool_patches[u->n_tool_patches];
 
-        if (!awaiting(&s->tools.items[i]))
+        if (!rx_tool_call_is_awaiting(&s->tools.items[i]))
             continue;
         memset(p, 0, sizeof(*p));
         p->index = i;
@@ -224,7 +348,9 @@ int rx_machine__reject_awaiting(const struct rx_state *s, const struct rx_input 
         p->set_result = true;
         p->result = (struct rx_tool_result){true, false, NULL, in->timestamp};
         u->n_tool_patches++;
-        p->result.text = rx_strdup(SUPERSEDED_ERROR);
+        p->result.text = rx_strdup(s->tools.items[i].approval == RX_APPROVAL_IN_DOUBT
+                                       ? INTERRUPTED_ERROR
+                                       : SUPERSEDED_ERROR);
         if (!p->result.text)
             return -ENOMEM;
     }

@@ -19,9 +19,11 @@ static const char *const policy_names[] = {
 };
 
 static const char *const approval_names[] = {
-    [RX_APPROVAL_PENDING] = "pending",
-    [RX_APPROVAL_APPROVED] = "approved",
-    [RX_APPROVAL_REJECTED] = "rejected",
+    [RX_APPROVAL_PENDING] = "pending",   /* SPEC 3.6 */
+    [RX_APPROVAL_APPROVED] = "approved", /* by a review or a retry */
+    [RX_APPROVAL_REJECTED] = "rejected", /* by a review, a new message or a cancel */
+    [RX_APPROVAL_IN_DOUBT] = "in-doubt", /* SPEC 3.7 */
+    [RX_APPROVAL_RESOLVED] = "resolved", /* the person gave its result */
 };
 
 #define N_POLICIES  (sizeof(policy_names) / sizeof(policy_names[0]))
@@ -64,6 +66,11 @@ int rx_approval_parse(const char *s, enum rx_approval *out)
         return -EINVAL;
     *out = (enum rx_approval)i;
     return 0;
+}
+
+bool rx_approval_is_awaiting(enum rx_approval a)
+{
+    return a == RX_APPROVAL_PENDING || a == RX_APPROVAL_IN_DOUBT;
 }
 
 /* ---- the map ---------------------------------------------------------------- */

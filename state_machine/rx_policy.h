@@ -30,13 +30,21 @@
    behaves as AUTO). */
 enum rx_policy { RX_POLICY_UNSET = 0, RX_POLICY_AUTO, RX_POLICY_ASK, RX_POLICY_DENY };
 
-/* Where a call stands with a person. NONE: no approval was needed ("approval"
-   absent on the wire). */
+/*
+ * Where a call stands with a person. NONE: no approval was needed ("approval"
+ * absent on the wire). PENDING: waits for a review (SPEC 3.6). IN_DOUBT: it
+ * started, a restart or takeover cut it off before its result, and its tool
+ * is not safe to repeat, so it waits for a person too (SPEC 3.7). RESOLVED:
+ * the person gave the result of a call in doubt. PENDING and IN_DOUBT are the
+ * two that wait (rx_approval_is_awaiting).
+ */
 enum rx_approval {
     RX_APPROVAL_NONE = 0,
     RX_APPROVAL_PENDING,
     RX_APPROVAL_APPROVED,
-    RX_APPROVAL_REJECTED
+    RX_APPROVAL_REJECTED,
+    RX_APPROVAL_IN_DOUBT,
+    RX_APPROVAL_RESOLVED
 };
 
 /* Most overrides one session keeps: a new tool past it is refused. */
@@ -46,10 +54,13 @@ enum rx_approval {
 const char *rx_policy_name(enum rx_policy p);
 /* 0 and *out (never UNSET), or -EINVAL for anything else, NULL included. */
 int rx_policy_parse(const char *s, enum rx_policy *out) RX_WUR;
-/* "pending", "approved", "rejected"; NULL for NONE (or out of range). */
+/* "pending", "approved", "rejected", "in-doubt", "resolved"; NULL for NONE (or
+   out of range). */
 const char *rx_approval_name(enum rx_approval a);
 /* 0 and *out (never NONE), or -EINVAL for anything else, NULL included. */
 int rx_approval_parse(const char *s, enum rx_approval *out) RX_WUR;
+/* True for the approvals that wait for a person: PENDING and IN_DOUBT. */
+bool rx_approval_is_awaiting(enum rx_approval a);
 
 struct rx_tool_policy {
     char *tool;

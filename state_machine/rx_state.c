@@ -207,9 +207,18 @@ size_t rx_state_awaiting_approval(const struct rx_state *s)
     size_t n = 0;
 
     for (size_t i = s->tools.settled; i < s->tools.len; i++)
-        n += !s->tools.items[i].result.present &&
-             s->tools.items[i].approval == RX_APPROVAL_PENDING;
+        n += rx_tool_call_is_awaiting(&s->tools.items[i]);
     return n;
+}
+
+bool rx_tool_call_is_awaiting(const struct rx_tool_call *c)
+{
+    return !c->result.present && rx_approval_is_awaiting(c->approval);
+}
+
+bool rx_tool_call_is_running(const struct rx_tool_call *c)
+{
+    return c->started_at && !c->result.present && !rx_approval_is_awaiting(c->approval);
 }
 
 /* What a string holds: its bytes and malloc's word of overhead. */
@@ -421,9 +430,17 @@ bool rx_state_check_invariants(const struct rx_state *s)
         if (c->result.present &&
             (!c->result.text || c->result.received_at > s->updated_at))
             return false;
-        /* Awaiting a person means no answer yet; every answer ends the wait. */
+        /* Awaiting a person means no answer yet; every answer ends the wait.
+           Only a call that started can be in doubt; a resolved one holds
+           what the person said happened, a result. */
         if ((c->approval != RX_APPROVAL_NONE && !rx_approval_name(c->approval)) ||
-            (c->approval == RX_APPROVAL_PENDING && c->result.present))
+            (rx_approval_is_awaiting(c->approval) && c->result.present) ||
+            (c->approval == RX_APPROVAL_IN_DOUBT && !c->started_at) ||
+            (c->approval == RX_APPROVAL_RESOLVED &&
+             (!c->result.present || !c->result.is_success)))
+            return false;
+        if (c->started_at &&
+            (c->started_at < c->called_at || c->started_at > s->updated_at))
             return false;
         for (size_t j = 0; j < i; j++)
             if (!strcmp(s->tools.items[j].id, c->id))

@@ -12,7 +12,9 @@
  * tool call ids at most RX_ID_MAX bytes;
  * user and assistant messages have content != NULL; tool records have
  * id/name/parameters != NULL and, when answered, a result text != NULL; a
- * record awaiting approval (approval PENDING) has no result yet; toolPolicies
+ * record waiting for a person (approval PENDING or IN_DOUBT) has no result
+ * yet; one IN_DOUBT has started (started_at != 0); one RESOLVED has a
+ * success result; started_at is 0 or within calledAt..updatedAt; toolPolicies
  * keeps rx_policy_map's invariants (rx_policy.h); settings keep
  * rx_settings' (rx_settings.h); only assistant messages carry usage,
  * firstTokenAt or reasoning, and token counts are never negative;
@@ -84,6 +86,9 @@ struct rx_tool_call {
     char *name;
     char *parameters; /* a JSON text, as the brain sent it */
     int64_t called_at;
+    /* toolkit-start-call's time (SPEC 3.7): the tool may have acted since;
+       0: never started ("startedAt" absent). A re-run moves it on. */
+    int64_t started_at;
     struct rx_tool_result result;
     bool is_loaded;
     enum rx_approval approval; /* NONE: no approval was needed (SPEC 3.6) */
@@ -138,10 +143,23 @@ void rx_state_set_summary(struct rx_state *s, char *text);
 struct rx_message *rx_state_find_user(const struct rx_state *s, const char *id);
 struct rx_message *rx_state_find_assistant(const struct rx_state *s, const char *id);
 struct rx_tool_call *rx_state_find_tool(const struct rx_state *s, const char *id);
-/* Number of tool calls whose result is still null (awaiting approval included). */
+/* Number of tool calls whose result is still null (awaiting a person included). */
 size_t rx_state_pending_tools(const struct rx_state *s);
-/* Number of tool calls awaiting a person: approval PENDING and result null. */
+/* Number of tool calls awaiting a person (rx_tool_call_is_awaiting). */
 size_t rx_state_awaiting_approval(const struct rx_state *s);
+/*
+ * True when the call waits for a person: no result, and approval PENDING (a
+ * review, SPEC 3.6) or IN_DOUBT (interrupted, SPEC 3.7). No tool runs for it
+ * and the brain is not asked while it waits.
+ */
+bool rx_tool_call_is_awaiting(const struct rx_tool_call *c);
+/*
+ * True when the call started (toolkit-start-call), has no result and does not
+ * wait for a person: what toolkit-call-in-doubt accepts. On recovery such a
+ * call is in doubt: re-run it (same key) when its tool is safe to repeat,
+ * else send toolkit-call-in-doubt.
+ */
+bool rx_tool_call_is_running(const struct rx_tool_call *c);
 /*
  * About the bytes `s` holds in memory: its records, their strings and
  * cached encodings, its indexes. O(records); allocates nothing.

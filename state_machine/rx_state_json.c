@@ -76,6 +76,10 @@ int rx_tool_call_encode(const struct rx_tool_call *c, struct rx_buf *b)
     PUT(rx_buf_put_json_str(b, c->parameters));
     PUT(rx_buf_puts(b, ",\"calledAt\":"));
     PUT(rx_buf_put_i64(b, c->called_at));
+    if (c->started_at) {
+        PUT(rx_buf_puts(b, ",\"startedAt\":"));
+        PUT(rx_buf_put_i64(b, c->started_at));
+    }
     PUT(rx_buf_puts(b, ",\"result\":"));
     if (!c->result.present) {
         PUT(rx_buf_puts(b, "null"));
@@ -315,8 +319,21 @@ static int decode_approval(json_t *v, enum rx_approval *out, struct rx_error *er
     if (!v || json_is_null(v))
         return 0;
     if (rx_approval_parse(json_string_value(v), out))
-        return fail(err, "approval", "must be pending, approved or rejected");
+        return fail(err, "approval",
+                    "must be pending, approved, rejected, in-doubt or resolved");
     return 0;
+}
+
+/* "startedAt": absent or null (never started, as in snapshots older than
+   SPEC 3.7), or a time; 0 reads as never started. */
+static int decode_started(json_t *j, int64_t *out, struct rx_error *err)
+{
+    json_t *v = json_object_get(j, "startedAt");
+
+    *out = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    return get_time(j, "startedAt", out, err);
 }
 
 static int decode_tool_call(json_t *j, struct rx_tool_call *c, struct rx_error *err)
@@ -331,6 +348,7 @@ static int decode_tool_call(json_t *j, struct rx_tool_call *c, struct rx_error *
         return fail(err, "isLoaded", "must be a boolean");
     c->is_loaded = json_is_true(loaded);
     if ((rc = get_time(j, "calledAt", &c->called_at, err)) ||
+        (rc = decode_started(j, &c->started_at, err)) ||
         (rc = decode_approval(json_object_get(j, "approval"), &c->approval, err)))
         return rc;
     if ((rc = get_str(j, "id", &c->id, err)) ||

@@ -10,8 +10,11 @@
  * (unique keys, one request per pending call not awaiting approval, none for
  * one that awaits, so every call has a result, runs or awaits a person; no ask
  * for new signals while a tool is pending or awaits), the approval invariants
- * (a call awaiting a person has no result; rx_state_awaiting_approval counts
- * them; an override is what the last input that set it said), the settings are
+ * (a call awaiting a person, for a review or in doubt, has no result;
+ * rx_state_awaiting_approval counts them; an override is what the last input
+ * that set it said; a call in doubt started, a resolved one has the person's
+ * result; toolkit-start-call / toolkit-call-in-doubt and retry / resolve did
+ * what SPEC 3.7 says), the settings are
  * what the last user-configure named, a complete keeps its usage, firstTokenAt
  * and reasoning, the context builds, state and input encodings round-trip; and
  * the compression policy (rx_context_choose_cut), for a few budgets, against a
@@ -73,9 +76,14 @@ static void check_effects(const struct rx_state *s, int64_t *some_ask)
     for (size_t i = 0; i < s->tools.len; i++) {
         const struct rx_tool_call *c = &s->tools.items[i];
 
-        CHECK(c->approval != RX_APPROVAL_PENDING || !c->result.present,
-              "%s awaits approval but has a result", c->id);
-        awaiting += c->approval == RX_APPROVAL_PENDING;
+        CHECK(!rx_approval_is_awaiting(c->approval) || !c->result.present,
+              "%s awaits a person but has a result", c->id);
+        CHECK(c->approval != RX_APPROVAL_IN_DOUBT || c->started_at,
+              "%s is in doubt but never started", c->id);
+        CHECK(c->approval != RX_APPROVAL_RESOLVED ||
+                  (c->result.present && c->result.is_success),
+              "%s is resolved without a result", c->id);
+        awaiting += rx_approval_is_awaiting(c->approval);
     }
     CHECK(awaiting == rx_state_awaiting_approval(s), "%zu awaiting, counted %zu",
           awaiting, rx_state_awaiting_approval(s));
@@ -91,7 +99,7 @@ static void check_effects(const struct rx_state *s, int64_t *some_ask)
             const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
 
             CHECK(c && !c->result.present, "%s is not a pending call", e->key);
-            CHECK(c->approval != RX_APPROVAL_PENDING, "%s runs unapproved", e->key);
+            CHECK(!rx_approval_is_awaiting(c->approval), "%s runs unapproved", e->key);
             requests++;
             continue;
         }
@@ -113,30 +121,52 @@ static void check_effects(const struct rx_state *s, int64_t *some_ask)
     rx_effect_set_release(&set);
 }
 
-/* What an accepted review or policy input must have left (SPEC 3.6). */
+/* What an accepted review or policy input must have left (SPEC 3.6, 3.7). */
 static void check_approval_input(const struct rx_state *s, const struct rx_input *in)
 {
     const struct rx_tool_call *c;
+    bool approve = in->decision == RX_DECISION_APPROVE;
 
     if (in->type == RX_IN_USER_SET_TOOL_POLICY) {
         CHECK(rx_state_tool_policy(s, in->tool) == in->policy, "policy of %s not set",
               in->tool);
         return;
     }
+    if (in->type == RX_IN_TOOLKIT_START_CALL || in->type == RX_IN_TOOLKIT_CALL_IN_DOUBT) {
+        c = rx_state_find_tool(s, in->tool_call_id);
+        CHECK(c && !c->result.present && c->started_at, "%s: not started",
+              in->tool_call_id);
+        CHECK(in->type == RX_IN_TOOLKIT_CALL_IN_DOUBT
+                  ? c->approval == RX_APPROVAL_IN_DOUBT
+                  : c->started_at == in->timestamp &&
+                        !rx_approval_is_awaiting(c->approval),
+              "%s: %s not applied", c->id, rx_input_type_name(in->type));
+        return;
+    }
     if (in->type != RX_IN_USER_REVIEW_TOOL_CALL)
         return;
     c = rx_state_find_tool(s, in->tool_call_id);
     CHECK(c, "reviewed %s is gone", in->tool_call_id);
-    CHECK(c->approval == (in->approve ? RX_APPROVAL_APPROVED : RX_APPROVAL_REJECTED),
+    if (in->decision == RX_DECISION_RETRY || in->decision == RX_DECISION_RESOLVE) {
+        /* Only a call in doubt takes them: it started. */
+        CHECK(c->started_at && !in->always, "%s: %s of a call not in doubt", c->id,
+              rx_decision_name(in->decision));
+        CHECK(in->decision == RX_DECISION_RETRY
+                  ? c->approval == RX_APPROVAL_APPROVED && !c->result.present
+                  : c->approval == RX_APPROVAL_RESOLVED && c->result.present &&
+                        c->result.is_success && !strcmp(c->result.text, in->text),
+              "%s: %s not applied", c->id, rx_decision_name(in->decision));
+        return;
+    }
+    CHECK(c->approval == (approve ? RX_APPROVAL_APPROVED : RX_APPROVAL_REJECTED),
           "%s: approval %d", c->id, c->approval);
-    CHECK(in->approve ? !c->result.present : c->result.present && !c->result.is_success,
+    CHECK(approve ? !c->result.present : c->result.present && !c->result.is_success,
           "%s: result after the review", c->id);
-    CHECK(!in->approve || !in->parameters || !strcmp(c->parameters, in->parameters),
+    CHECK(!approve || !in->parameters || !strcmp(c->parameters, in->parameters),
           "%s: edited parameters not kept", c->id);
     if (!in->always)
         return;
-    CHECK(rx_state_tool_policy(s, c->name) ==
-              (in->approve ? RX_POLICY_AUTO : RX_POLICY_DENY),
+    CHECK(rx_state_tool_policy(s, c->name) == (approve ? RX_POLICY_AUTO : RX_POLICY_DENY),
           "always did not set the policy of %s", c->name);
     for (size_t i = 0; i < s->tools.len; i++)
         CHECK(strcmp(s->tools.items[i].name, c->name) ||

@@ -1,9 +1,10 @@
 /*
  * check_approval_input - the shapes of the tool approval inputs (SPEC 3.2,
- * 3.6): user-review-tool-call, user-set-tool-policy and the policy stamp on
- * brain-call-tools entries. Every invalid field is named; what the parser
- * keeps; encode -> parse -> encode gives the same bytes, with the meaning
- * kept, so the log replays exactly.
+ * 3.6, 3.7): user-review-tool-call (approve, reject, and retry / resolve for
+ * a call in doubt), user-set-tool-policy, the policy stamp on brain-call-tools
+ * entries, toolkit-start-call and toolkit-call-in-doubt. Every invalid field
+ * is named; what the parser keeps; encode -> parse -> encode gives the same
+ * bytes, with the meaning kept, so the log replays exactly.
  */
 #include "tests/unit/helper_sm.h"
 
@@ -40,6 +41,30 @@ static const struct {
     /* Checked whatever the decision, then dropped. */
     {REVIEW("c1", "reject", ",'parameters':'[1]'"), "parameters"},
     {REVIEW("c1", "approve", ",'reason':[]"), "reason"},
+    /* The decisions on a call in doubt (SPEC 3.7). */
+    {REVIEW("c1", "retry", ""), NULL},
+    {REVIEW("c1", "resolve", ",'result':'done'"), NULL},
+    {REVIEW("c1", "resolve", ",'result':''"), NULL},
+    {REVIEW("c1", "reject", ",'result':null"), NULL},
+    {REVIEW("c1", "resolve", ""), "result"},
+    {REVIEW("c1", "resolve", ",'result':null"), "result"},
+    {REVIEW("c1", "resolve", ",'result':5"), "result"},
+    {REVIEW("c1", "resolve", ",'result':{'a':1}"), "result"},
+    {REVIEW("c1", "resolve", ",'result':'a\\u0000b'"), "result"},
+    {REVIEW("c1", "retry", ",'result':7"), "result"},
+    {REVIEW("c1", "retry", ",'always':'yes'"), "always"},
+    {REVIEW("c1", "retry", ",'parameters':'[1]'"), "parameters"},
+    {REVIEW("c1", "Retry", ""), "decision"},
+    {REVIEW("c1", "resolved", ",'result':'x'"), "decision"},
+    {"{'type':'toolkit-start-call','timestamp':7,'toolCallId':'c1'}", NULL},
+    {"{'type':'toolkit-start-call','toolCallId':'c1'}", NULL},
+    {"{'type':'toolkit-start-call','timestamp':7}", "toolCallId"},
+    {"{'type':'toolkit-start-call','timestamp':7,'toolCallId':''}", "toolCallId"},
+    {"{'type':'toolkit-start-call','timestamp':7,'toolCallId':3}", "toolCallId"},
+    {"{'type':'toolkit-start-call','timestamp':-1,'toolCallId':'c1'}", "timestamp"},
+    {"{'type':'toolkit-call-in-doubt','timestamp':7,'toolCallId':'c1'}", NULL},
+    {"{'type':'toolkit-call-in-doubt','timestamp':7,'toolCallId':null}", "toolCallId"},
+    {"{'type':'toolkit-call-in-doubt','timestamp':7}", "toolCallId"},
     {SET_POLICY("shell", "'auto'"), NULL},
     {SET_POLICY("shell", "'deny'"), NULL},
     {SET_POLICY("shell", "null"), NULL},
@@ -97,7 +122,7 @@ START_TEST(test_parse_fields)
                REVIEW("c1", "approve", ",'parameters':'{}','reason':'r','always':true"));
     ck_assert_int_eq(in.type, RX_IN_USER_REVIEW_TOOL_CALL);
     ck_assert_int_eq(rx_input_type_origin(in.type), RX_ORIGIN_USER);
-    ck_assert(in.approve);
+    ck_assert_int_eq(in.decision, RX_DECISION_APPROVE);
     ck_assert(in.always);
     ck_assert_str_eq(in.tool_call_id, "c1");
     ck_assert_str_eq(in.parameters, "{}");
@@ -105,10 +130,59 @@ START_TEST(test_parse_fields)
     rx_input_release(&in);
 
     input_from(&in, REVIEW("c1", "reject", ",'parameters':'{}','reason':'r'"));
-    ck_assert(!in.approve);
+    ck_assert_int_eq(in.decision, RX_DECISION_REJECT);
     ck_assert(!in.always);
     ck_assert_ptr_null(in.parameters); /* edits go with an approval */
     ck_assert_str_eq(in.text, "r");
+    rx_input_release(&in);
+
+    /* A call in doubt: retry keeps nothing but the id; resolve its result. */
+    input_from(&in, REVIEW("c1", "retry",
+                           ",'parameters':'{}','reason':'r','result':'x','always':true"));
+    ck_assert_int_eq(in.decision, RX_DECISION_RETRY);
+    ck_assert(!in.always);
+    ck_assert_ptr_null(in.parameters);
+    ck_assert_ptr_null(in.text);
+    rx_input_release(&in);
+    input_from(&in, REVIEW("c1", "resolve",
+                           ",'parameters':'{}','reason':'r','result':'x','always':true"));
+    ck_assert_int_eq(in.decision, RX_DECISION_RESOLVE);
+    ck_assert(!in.always);
+    ck_assert_ptr_null(in.parameters);
+    ck_assert_str_eq(in.text, "x");
+    rx_input_release(&in);
+    input_from(&in, REVIEW("c1", "reject", ",'reason':'r','result':'x'"));
+    ck_assert_str_eq(in.text, "r"); /* the reason, not the result */
+    rx_input_release(&in);
+    ck_assert_str_eq(rx_decision_name(RX_DECISION_APPROVE), "approve");
+    ck_assert_str_eq(rx_decision_name(RX_DECISION_REJECT), "reject");
+    ck_assert_str_eq(rx_decision_name(RX_DECISION_RETRY), "retry");
+    ck_assert_str_eq(rx_decision_name(RX_DECISION_RESOLVE), "resolve");
+    ck_assert_ptr_null(rx_decision_name(RX_DECISION_NONE));
+    ck_assert_ptr_null(rx_decision_name((enum rx_decision)9));
+    {
+        enum rx_decision d = RX_DECISION_NONE;
+
+        ck_assert_int_eq(rx_decision_parse("resolve", &d), 0);
+        ck_assert_int_eq(d, RX_DECISION_RESOLVE);
+        ck_assert_int_eq(rx_decision_parse("none", &d), -EINVAL);
+        ck_assert_int_eq(rx_decision_parse(NULL, &d), -EINVAL);
+        ck_assert_int_eq(d, RX_DECISION_RESOLVE);
+    }
+
+    /* The runtime's inputs: toolkit origin, the id only. */
+    input_from(&in, "{'type':'toolkit-start-call','timestamp':7,'toolCallId':'c1',"
+                    "'result':'x'}");
+    ck_assert_int_eq(in.type, RX_IN_TOOLKIT_START_CALL);
+    ck_assert_int_eq(rx_input_type_origin(in.type), RX_ORIGIN_TOOLKIT);
+    ck_assert_str_eq(rx_input_type_name(in.type), "toolkit-start-call");
+    ck_assert_str_eq(in.tool_call_id, "c1");
+    ck_assert_ptr_null(in.text);
+    rx_input_release(&in);
+    input_from(&in, "{'type':'toolkit-call-in-doubt','timestamp':7,'toolCallId':'c1'}");
+    ck_assert_int_eq(in.type, RX_IN_TOOLKIT_CALL_IN_DOUBT);
+    ck_assert_int_eq(rx_input_type_origin(in.type), RX_ORIGIN_TOOLKIT);
+    ck_assert_str_eq(rx_input_type_name(in.type), "toolkit-call-in-doubt");
     rx_input_release(&in);
 
     input_from(&in, SET_POLICY("shell", "null"));
@@ -143,6 +217,19 @@ static const struct {
      REVIEW("c1", "reject", "")},
     {REVIEW("c1", "approve", ",'reason':'fine','always':null"),
      REVIEW("c1", "approve", "")},
+    {REVIEW("c1", "retry", ""), NULL},
+    {REVIEW("c1", "resolve", ",'result':'paid \\u00e9 \\\"once\\\"'"), NULL},
+    {REVIEW("c1", "resolve", ",'result':''"), NULL},
+    {REVIEW("c1", "retry", ",'parameters':'{}','reason':'r','result':'x','always':true"),
+     REVIEW("c1", "retry", "")},
+    {REVIEW("c1", "resolve", ",'reason':'r','result':'x','always':true"),
+     REVIEW("c1", "resolve", ",'result':'x'")},
+    {REVIEW("c1", "reject", ",'reason':'r','result':'x'"),
+     REVIEW("c1", "reject", ",'reason':'r'")},
+    {START_CALL("c1"), NULL},
+    {IN_DOUBT("c\\u00e9"), NULL},
+    {"{'type':'toolkit-call-in-doubt','timestamp':7,'toolCallId':'c1','result':'x'}",
+     IN_DOUBT("c1")},
     {SET_POLICY("shell", "'ask'"), NULL},
     {SET_POLICY("sh\\'ell", "null"), NULL},
     {"{'type':'brain-call-tools','timestamp':5,'calledBrainAt':1,'toolCalls':{'c2':{"

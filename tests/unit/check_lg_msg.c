@@ -359,7 +359,8 @@ START_TEST(parse_resume)
 
             ck_assert_int_eq(in[i].type, RX_IN_USER_REVIEW_TOOL_CALL);
             ck_assert_str_eq(in[i].tool_call_id, ids[i]);
-            ck_assert_int_eq(in[i].approve, c->w[i].approve);
+            ck_assert_int_eq(in[i].decision,
+                             c->w[i].approve ? RX_DECISION_APPROVE : RX_DECISION_REJECT);
             if (c->w[i].parameters)
                 ck_assert_str_eq(in[i].parameters, c->w[i].parameters);
             else

@@ -151,6 +151,25 @@ static const struct oom_row oom_rows[] = {
      "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'w1','decision':"
      "'approve','always':true}",
      RX_ACCEPTED},
+    /* Effects that survive a crash (SPEC 3.7). */
+    {B_RICH, "{'type':'toolkit-start-call','timestamp':6,'toolCallId':'c1'}",
+     RX_ACCEPTED},
+    {ST(5, UM("m1", "hi", 1), "", TCS("d1", "pay", "{}", 4, 5, "null", false), 1, "", 0),
+     "{'type':'toolkit-call-in-doubt','timestamp':6,'toolCallId':'d1'}", RX_ACCEPTED},
+    {ST(5, UM("m1", "hi", 1), "",
+        TCSA("d1", "pay", "{}", 4, 5, "null", false, "in-doubt"), 1, "", 0),
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'d1','decision':"
+     "'resolve','result':'paid'}",
+     RX_ACCEPTED},
+    {ST(5, UM("m1", "hi", 1), "",
+        TCSA("d1", "pay", "{}", 4, 5, "null", false, "in-doubt"), 1, "", 0),
+     "{'type':'user-review-tool-call','timestamp':6,'toolCallId':'d1','decision':"
+     "'reject'}",
+     RX_ACCEPTED},
+    {ST(5, UM("m1", "hi", 1), "",
+        TCSA("d1", "pay", "{}", 4, 5, "null", false, "in-doubt"), 1, "", 0),
+     "{'type':'user-send-message','timestamp':6,'messageId':'m2','content':'go'}",
+     RX_ACCEPTED},
     /* Per-session settings, and what a brain says about its answer. */
     {B_RICH, "{'type':'user-configure','timestamp':6,'model':'m','temperature':1}",
      RX_ACCEPTED},

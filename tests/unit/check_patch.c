@@ -96,7 +96,9 @@ START_TEST(test_patch_random)
         const char *id = ids[rand_r(&seed) % 4];
 
         t += rand_r(&seed) % 3;
-        switch (rand_r(&seed) % 13) {
+        const unsigned what = rand_r(&seed) % 15;
+
+        switch (what) {
         case 0:
             snprintf(in, sizeof(in),
                      "{\"type\":\"user-send-message\",\"timestamp\":%lld,"
@@ -151,17 +153,28 @@ START_TEST(test_patch_random)
             /* The newest call awaiting a person, if any: a review that applies. */
             const char *call = "none";
 
+            /* A call in doubt (SPEC 3.7) takes retry, reject or resolve; each
+               list has one that is refused. */
+            static const char *const for_review[] = {"approve", "reject", "approve",
+                                                     "retry"};
+            static const char *const for_doubt[] = {"retry", "reject", "resolve",
+                                                    "approve"};
+            const char *const *decisions = for_review, *d;
+
             for (size_t i = s.tools.len; i-- > s.tools.settled;)
-                if (s.tools.items[i].approval == RX_APPROVAL_PENDING) {
+                if (rx_tool_call_is_awaiting(&s.tools.items[i])) {
                     call = s.tools.items[i].id;
+                    if (s.tools.items[i].approval == RX_APPROVAL_IN_DOUBT)
+                        decisions = for_doubt;
                     break;
                 }
+            d = decisions[rand_r(&seed) % 4];
             snprintf(in, sizeof(in),
                      "{\"type\":\"user-review-tool-call\",\"timestamp\":%lld,"
                      "\"toolCallId\":\"%s\",\"decision\":\"%s\",\"always\":%s,"
-                     "\"parameters\":\"{}\",\"reason\":\"r\"}",
-                     (long long)t, call, rand_r(&seed) % 2 ? "approve" : "reject",
-                     rand_r(&seed) % 3 ? "false" : "true");
+                     "\"parameters\":\"{}\",\"reason\":\"r\",\"result\":\"x\"}",
+                     (long long)t, call, d,
+                     rand_r(&seed) % 3 || strcmp(d, "approve") ? "false" : "true");
             break;
         }
         case 9:
@@ -187,6 +200,27 @@ START_TEST(test_patch_random)
                      (long long)t, (long long)(t / 2), id, n % 7, n, (long long)(t / 2),
                      n);
             break;
+        case 13:
+        case 14: {
+            /* The runtime: case 13 marks the newest started call in doubt
+               (or starts one when none has), 14 starts the newest call that
+               may start. */
+            const char *call = NULL, *type = "toolkit-call-in-doubt";
+
+            for (size_t i = s.tools.len; what == 13 && !call && i-- > s.tools.settled;)
+                if (rx_tool_call_is_running(&s.tools.items[i]))
+                    call = s.tools.items[i].id;
+            for (size_t i = s.tools.len; !call && i-- > s.tools.settled;)
+                if (!rx_tool_call_is_awaiting(&s.tools.items[i]) &&
+                    !s.tools.items[i].result.present) {
+                    call = s.tools.items[i].id;
+                    type = "toolkit-start-call";
+                }
+            snprintf(in, sizeof(in),
+                     "{\"type\":\"%s\",\"timestamp\":%lld,\"toolCallId\":\"%s\"}", type,
+                     (long long)t, call ? call : "none");
+            break;
+        }
         default:
             snprintf(in, sizeof(in),
                      "{\"type\":\"brain-load-tool-call\",\"timestamp\":%lld,"
@@ -204,6 +238,8 @@ START_TEST(test_patch_random)
     ck_assert_int_gt(accepted[RX_IN_USER_REVIEW_TOOL_CALL], 0);
     ck_assert_int_gt(accepted[RX_IN_USER_SET_TOOL_POLICY], 0);
     ck_assert_int_gt(accepted[RX_IN_USER_CONFIGURE], 0);
+    ck_assert_int_gt(accepted[RX_IN_TOOLKIT_START_CALL], 0);
+    ck_assert_int_gt(accepted[RX_IN_TOOLKIT_CALL_IN_DOUBT], 0);
     rx_state_release(&s);
 }
 END_TEST

@@ -7,7 +7,9 @@
  * record not awaiting approval, every call without a result either requested
  * or awaiting a person (SPEC 3.6), unique keys. The inputs include the
  * server's policy stamps, reviews and per-session policies, per-session
- * settings (user-configure) and completes with usage and reasoning. At the end,
+ * settings (user-configure), completes with usage and reasoning, and the
+ * runtime's toolkit-start-call / toolkit-call-in-doubt with the person's
+ * retry / reject / resolve of a call in doubt (SPEC 3.7). At the end,
  * replaying the accepted inputs (encoded with rx_input_encode, parsed back)
  * from the initial state gives the same bytes.
  * RX_TEST_QUICK=1 runs fewer sequences (valgrind).
@@ -64,12 +66,42 @@ static const char *const stamps[] = {"", ",\"policy\":\"auto\"", ",\"policy\":\"
                                      ",\"policy\":\"ask\"", ",\"policy\":\"deny\""};
 static const char *const tools[] = {"calculator", "clock"};
 
+/* What toolkit-start-call accepts: no result, not waiting for a person. */
+static bool may_start(const struct rx_tool_call *c)
+{
+    return !c->result.present && !rx_approval_is_awaiting(c->approval);
+}
+
+static bool is_in_doubt(const struct rx_tool_call *c)
+{
+    return c->approval == RX_APPROVAL_IN_DOUBT && !c->result.present;
+}
+
+/* Mostly a call of `s` that `is` holds for (the inputs that apply), else any id. */
+static void pick_call(struct rng *r, const struct rx_state *s,
+                      bool (*is)(const struct rx_tool_call *), char *id, size_t size)
+{
+    size_t n = 0, nth;
+
+    snprintf(id, size, "c%u", pick(r, 9));
+    for (size_t i = s->tools.settled; i < s->tools.len; i++)
+        n += is(&s->tools.items[i]);
+    if (!n || !pick(r, 4))
+        return;
+    nth = pick(r, (unsigned)n);
+    for (size_t i = s->tools.settled; i < s->tools.len; i++)
+        if (is(&s->tools.items[i]) && !nth--) {
+            snprintf(id, size, "%.20s", s->tools.items[i].id);
+            return;
+        }
+}
+
 /* One random input as JSON text into buf; the clock `t` moves forward mostly. */
 static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char *buf,
                       size_t size)
 {
     char ts[48], cba[48];
-    unsigned k = pick(r, 118);
+    unsigned k = pick(r, 140);
     int64_t when;
 
     switch (pick(r, 12)) {
@@ -210,6 +242,40 @@ static void gen_input(struct rng *r, int64_t *t, const struct rx_state *s, char 
             snprintf(fields + n, sizeof(fields) - n, ",\"temperature\":%s",
                      temps[pick(r, 4)]);
         snprintf(buf, size, "{\"type\":\"user-configure\",%s\"colour\":1%s}", ts, fields);
+    } else if (k >= 118) {
+        /* SPEC 3.7: the runtime marks a call started or in doubt; a person
+           answers a call in doubt (or tries a decision that does not apply). */
+        static const char *const decisions[] = {
+            "\"retry\"",
+            "\"reject\",\"reason\":\"no\"",
+            "\"resolve\",\"result\":\"paid\"",
+            "\"resolve\",\"result\":\"\"",
+            "\"approve\"",                                     /* in doubt: refused */
+            "\"reject\",\"always\":true",                      /* in doubt: refused */
+            "\"resolve\"",                                     /* no result: refused */
+            "\"retry\",\"always\":true,\"parameters\":\"{}\"", /* both dropped */
+        };
+        char id[32];
+
+        if (k < 126) {
+            pick_call(r, s, may_start, id, sizeof(id));
+            snprintf(buf, size,
+                     "{\"type\":\"toolkit-start-call\",%s\"toolCallId\":\"%s\"}", ts, id);
+        } else if (k < 132) {
+            pick_call(r, s, rx_tool_call_is_running, id, sizeof(id));
+            snprintf(buf, size,
+                     "{\"type\":\"toolkit-call-in-doubt\",%s\"toolCallId\":\"%s\"}", ts,
+                     id);
+        } else {
+            /* Mostly one in doubt, some awaiting approval (retry, resolve
+               refused there). */
+            pick_call(r, s, pick(r, 4) ? is_in_doubt : rx_tool_call_is_awaiting, id,
+                      sizeof(id));
+            snprintf(buf, size,
+                     "{\"type\":\"user-review-tool-call\",%s\"toolCallId\":\"%s\","
+                     "\"decision\":%s}",
+                     ts, id, decisions[pick(r, 8)]);
+        }
     } else {
         /* Shapes the parser must refuse. */
         static const char *const bad[] = {
@@ -234,7 +300,7 @@ static void check_effects(const struct rx_state *s)
     size_t pending = rx_state_pending_tools(s), requests = 0, awaiting = 0;
 
     for (size_t i = 0; i < s->tools.len; i++)
-        awaiting += s->tools.items[i].approval == RX_APPROVAL_PENDING;
+        awaiting += rx_approval_is_awaiting(s->tools.items[i].approval);
     REQUIRE(awaiting == rx_state_awaiting_approval(s), "%zu awaiting, counted %zu",
             awaiting, rx_state_awaiting_approval(s));
 
@@ -249,7 +315,7 @@ static void check_effects(const struct rx_state *s)
             const struct rx_tool_call *c = rx_state_find_tool(s, e->tool_call_id);
 
             REQUIRE(c && !c->result.present, "%s: not a pending call", e->key);
-            REQUIRE(c->approval != RX_APPROVAL_PENDING, "%s runs unapproved", e->key);
+            REQUIRE(!rx_approval_is_awaiting(c->approval), "%s runs unapproved", e->key);
             requests++;
         } else if (pending) {
             /* No ask for new signals while a tool is pending; only an answer
@@ -270,7 +336,7 @@ static void check_effects(const struct rx_state *s)
         char key[RX_EFFECT_KEY_LEN];
 
         if (s->tools.items[i].result.present ||
-            s->tools.items[i].approval == RX_APPROVAL_PENDING)
+            rx_approval_is_awaiting(s->tools.items[i].approval))
             continue;
         snprintf(key, sizeof(key), "request-toolkit-%s", s->tools.items[i].id);
         REQUIRE(rx_effect_set_find(&set, key), "%s not wanted", key);
@@ -298,9 +364,10 @@ static void reload(struct rx_state *s)
 
 struct stats {
     long steps, parse_errors, accepted, unchanged, rejected;
-    long reviews, policies, awaiting; /* accepted reviews and policies; steps with a
-                                          call awaiting a person */
-    long configures;                  /* accepted user-configure inputs */
+    long reviews, policies, awaiting;   /* accepted reviews and policies; steps with a
+                                            call awaiting a person */
+    long configures;                    /* accepted user-configure inputs */
+    long starts, doubts, doubt_reviews; /* accepted SPEC 3.7 inputs */
 };
 
 static void run_sequence(uint64_t seed, int steps, struct stats *st)
@@ -344,6 +411,11 @@ static void run_sequence(uint64_t seed, int steps, struct stats *st)
             st->reviews += in.type == RX_IN_USER_REVIEW_TOOL_CALL;
             st->policies += in.type == RX_IN_USER_SET_TOOL_POLICY;
             st->configures += in.type == RX_IN_USER_CONFIGURE;
+            st->starts += in.type == RX_IN_TOOLKIT_START_CALL;
+            st->doubts += in.type == RX_IN_TOOLKIT_CALL_IN_DOUBT;
+            st->doubt_reviews +=
+                in.type == RX_IN_USER_REVIEW_TOOL_CALL &&
+                (in.decision == RX_DECISION_RETRY || in.decision == RX_DECISION_RESOLVE);
             REQUIRE(s.updated_at == in.timestamp, "updatedAt is not the timestamp");
             REQUIRE0(rx_input_encode(&in, &log));
             REQUIRE0(rx_buf_putc(&log, '\n'));
@@ -405,10 +477,11 @@ START_TEST(test_random_sequences)
     if (getenv("RX_TEST_VERBOSE"))
         fprintf(stderr,
                 "random: %ld steps, %ld accepted, %ld unchanged, %ld rejected, %ld parse "
-                "errors; %ld reviews, %ld policies, %ld configures accepted, %ld steps "
-                "awaiting\n",
+                "errors; %ld reviews, %ld policies, %ld configures, %ld starts, %ld "
+                "in doubt, %ld retries or resolves accepted, %ld steps awaiting\n",
                 st.steps, st.accepted, st.unchanged, st.rejected, st.parse_errors,
-                st.reviews, st.policies, st.configures, st.awaiting);
+                st.reviews, st.policies, st.configures, st.starts, st.doubts,
+                st.doubt_reviews, st.awaiting);
     ck_assert_int_gt(st.accepted, st.steps / 5);
     ck_assert_int_gt(st.rejected, st.steps / 10);
     ck_assert_int_gt(st.unchanged, 0);
@@ -417,6 +490,9 @@ START_TEST(test_random_sequences)
     ck_assert_int_gt(st.policies, st.steps / 200);
     ck_assert_int_gt(st.awaiting, st.steps / 20);
     ck_assert_int_gt(st.configures, st.steps / 200);
+    ck_assert_int_gt(st.starts, st.steps / 200);
+    ck_assert_int_gt(st.doubts, st.steps / 1000);
+    ck_assert_int_gt(st.doubt_reviews, st.steps / 10000);
 }
 END_TEST
 

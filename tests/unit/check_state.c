@@ -3,7 +3,9 @@
  * order, encode -> decode -> encode round trips, copies, and decode errors that
  * name the offending field; the time-order aid (`time_sorted`) and the tail
  * copies brains get (rx_state_copy_tail); tool approval (SPEC 3.6): records'
- * "approval" and the session's toolPolicies, and snapshots older than both.
+ * "approval" and the session's toolPolicies, and snapshots older than both;
+ * effects that survive a crash (SPEC 3.7): "startedAt", "in-doubt" and
+ * "resolved" round-trip, and what cannot be decodes to an error.
  */
 #include "tests/unit/helper_sm.h"
 
@@ -32,6 +34,21 @@ static const char *const round_trip[] = {
                                                           ERRR("denied by policy", 5),
                                                           false),
         1, "", 0, "'a b':'ask','rm':'deny','shell':'auto','\\u00e9':'ask'"),
+    /* Effects that survive a crash (SPEC 3.7): startedAt, in doubt, resolved. */
+    ST(9, UM("m1", "a", 1), "",
+       TCS("c1", "pay", "{}", 3, 4, "null", false) "," TCSA(
+           "c2", "pay", "{}", 3, 5, "null", false,
+           "in-doubt") "," TCSA("c3", "pay", "{}", 3, 5, OKR("paid", 8), true,
+                                "resolved") "," TCSA("c4", "pay", "{}", 3, 6,
+                                                     ERRR("not run again after an "
+                                                          "interruption",
+                                                          9),
+                                                     false,
+                                                     "rejected") "," TCSA("c5", "pay",
+                                                                          "{}", 3, 9,
+                                                                          "null", false,
+                                                                          "approved"),
+       1, "", 0),
 };
 
 /* The exact bytes of SPEC 3.1's example, key order included. */
@@ -259,6 +276,23 @@ static const struct bad_row bad_rows[] = {
     {"{'updatedAt':1,'userMessages':[],'assistantMessages':[],'toolCallRecords':[],"
      "'calledBrainAt':0,'contextSummary':'','summaryCutAt':0,'toolPolicies':['ask']}",
      "toolPolicies"},
+    /* startedAt (SPEC 3.7): a time, within calledAt..updatedAt. */
+    {ST(5, "", "", TCS("c1", "n", "{}", 1, -1, "null", false), 0, "", 0), "startedAt"},
+    {ST(5, "", "", TCS("c1", "n", "{}", 1, '2', "null", false), 0, "", 0), "startedAt"},
+    {ST(5, "", "", TCS("c1", "n", "{}", 1, 1.5, "null", false), 0, "", 0), "startedAt"},
+    {ST(5, "", "", TCS("c1", "n", "{}", 1, 6, "null", false), 0, "", 0), NULL},
+    {ST(5, "", "", TCS("c1", "n", "{}", 3, 2, "null", false), 0, "", 0), NULL},
+    /* In doubt: started and unanswered; resolved: a success result. */
+    {ST(5, "", "", TCA("c1", "n", "{}", 1, "null", false, "in-doubt"), 0, "", 0), NULL},
+    {ST(5, "", "", TCSA("c1", "n", "{}", 1, 2, OKR("x", 3), false, "in-doubt"), 0, "", 0),
+     NULL},
+    {ST(5, "", "", TCSA("c1", "n", "{}", 1, 2, "null", false, "resolved"), 0, "", 0),
+     NULL},
+    {ST(5, "", "", TCSA("c1", "n", "{}", 1, 2, ERRR("x", 3), false, "resolved"), 0, "",
+        0),
+     NULL},
+    {ST(5, "", "", TCSA("c1", "n", "{}", 1, 2, "null", false, "in_doubt"), 0, "", 0),
+     "approval"},
     /* Awaiting a person, yet answered: the machine never makes it. */
     {ST(1, "", "", TCA("c1", "n", "{}", 1, OKR("x", 1), false, "pending"), 0, "", 0),
      NULL},
@@ -311,6 +345,18 @@ START_TEST(test_old_snapshot_decodes)
                    "'toolPolicies':null}");
     ck_assert_state(&s,
                     ST(5, "", "", TC("c1", "clock", "{}", 4, "null", false), 1, "", 0));
+    rx_state_release(&s);
+    /* A call never started: startedAt absent, null or 0, encoded absent. */
+    state_from(&s, ST(5, "", "",
+                      TCS("c1", "clock", "{}", 4, null, "null",
+                          false) "," TCS("c2", "clock", "{}", 4, 0, "null", false),
+                      1, "", 0));
+    ck_assert_int_eq(s.tools.items[0].started_at, 0);
+    ck_assert_int_eq(s.tools.items[1].started_at, 0);
+    ck_assert_state(&s, ST(5, "", "",
+                           TC("c1", "clock", "{}", 4, "null",
+                              false) "," TC("c2", "clock", "{}", 4, "null", false),
+                           1, "", 0));
     rx_state_release(&s);
 }
 END_TEST
@@ -369,6 +415,13 @@ START_TEST(test_policy_names)
     ck_assert_int_eq(rx_approval_parse("approved", &a), 0);
     ck_assert_int_eq(a, RX_APPROVAL_APPROVED);
     ck_assert_int_eq(rx_approval_parse("none", &a), -EINVAL);
+    ck_assert_str_eq(rx_approval_name(RX_APPROVAL_IN_DOUBT), "in-doubt");
+    ck_assert_str_eq(rx_approval_name(RX_APPROVAL_RESOLVED), "resolved");
+    ck_assert_ptr_null(rx_approval_name((enum rx_approval)(RX_APPROVAL_RESOLVED + 1)));
+    ck_assert_int_eq(rx_approval_parse("in-doubt", &a), 0);
+    ck_assert_int_eq(a, RX_APPROVAL_IN_DOUBT);
+    ck_assert_int_eq(rx_approval_parse("resolved", &a), 0);
+    ck_assert_int_eq(a, RX_APPROVAL_RESOLVED);
 
     j = qjson(S0);
     pol = json_object();

@@ -54,6 +54,15 @@
 #define TCA(id, name, params, at, result, loaded, approval)                              \
     "{'id':'" id "','name':'" name "','parameters':'" params "','calledAt':" #at         \
     ",'result':" result ",'isLoaded':" #loaded ",'approval':'" approval "'}"
+/* A tool record that started (toolkit-start-call at `started`, SPEC 3.7). */
+#define TCS(id, name, params, at, started, result, loaded)                               \
+    "{'id':'" id "','name':'" name "','parameters':'" params "','calledAt':" #at         \
+    ",'startedAt':" #started ",'result':" result ",'isLoaded':" #loaded "}"
+/* The same with an approval: 'in-doubt', 'resolved', 'approved', ... */
+#define TCSA(id, name, params, at, started, result, loaded, approval)                    \
+    "{'id':'" id "','name':'" name "','parameters':'" params "','calledAt':" #at         \
+    ",'startedAt':" #started ",'result':" result ",'isLoaded':" #loaded                  \
+    ",'approval':'" approval "'}"
 #define OKR(content, t) "{'isSuccess':true,'content':'" content "','receivedAt':" #t "}"
 #define ERRR(e, t)      "{'isSuccess':false,'error':'" e "','receivedAt':" #t "}"
 
@@ -304,6 +313,10 @@ static inline void sm_row_check(const struct sm_row *r)
 #define REVIEW(id, decision, extra)                                                      \
     "{'type':'user-review-tool-call','timestamp':7,'toolCallId':'" id                    \
     "','decision':'" decision "'" extra "}"
+/* The runtime's inputs about a call (SPEC 3.7), at time 7. */
+#define START_CALL(id) "{'type':'toolkit-start-call','timestamp':7,'toolCallId':'" id "'}"
+#define IN_DOUBT(id)                                                                     \
+    "{'type':'toolkit-call-in-doubt','timestamp':7,'toolCallId':'" id "'}"
 #define SET_POLICY(tool, policy)                                                         \
     "{'type':'user-set-tool-policy','timestamp':7,'tool':'" tool "','policy':" policy "}"
 #define CALLS(policies_json)                                                             \
