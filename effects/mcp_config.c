@@ -140,9 +140,9 @@ static int parse_tools(struct mcp_config_entry *e, const char *name, json_t *too
     json_object_foreach(idem, k, v)
     {
         if (!json_is_boolean(v))
-            return rx_error_set(err, -EINVAL,
-                                "mcpServers.%s.tools.idempotent.%s: must be true or false",
-                                name, k);
+            return rx_error_set(
+                err, -EINVAL, "mcpServers.%s.tools.idempotent.%s: must be true or false",
+                name, k);
     }
     e->include = json_incref(inc);
     e->exclude = json_incref(exc);
@@ -214,9 +214,9 @@ static int parse_transport(const char *name, json_t *o, enum mcp_transport *t,
 static int parse_entry(const char *name, json_t *o, struct mcp_config_entry *e,
                        struct rx_error *err)
 {
-    static const char *const keys[] = {"type",     "command",    "args",  "env",
-                                       "url",      "headers",    "timeout_ms",
-                                       "approval", "idempotent", "tools", NULL};
+    static const char *const keys[] = {"type",       "command", "args",       "env",
+                                       "url",        "headers", "timeout_ms", "approval",
+                                       "idempotent", "tools",   NULL};
     json_t *idem = json_object_get(o, "idempotent");
     json_t *cmd = json_object_get(o, "command"), *args = json_object_get(o, "args");
     json_t *env = json_object_get(o, "env"), *url = json_object_get(o, "url");
@@ -268,8 +268,8 @@ static int parse_entry(const char *name, json_t *o, struct mcp_config_entry *e,
             err, -EINVAL, "mcpServers.%s.approval: must be \"auto\", \"ask\" or \"deny\"",
             name);
     if (idem && !json_is_boolean(idem))
-        return rx_error_set(err, -EINVAL, "mcpServers.%s.idempotent: must be true or false",
-                            name);
+        return rx_error_set(err, -EINVAL,
+                            "mcpServers.%s.idempotent: must be true or false", name);
     if (tools && (rc = parse_tools(e, name, tools, err)))
         return rc;
     e->policy = policy_of(appr);

@@ -495,7 +495,8 @@ int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, const char
         json_decref(args);
         return -ENOENT;
     }
-    rc = tool ? mcp_server_call(srv, tool, args, key, cancel_fd, text, is_error) : -ENOMEM;
+    rc =
+        tool ? mcp_server_call(srv, tool, args, key, cancel_fd, text, is_error) : -ENOMEM;
     if (!tool)
         json_decref(args);
     free(tool);

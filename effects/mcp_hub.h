@@ -85,7 +85,6 @@ bool mcp_hub_idempotent(struct mcp_hub *hub, const char *name);
  * mcp_server_call; -ENOENT when no tool has that name.
  */
 int mcp_hub_call(struct mcp_hub *hub, const char *name, json_t *args, const char *key,
-                 int cancel_fd,
-                 char **text, bool *is_error) RX_WUR;
+                 int cancel_fd, char **text, bool *is_error) RX_WUR;
 
 #endif

@@ -594,8 +594,8 @@ void mcp_server_stop(struct mcp_server *s)
 
 /* ------------------------------------------------------------------ calls */
 
-int mcp_server_call(struct mcp_server *s, const char *tool, json_t *args,
-                    const char *key, int cancel_fd, char **text, bool *is_error)
+int mcp_server_call(struct mcp_server *s, const char *tool, json_t *args, const char *key,
+                    int cancel_fd, char **text, bool *is_error)
 {
     json_int_t id = new_id(s);
     json_t *params = mcp_rpc_call_params(id, tool, args, key), *result = NULL;

@@ -112,7 +112,7 @@ json_t *mcp_server_tools(struct mcp_server *s) RX_WUR;
  * the server down or gone mid-call...); -ECANCELED once cancel_fd became
  * readable (notifications/cancelled was sent); -ENOMEM.
  */
-int mcp_server_call(struct mcp_server *s, const char *tool, json_t *args,
-                    const char *key, int cancel_fd, char **text, bool *is_error) RX_WUR;
+int mcp_server_call(struct mcp_server *s, const char *tool, json_t *args, const char *key,
+                    int cancel_fd, char **text, bool *is_error) RX_WUR;
 
 #endif

@@ -165,7 +165,8 @@ static int parse_tool(json_t *o, size_t i, struct tool *t, struct rx_error *err)
                               TOOLKIT_OUTPUT_DEFAULT, i, err, &output)))
         return rc;
     if (idem && !json_is_boolean(idem))
-        return rx_error_set(err, -EINVAL, "tools[%zu].idempotent: must be true or false", i);
+        return rx_error_set(err, -EINVAL, "tools[%zu].idempotent: must be true or false",
+                            i);
     t->cmd.timeout_ms = (int)timeout;
     t->cmd.output_max = (size_t)output;
     t->cmd.idempotent = json_is_true(idem);

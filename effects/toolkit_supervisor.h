@@ -43,6 +43,7 @@ struct toolkit_supervisor_report {
  * child may not allocate), and never returns.
  */
 _Noreturn void toolkit_supervisor_main(const char *path, char *const argv[],
-                                       char *const envp[], const int fds[4], pid_t parent);
+                                       char *const envp[], const int fds[4],
+                                       pid_t parent);
 
 #endif

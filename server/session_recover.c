@@ -36,8 +36,7 @@ static int find_in_doubt(struct session *s, struct doubt *d)
         const struct rx_tool_call *c = &l->items[i];
         char **v;
 
-        if (!c->started_at || c->result.present || c->approval == RX_APPROVAL_PENDING ||
-            c->approval == RX_APPROVAL_IN_DOUBT ||
+        if (!rx_tool_call_is_running(c) ||
             toolkit_is_idempotent(s->table->env.tools, c->name))
             continue;
         if (!(v = realloc(d->ids, (d->n + 1) * sizeof(*v))))
@@ -52,7 +51,8 @@ static int find_in_doubt(struct session *s, struct doubt *d)
 
 static void mark(struct session *s, const char *id)
 {
-    struct rx_input in = {.type = RX_IN_TOOLKIT_CALL_IN_DOUBT, .tool_call_id = (char *)id};
+    struct rx_input in = {.type = RX_IN_TOOLKIT_CALL_IN_DOUBT,
+                          .tool_call_id = (char *)id};
     struct submit_result res;
     int err = session_submit(s, &in, NULL, &res);
 

@@ -219,7 +219,7 @@ json_t *lg_msg_messages(const struct rx_state *st)
 
 static bool awaits(const struct rx_tool_call *c)
 {
-    return c->approval == RX_APPROVAL_PENDING && !c->result.present;
+    return rx_tool_call_is_awaiting(c);
 }
 
 /* The first record awaiting approval, or NULL. */
@@ -251,13 +251,17 @@ static json_t *description(const struct rx_tool_call *c, json_t *args)
 {
     char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     const char *shown = a ? a : c->parameters;
-    size_t n = strlen(c->name) + strlen(shown) + 64;
+    size_t n = strlen(c->name) + strlen(shown) + 160;
     char *s = malloc(n);
     json_t *j = NULL;
 
     if (s) {
-        snprintf(s, n, "Tool execution requires approval\n\nTool: %s\nArgs: %s", c->name,
-                 shown);
+        snprintf(s, n, "%s\n\nTool: %s\nArgs: %s",
+                 c->approval == RX_APPROVAL_IN_DOUBT
+                     ? "Tool execution was interrupted after it started and may have "
+                       "acted: retry, reject, or resolve with what happened"
+                     : "Tool execution requires approval",
+                 c->name, shown);
         j = json_string(s);
     }
     free(s);
@@ -305,9 +309,13 @@ json_t *lg_msg_interrupts(const struct rx_state *st)
         }
         json_decref(args);
         if (!has_config(configs, c->name) &&
-            json_array_append_new(configs, json_pack("{s:s, s:[sss]}", "action_name",
-                                                     c->name, "allowed_decisions",
-                                                     "approve", "edit", "reject")))
+            json_array_append_new(
+                configs,
+                c->approval == RX_APPROVAL_IN_DOUBT
+                    ? json_pack("{s:s, s:[sss]}", "action_name", c->name,
+                                "allowed_decisions", "retry", "reject", "resolve")
+                    : json_pack("{s:s, s:[sss]}", "action_name", c->name,
+                                "allowed_decisions", "approve", "edit", "reject")))
             goto fail;
     }
     if (json_array_append_new(out,
@@ -506,6 +514,44 @@ static json_t *decisions_of(json_t *resume)
     return NULL;
 }
 
+/*
+ * A decision on a call in doubt (SPEC 3.7): "retry" (or approve/accept: run
+ * it again), "reject" (or ignore), "resolve" (or response) with what
+ * happened in `result` (or `args`, `message`) as the call's result.
+ */
+static int doubt_review_json(json_t *d, const char *type, const struct rx_tool_call *c,
+                             json_t **out, struct rx_error *err)
+{
+    const char *decision, *result = NULL;
+
+    if (!strcmp(type, "retry") || !strcmp(type, "approve") || !strcmp(type, "accept")) {
+        decision = "retry";
+    } else if (!strcmp(type, "reject") || !strcmp(type, "ignore")) {
+        decision = "reject";
+    } else if (!strcmp(type, "resolve") || !strcmp(type, "response")) {
+        decision = "resolve";
+        for (const char *const *k =
+                 (const char *const[]){"result", "args", "message", NULL};
+             *k && !result; k++)
+            result = json_string_value(json_object_get(d, *k));
+        if (!result)
+            return rx_error_set(
+                err, -EINVAL, "resolving a call in doubt needs 'result': what happened");
+    } else {
+        return rx_error_set(err, -EINVAL,
+                            "the call '%s' was interrupted and may have acted: decide "
+                            "'retry', 'reject' or 'resolve', not '%s'",
+                            c->name, type);
+    }
+    *out = json_pack("{s:s, s:s, s:s}", "type", "user-review-tool-call", "toolCallId",
+                     c->id, "decision", decision);
+    if (*out && result && json_object_set_new(*out, "result", json_string(result))) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return *out ? 0 : -ENOMEM;
+}
+
 /* One decision as a user-review-tool-call input (JSON, parsed by rx_input). */
 static int review_json(json_t *d, const struct rx_tool_call *c, json_t **out,
                        struct rx_error *err)
@@ -518,6 +564,8 @@ static int review_json(json_t *d, const struct rx_tool_call *c, json_t **out,
 
     if (!type)
         return rx_error_set(err, -EINVAL, "a decision needs a 'type'");
+    if (c->approval == RX_APPROVAL_IN_DOUBT)
+        return doubt_review_json(d, type, c, out, err);
     if (!strcmp(type, "approve") || !strcmp(type, "accept")) {
         approve = true;
     } else if (!strcmp(type, "edit")) {

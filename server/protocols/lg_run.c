@@ -247,7 +247,7 @@ static void emit_tool_progress(struct lg_run *lr, const struct rx_state *st, jso
     {
         const struct rx_tool_call *rec =
             rx_state_find_tool(st, json_string_value(json_object_get(c, "id")));
-        bool asks = rec && rec->approval == RX_APPROVAL_PENDING && !rec->result.present;
+        bool asks = rec && rx_tool_call_is_awaiting(rec);
 
         lg_run__emit_json(lr, "custom",
                           json_pack("{s:s, s:O, s:O, s:s}", "type", "tool_call", "id",

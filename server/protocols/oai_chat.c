@@ -179,7 +179,7 @@ static void finish_message(struct oai_chat *c, const struct rx_message *m)
 /* One call of a batch: its block (when configured) and, waiting, the sentence. */
 static void draw_call(struct oai_chat *c, const struct rx_tool_call *call)
 {
-    bool waiting = !call->result.present && call->approval == RX_APPROVAL_PENDING;
+    bool waiting = rx_tool_call_is_awaiting(call);
     struct rx_buf b;
 
     rx_buf_init(&b, OAI_CONTENT_MAX);

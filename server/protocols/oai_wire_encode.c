@@ -112,7 +112,7 @@ static int put_item(struct rx_buf *b, const char *label, const char *text)
 int oai_render_tool(struct rx_buf *b, const struct rx_tool_call *c)
 {
     bool done = c->result.present;
-    bool waiting = !done && c->approval == RX_APPROVAL_PENDING;
+    bool waiting = rx_tool_call_is_awaiting(c);
     const char *text = done ? c->result.text : "";
     struct rx_buf result;
     size_t start = b->len;
@@ -158,8 +158,13 @@ int oai_render_waiting(struct rx_buf *b, const struct rx_tool_call *c)
     PUT(rx_buf_puts(b, "The call to '"));
     PUT(put_html(b, c->name, strlen(c->name), false));
     /* SPEC 3.6: the next user message refuses every call still waiting. */
-    PUT(rx_buf_puts(b, "' waits for approval in the Reflexor UI (a new message here "
-                       "refuses it).\n"));
+    if (c->approval == RX_APPROVAL_IN_DOUBT) /* SPEC 3.7 */
+        PUT(rx_buf_puts(b, "' was interrupted after it started and may have acted: "
+                           "retry it, reject it or say what happened in the Reflexor UI "
+                           "(a new message here rejects it).\n"));
+    else
+        PUT(rx_buf_puts(b, "' waits for approval in the Reflexor UI (a new message "
+                           "here refuses it).\n"));
     return 0;
 
 out_truncate:

@@ -420,8 +420,8 @@ static void run_pending_tools(struct toolkit *tk)
 
         if (c->result.present)
             continue;
-        ck_assert_int_eq(toolkit_call(tk, c->name, c->parameters, NULL, -1, &result, &is_error),
-                         0);
+        ck_assert_int_eq(
+            toolkit_call(tk, c->name, c->parameters, NULL, -1, &result, &is_error), 0);
         in.type = is_error ? RX_IN_TOOLKIT_ERROR : RX_IN_TOOLKIT_RESPOND;
         ck_assert_int_eq(rx_input_set_str(&in.tool_call_id, c->id), 0);
         ck_assert_int_eq(rx_input_set_str(&in.text, result), 0);

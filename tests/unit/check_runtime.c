@@ -1219,7 +1219,8 @@ START_TEST(test_reconcile_table)
 END_TEST
 
 /* The brain's own call-tools removes its key (not cancelled) and wants a tool
-   (started); the tool's own answer ends it and wants the next ask (started). */
+   (started); the tool commits toolkit-start-call (stamp 102) before it acts,
+   and its answer (103) ends it and wants the next ask (started). */
 START_TEST(test_effect_inputs_start_new_keys)
 {
     const struct rx_tool_call *c;
@@ -1227,7 +1228,7 @@ START_TEST(test_effect_inputs_start_new_keys)
 
     w.script = script_call_tools;
     world_start(ONE_MESSAGE);
-    WAIT_LOGGED("effect-completed ask-brain-102");
+    WAIT_LOGGED("effect-completed ask-brain-103");
     WAIT_LOGGED("effect-completed request-toolkit-c1");
     /* The first ask notes is_cancelled after its dispatch returns: by then the
        tool and the second ask may be done (under valgrind they often are). */
@@ -1238,13 +1239,13 @@ START_TEST(test_effect_inputs_start_new_keys)
     ck_assert_int_eq(rc_at(1), 0);
     ck_assert_int_eq(rc_at(2), 0);
     ck_assert_log(0, true,
-                  "effect-completed ask-brain-102, effect-completed request-toolkit-c1, "
-                  "effect-started ask-brain-1, effect-started ask-brain-102, "
+                  "effect-completed ask-brain-103, effect-completed request-toolkit-c1, "
+                  "effect-started ask-brain-1, effect-started ask-brain-103, "
                   "effect-started request-toolkit-c1");
     /* Causes come before their effects. */
     ck_assert_int_eq(log_index("effect-started ask-brain-1"), 0);
     ck_assert_int_eq(log_index("effect-started request-toolkit-c1"), 1);
-    ck_assert_int_eq(log_index("effect-started ask-brain-102"), 2);
+    ck_assert_int_eq(log_index("effect-started ask-brain-103"), 2);
     ck_assert_int_eq(running(), 1); /* the first ask, holding */
     open_gate(1);
     WAIT_RUNNING(0);
@@ -1256,7 +1257,7 @@ START_TEST(test_effect_inputs_start_new_keys)
         c && c->result.present && c->result.is_success && !strcmp(c->result.text, "5");
     pthread_mutex_unlock(&w.lock);
     ck_assert_msg(tool_ok, "the calculator's answer is not in the state");
-    assert_message("a-102", RX_STATUS_COMPLETE, "2+3 = 5");
+    assert_message("a-103", RX_STATUS_COMPLETE, "2+3 = 5");
 }
 END_TEST
 

@@ -548,7 +548,8 @@ static void *run_sleeper(void *arg)
 {
     struct canceller *c = arg;
 
-    c->rc = toolkit_call(c->tk, "sleeper", "{}", NULL, c->cancel_fd, &c->result, &c->is_error);
+    c->rc = toolkit_call(c->tk, "sleeper", "{}", NULL, c->cancel_fd, &c->result,
+                         &c->is_error);
     return NULL;
 }
 
@@ -624,8 +625,9 @@ START_TEST(test_cancel_kills_group)
     ck_assert_int_eq(count_fds(), fds);
     wait_until_dead(grandchild);
     /* Already cancelled: nothing runs at all. */
-    ck_assert_int_eq(toolkit_call(t, "calculator", "{}", NULL, p[0], &c.result, &c.is_error),
-                     -ECANCELED);
+    ck_assert_int_eq(
+        toolkit_call(t, "calculator", "{}", NULL, p[0], &c.result, &c.is_error),
+        -ECANCELED);
     close(p[0]);
     close(p[1]);
     unlink(pidfile);
@@ -781,7 +783,8 @@ static void *run_daemon(void *arg)
 {
     struct daemon_call *d = arg;
 
-    d->rc = toolkit_call(d->tk, "daemon", "{}", NULL, d->cancel_fd, &d->result, &d->is_error);
+    d->rc =
+        toolkit_call(d->tk, "daemon", "{}", NULL, d->cancel_fd, &d->result, &d->is_error);
     return NULL;
 }
 
