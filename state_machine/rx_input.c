@@ -325,6 +325,13 @@ static int parse_answer_extras(struct parse *p, struct rx_input *in)
     }
     if ((rc = want_time(p, "firstTokenAt", &in->first_token_at, &in->has_first_token_at)))
         return rc;
+    if (json_object_get(p->json, "restarted")) {
+        json_t *r = json_object_get(p->json, "restarted");
+
+        if (!json_is_boolean(r))
+            return bad(p, "restarted", "must be true or false");
+        in->restarted = json_is_true(r);
+    }
     return want_str(p, "reasoning", &in->reasoning, true);
 }
 
@@ -490,6 +497,8 @@ int rx_input_encode(const struct rx_input *in, struct rx_buf *b)
     }
     if (in->reasoning)
         PUT(put_key_str(b, "reasoning", in->reasoning));
+    if (in->restarted)
+        PUT(rx_buf_puts(b, ",\"restarted\":true"));
     if (in->type == RX_IN_BRAIN_COMPRESS_HISTORY) {
         PUT(rx_buf_puts(b, ",\"cutAt\":"));
         PUT(rx_buf_put_i64(b, in->cut_at));

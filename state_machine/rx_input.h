@@ -110,6 +110,9 @@ struct rx_input {
        completionTokens}, `firstTokenAt` (ms), `reasoning` */
     struct rx_usage usage;
     bool has_first_token_at;
+    /* brain-send-message-complete: the answer was started again after an
+       interruption (SPEC 3.7), its kept text before the new one ("restarted") */
+    bool restarted;
     int64_t first_token_at;
     char *reasoning;
 };

@@ -260,6 +260,7 @@ static int prep_message_complete(struct rx_state *s, const struct rx_input *in,
     m.usage = in->usage.present ? in->usage : (struct rx_usage){0};
     m.has_first_token_at = in->has_first_token_at;
     m.first_token_at = in->has_first_token_at ? in->first_token_at : 0;
+    m.restarted = in->restarted;
     m.reasoning = in->reasoning;
     return add_assistant_put(u, index, &m, in->content);
 }

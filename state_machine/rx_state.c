@@ -390,7 +390,8 @@ static bool messages_sane(const struct rx_message_list *l, int64_t updated_at,
             return false;
         if (assistant && (m->updated_at > updated_at || m->updated_at < m->received_at))
             return false;
-        if (!assistant && (m->usage.present || m->has_first_token_at || m->reasoning))
+        if (!assistant &&
+            (m->usage.present || m->has_first_token_at || m->reasoning || m->restarted))
             return false;
         if (m->usage.present
                 ? m->usage.prompt_tokens < 0 || m->usage.completion_tokens < 0

@@ -68,6 +68,7 @@ struct rx_message {
        the first text arrived) may well precede receivedAt. */
     struct rx_usage usage;
     bool has_first_token_at;
+    bool restarted; /* started again after an interruption (SPEC 3.7), "restarted" */
     int64_t first_token_at;
     char *reasoning; /* the model's reasoning text, or NULL */
     char *json;      /* cached encoding, or NULL; dropped whenever the record changes */

@@ -54,6 +54,8 @@ int rx_message_encode(const struct rx_message *m, bool assistant, struct rx_buf 
             PUT(rx_buf_puts(b, ",\"reasoning\":"));
             PUT(rx_buf_put_json_str(b, m->reasoning));
         }
+        if (m->restarted)
+            PUT(rx_buf_puts(b, ",\"restarted\":true"));
     }
     PUT(rx_buf_putc(b, '}'));
     return 0;
@@ -254,6 +256,7 @@ static int decode_answer_extras(json_t *j, struct rx_message *m, struct rx_error
             return rc;
         m->has_first_token_at = true;
     }
+    m->restarted = json_is_true(json_object_get(j, "restarted"));
     if (reasoning && !json_is_null(reasoning))
         return get_str(j, "reasoning", &m->reasoning, err);
     return 0;

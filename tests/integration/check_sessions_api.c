@@ -643,13 +643,13 @@ START_TEST(test_import_refused)
     json_decref(ans);
     json_decref(bad);
 
-    /* A tool result for a call nobody made. */
+    /* A tool result for a call nobody made (input 2 is its toolkit-start-call). */
     bad = json_deep_copy(doc);
-    in = json_object_get(json_array_get(json_object_get(bad, "inputs"), 2), "input");
+    in = json_object_get(json_array_get(json_object_get(bad, "inputs"), 3), "input");
     ck_assert_str_eq(json_string_value(json_object_get(in, "type")), "toolkit-respond");
     json_object_set_new(in, "toolCallId", json_string("forged"));
     ck_assert_int_eq(import_doc(bad, &ans), 400);
-    ck_assert_int_eq(json_integer_value(json_object_get(ans, "index")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(ans, "index")), 3);
     ck_assert_str_eq(json_string_value(json_object_get(ans, "reason")), "unknown-id");
     json_decref(ans);
     json_decref(bad);
