@@ -413,6 +413,82 @@ START_TEST(test_doubt_life)
 }
 END_TEST
 
+/* ---- an answer started again: "restarted" ------------------------------------ */
+
+/* Parse `text` and apply it to `s`; the verdict, or -1 when it does not parse. */
+static int apply_json_text(struct rx_state *s, const char *text, struct rx_buf *enc)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    struct rx_input in = {0};
+    struct rx_outcome out;
+    struct rx_error err;
+    const char *field;
+    int v = -1;
+
+    ck_assert_ptr_nonnull(j);
+    if (!rx_input_parse(j, &in, &field, &err)) {
+        if (enc)
+            ck_assert_int_eq(rx_input_encode(&in, enc), 0);
+        ck_assert_int_eq(rx_machine_apply(s, &in, &out), 0);
+        v = (int)out.verdict;
+    }
+    rx_input_release(&in);
+    json_decref(j);
+    return v;
+}
+
+START_TEST(test_restarted_answer)
+{
+    struct rx_state s, back;
+    struct rx_buf b, enc;
+    struct rx_error err;
+    json_t *j;
+
+    ck_assert_int_eq(rx_state_init(&s), 0);
+    rx_buf_init(&b, RX_BUF_STATE_MAX);
+    rx_buf_init(&enc, RX_BUF_SMALL_MAX);
+    ck_assert_int_eq(apply_json_text(&s,
+                                     "{\"type\":\"user-send-message\",\"timestamp\":1,"
+                                     "\"messageId\":\"u1\",\"content\":\"hi\"}",
+                                     NULL),
+                     RX_ACCEPTED);
+    ck_assert_int_eq(
+        apply_json_text(&s,
+                        "{\"type\":\"brain-send-message-start\",\"timestamp\":2,"
+                        "\"calledBrainAt\":1,\"messageId\":\"a1\"}",
+                        NULL),
+        RX_ACCEPTED);
+    /* Not a boolean: refused by its shape. */
+    ck_assert_int_eq(
+        apply_json_text(&s,
+                        "{\"type\":\"brain-send-message-complete\",\"timestamp\":3,"
+                        "\"calledBrainAt\":1,\"messageId\":\"a1\",\"content\":\"x\","
+                        "\"restarted\":\"yes\"}",
+                        NULL),
+        -1);
+    ck_assert_int_eq(
+        apply_json_text(&s,
+                        "{\"type\":\"brain-send-message-complete\",\"timestamp\":3,"
+                        "\"calledBrainAt\":1,\"messageId\":\"a1\","
+                        "\"content\":\"kept\\n\\nnew\",\"restarted\":true}",
+                        &enc),
+        RX_ACCEPTED);
+    ck_assert_ptr_nonnull(strstr(enc.data, "\"restarted\":true")); /* the log keeps it */
+    ck_assert(rx_state_find_assistant(&s, "a1")->restarted);
+    ck_assert_int_eq(rx_state_encode(&s, &b), 0);
+    ck_assert_ptr_nonnull(strstr(b.data, "\"restarted\":true"));
+    /* A snapshot brings it back. */
+    j = json_loadb(b.data, b.len, 0, NULL);
+    ck_assert_int_eq(rx_state_decode(j, &back, &err), 0);
+    ck_assert(rx_state_find_assistant(&back, "a1")->restarted);
+    json_decref(j);
+    rx_state_release(&back);
+    rx_state_release(&s);
+    rx_buf_release(&enc);
+    rx_buf_release(&b);
+}
+END_TEST
+
 Suite *doubt_suite(void);
 
 Suite *doubt_suite(void)
@@ -428,6 +504,7 @@ Suite *doubt_suite(void)
     tcase_add_loop_test(tc, test_doubt_effects, 0,
                         sizeof(effect_rows) / sizeof(effect_rows[0]));
     tcase_add_test(tc, test_doubt_life);
+    tcase_add_test(tc, test_restarted_answer);
     suite_add_tcase(s, tc);
     return s;
 }
