@@ -39,7 +39,6 @@ struct rate {
 struct auth {
     const struct config *cfg;
     struct store *st;
-    enum config_auth_mode mode;
     struct cidr *proxies;
     size_t n_proxies;
     pthread_mutex_t keys_lock; /* a leaf: guards `slots` */
@@ -60,24 +59,23 @@ int auth_create(const struct config *cfg, struct store *st, struct auth **out,
     }
     a->cfg = cfg;
     a->st = st;
-    a->mode = config_auth_mode(cfg);
     for (size_t i = 0; i < cfg->n_auth_proxies; i++)
         if (!cidr_parse(cfg->auth_proxies[i], &a->proxies[a->n_proxies]))
             a->n_proxies++; /* config_load_file refused the bad ones */
     pthread_mutex_init(&a->keys_lock, NULL);
     pthread_mutex_init(&a->rate_lock, NULL);
     *out = a;
-    if (a->mode == CONFIG_AUTH_TOKEN && !*config_auth_token(cfg)) {
+    if (config_auth_mode(cfg) == CONFIG_AUTH_TOKEN && !*config_auth_token(cfg)) {
         rx_error_set(err, -EINVAL, "auth.mode \"token\" needs auth.token");
         goto out_destroy;
     }
-    if (a->mode == CONFIG_AUTH_KEYS && !st) {
+    if (config_auth_mode(cfg) == CONFIG_AUTH_KEYS && !st) {
         rx_error_set(err, -EINVAL,
                      "auth.mode \"keys\" keeps its keys in the database: not with "
                      "--db :memory:");
         goto out_destroy;
     }
-    if (a->mode == CONFIG_AUTH_KEYS && auth_keys_init()) {
+    if (config_auth_mode(cfg) == CONFIG_AUTH_KEYS && auth_keys_init()) {
         rx_error_set(err, -EINVAL, "libsodium cannot start");
         goto out_destroy;
     }
@@ -107,14 +105,25 @@ void auth_destroy(struct auth *a)
     free(a);
 }
 
+/*
+ * The mode now: auth.mode when the file sets it; else token or none by
+ * whether a token is set, which a SIGHUP may change (config_auth_token).
+ */
+static enum config_auth_mode mode_of(const struct auth *a)
+{
+    return config_auth_mode(a->cfg);
+}
+
 const char *auth_mode_name(const struct auth *a)
 {
-    return config_auth_mode_name(a->mode);
+    return config_auth_mode_name(mode_of(a));
 }
 
 bool auth_asks_credential(const struct auth *a)
 {
-    return a->mode == CONFIG_AUTH_TOKEN || a->mode == CONFIG_AUTH_KEYS;
+    enum config_auth_mode m = mode_of(a);
+
+    return m == CONFIG_AUTH_TOKEN || m == CONFIG_AUTH_KEYS;
 }
 
 /* The credential a request carries, or NULL (auth.h says where it may be). */
@@ -231,7 +240,9 @@ int auth_identify(struct auth *a, struct MHD_Connection *conn, struct principal 
 {
     const char *token = config_auth_token(a->cfg), *got;
 
-    switch (a->mode) {
+    enum config_auth_mode mode = mode_of(a);
+
+    switch (mode) {
     case CONFIG_AUTH_TRUSTED_HEADER:
         return by_header(a, conn, who);
     case CONFIG_AUTH_TOKEN:
@@ -241,7 +252,7 @@ int auth_identify(struct auth *a, struct MHD_Connection *conn, struct principal 
             set_principal(who, PRINCIPAL_ADMIN, true);
             return 0;
         }
-        return a->mode == CONFIG_AUTH_KEYS ? by_key(a, got, who) : -EACCES;
+        return mode == CONFIG_AUTH_KEYS ? by_key(a, got, who) : -EACCES;
     default:
         set_principal(who, PRINCIPAL_LOCAL, true);
         return 0;

@@ -403,6 +403,11 @@ START_TEST(test_signals_do_not_kill_and_sighup_reloads)
     usleep(300 * 1000);
     ck_assert_int_eq(itest_get_status(&srv, "/api/reflexor/sessions?token=t0ken"), 200);
     ck_assert_msg(kill(srv.pid, 0) == 0, "the server died");
+    /* No token again, as the tests after this one on this server expect. */
+    write_config("{}");
+    ck_assert_int_eq(kill(srv.pid, SIGHUP), 0);
+    ck_assert_msg(answers("/api/reflexor/sessions", 200),
+                  "SIGHUP did not drop the token");
 }
 END_TEST
 
