@@ -297,8 +297,11 @@ static struct note *note_of(const char *sid, const char *id)
 }
 
 /* Server answers the test did not expect: they fail the test at its end. */
-static char problems[8192];
+static char problems[1500];
 static int n_problems;
+
+/* 503 while a killed node's sessions wait for its lease (PostgreSQL). */
+static int n_unavailable;
 
 static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -484,6 +487,10 @@ static bool answer_doubt(const char *sid, json_t *call)
     json_decref(ans);
     if (status < 0)
         return false;
+    if (status == 503 && itest_on_postgres()) {
+        n_unavailable++; /* the dead node's lease has not run out yet */
+        return true;
+    }
     if (status != 200) {
         problem("%s/%s in doubt: review %s answered %ld", sid, id, body, status);
         return true;
@@ -513,7 +520,9 @@ static bool send_call(const char *sid, const char *tool, int pre, int post)
     status = itest_post_input(&srv, sid, body, NULL);
     if (status < 0)
         return false;
-    if (status != 200)
+    if (status == 503 && itest_on_postgres())
+        n_unavailable++; /* the dead node's lease has not run out yet */
+    else if (status != 200)
         problem("%s: %s answered %ld", sid, body, status);
     else
         n_acked++;
@@ -930,7 +939,9 @@ START_TEST(test_kill_loop_every_call_once_or_asked)
     make_config(true);
 
     while (kills < want_kills) {
-        long delay = slow() ? rnd_int(1500, 5000) : rnd_int(150, 1200);
+        /* On PostgreSQL a restarted node waits for the killed one's lease. */
+        long delay = (slow() ? rnd_int(1500, 5000) : rnd_int(150, 1200)) +
+                     (itest_on_postgres() ? 1000 : 0);
         bool first = true;
 
         start();
@@ -979,10 +990,10 @@ START_TEST(test_kill_loop_every_call_once_or_asked)
             "%d ledger lines (%d runs cut after acting, %d starts cut before acting, %d "
             "retries cut before their start and asked again); "
             "at restarts %d answers were streaming and %d calls not yet started; %d "
-            "messages acknowledged\n",
+            "messages acknowledged, %d answers 503 waiting for a lease\n",
             seed, kills, t.calls, t.idem_calls, t.idem_reruns, t.doubts, t.retried,
             t.resolved, t.rejected, t.lines, t.lost_acted,
-            t.lost_unacted, t.reasked, seen_streaming, seen_unstarted, n_acked);
+            t.lost_unacted, t.reasked, seen_streaming, seen_unstarted, n_acked, n_unavailable);
     ck_assert_msg(t.idem_reruns >= 1, "no idempotent call was re-run after a kill");
     ck_assert_msg(t.doubts >= 2 && t.lost_acted >= 1 && t.lost_unacted >= 1,
                   "the kills did not cut calls on both sides of the append");
@@ -1197,12 +1208,110 @@ START_TEST(test_mcp_key_and_hint)
 }
 END_TEST
 
+/* ---- PostgreSQL: a node killed, another takes its calls over ----------------------- */
+
+/* Poll node `n` for session sid's call id until pred; the record (NEW state in *st). */
+static json_t *wait_record(struct itest_server *n, const char *sid, const char *id,
+                           const char *approval, bool answered, json_t **st)
+{
+    long deadline = itest_now_ms() + wait_ms(30000);
+    struct itest_server keep = srv;
+
+    srv = *n;
+    for (;;) {
+        json_t *c;
+
+        *st = get_state(sid);
+        c = find_record(*st, id);
+        if (c && (!approval || is(c, "approval", approval)) &&
+            (!answered || json_is_object(json_object_get(c, "result")))) {
+            srv = keep;
+            return c;
+        }
+        ck_assert_msg(itest_now_ms() < deadline, "%s/%s on the second node: %s", sid, id,
+                      c ? json_dumps(c, JSON_COMPACT) : "(no record)");
+        json_decref(*st);
+        nap_ms(50);
+    }
+}
+
+START_TEST(test_takeover_in_doubt)
+{
+    struct itest_server a, b;
+    const char *args[] = {"--db", db_path, NULL};
+    char *sid[2], key[2][160], id[2][64], body[256], *ledger;
+    json_t *st, *c;
+
+    if (!itest_on_postgres()) {
+        itest_skip("crash_effects/takeover", "two nodes share a database on PostgreSQL only");
+        return;
+    }
+    make_config(false);
+    ck_assert_msg(itest_server_start(&a, config, args) == 0, "node A did not start");
+    ck_assert_msg(itest_server_start(&b, config, args) == 0, "node B did not start");
+    srv = a;
+    for (int i = 0; i < 2; i++) {
+        sid[i] = itest_new_session(&a);
+        ck_assert_ptr_nonnull(sid[i]);
+        sids[i] = sid[i];
+    }
+    ck_assert(send_call(sid[0], "ledger_idem", 0, 3000));
+    ck_assert(send_call(sid[1], "ledger", 0, 3000));
+    for (int i = 0; i < 2; i++) {
+        snprintf(id[i], sizeof(id[i]), "%s", wait_started(sid[i]));
+        snprintf(key[i], sizeof(key[i]), "%s/%s", sid[i], id[i]);
+        wait_lines(key[i], 1);
+    }
+    ck_assert_int_eq(kill(a.pid, SIGKILL), 0);
+    (void)itest_server_stop(&a);
+
+    /* B takes the sessions over: the idempotent call runs again under its
+       key, the other is in doubt and ran once. */
+    c = wait_record(&b, sid[1], id[1], "in-doubt", false, &st);
+    ck_assert(json_is_null(json_object_get(c, "result")));
+    json_decref(st);
+    wait_lines(key[0], 2);
+    c = wait_record(&b, sid[0], id[0], NULL, true, &st);
+    ck_assert_msg(!json_object_get(c, "approval") ||
+                      json_is_null(json_object_get(c, "approval")),
+                  "the idempotent call after the takeover: %s", json_dumps(c, JSON_COMPACT));
+    json_decref(st);
+    ledger = slurp(ledger_path);
+    ck_assert_int_eq(count_key_lines(ledger, key[1]), 1);
+    free(ledger);
+
+    /* The person retries it on B: it runs once more, under the same key. */
+    snprintf(body, sizeof(body),
+             "{\"type\":\"user-review-tool-call\",\"toolCallId\":\"%s\","
+             "\"decision\":\"retry\"}",
+             id[1]);
+    ck_assert_int_eq(itest_post_input(&b, sid[1], body, NULL), 200);
+    c = wait_record(&b, sid[1], id[1], "approved", true, &st);
+    ledger = slurp(ledger_path);
+    ck_assert_int_eq(count_key_lines(ledger, key[1]), 2);
+    {
+        const char *content = str_of(json_object_get(c, "result"), "content");
+
+        ck_assert_msg(content && result_line(content, key[1]) &&
+                          has_line(ledger, result_line(content, key[1])),
+                      "the retried call's result %s is not a ledger line",
+                      content ? content : "(none)");
+    }
+    free(ledger);
+    json_decref(st);
+    ck_assert_int_eq(itest_server_stop(&b), 0);
+    free(sid[0]);
+    free(sid[1]);
+    sids[0] = sids[1] = NULL;
+}
+END_TEST
+
 Suite *crash_effects_suite(void);
 Suite *crash_effects_suite(void)
 {
     Suite *s = suite_create("crash_effects");
     TCase *loop = tcase_create("kill_loop"), *inputs = tcase_create("agent_inputs"),
-          *mcp = tcase_create("mcp");
+          *mcp = tcase_create("mcp"), *takeover = tcase_create("takeover");
 
     tcase_add_checked_fixture(loop, setup_tmp, teardown_tmp);
     tcase_set_timeout(loop, slow() ? 900 : 240);
@@ -1215,5 +1324,9 @@ Suite *crash_effects_suite(void)
     tcase_set_timeout(mcp, slow() ? 600 : 120);
     tcase_add_test(mcp, test_mcp_key_and_hint);
     suite_add_tcase(s, mcp);
+    tcase_add_checked_fixture(takeover, setup_tmp, teardown_tmp);
+    tcase_set_timeout(takeover, slow() ? 600 : 120);
+    tcase_add_test(takeover, test_takeover_in_doubt);
+    suite_add_tcase(s, takeover);
     return s;
 }
