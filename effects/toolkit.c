@@ -457,6 +457,12 @@ bool toolkit_is_idempotent(const struct toolkit *tk, const char *name)
     return name && tk->mcp && mcp_hub_idempotent(tk->mcp, name);
 }
 
+bool toolkit_knows(const struct toolkit *tk, const char *name)
+{
+    return name &&
+           (toolkit__find_tool(tk, name) || (tk->mcp && mcp_hub_has(tk->mcp, name)));
+}
+
 int toolkit_call(const struct toolkit *tk, const char *name, const char *params_json,
                  const char *key, int cancel_fd, char **result, bool *is_error)
 {

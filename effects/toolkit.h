@@ -159,5 +159,10 @@ int toolkit_call(const struct toolkit *tk, const char *name, const char *params_
  * for a tool not there.
  */
 bool toolkit_is_idempotent(const struct toolkit *tk, const char *name);
+/*
+ * Is tool `name` known now: a built-in, a command tool, or an MCP tool whose
+ * server has listed it (an MCP server still starting knows none yet).
+ */
+bool toolkit_knows(const struct toolkit *tk, const char *name);
 
 #endif

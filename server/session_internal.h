@@ -63,17 +63,19 @@ struct session {
     int64_t applied;         /* accepted inputs applied to `state` */
     struct pending *pending; /* on their way to the log, oldest first */
     struct pending *pend_last;
-    pthread_cond_t moved; /* broadcast when the pipeline moves or opens */
-    uint64_t gen;         /* bumped when `state` is rebuilt from the log */
-    int fail_err;         /* why: what inputs applied before then answer */
-    int readers;          /* waiting for a settled state to show */
-    int fx_waiting;       /* effects' inputs waiting to go alone */
-    bool exclusive;       /* an effect's input is on its way: it goes alone */
-    bool settle_due;      /* effects need a settle: no new input until then */
-    bool reconcile_due;   /* a reconcile failed (ENOMEM): session_table_reconcile_due */
-    bool recovering;      /* read from the log, its calls in doubt not yet marked:
-                             no reconcile until session_recover has (SPEC 3.7) */
-    bool rebuilt;         /* rebuilt since the last settle */
+    pthread_cond_t moved;  /* broadcast when the pipeline moves or opens */
+    uint64_t gen;          /* bumped when `state` is rebuilt from the log */
+    int fail_err;          /* why: what inputs applied before then answer */
+    int readers;           /* waiting for a settled state to show */
+    int fx_waiting;        /* effects' inputs waiting to go alone */
+    bool exclusive;        /* an effect's input is on its way: it goes alone */
+    bool settle_due;       /* effects need a settle: no new input until then */
+    bool reconcile_due;    /* a reconcile failed (ENOMEM): session_table_reconcile_due */
+    bool recovering;       /* read from the log, its calls in doubt not yet marked:
+                              no reconcile until session_recover has (SPEC 3.7) */
+    bool recover_due;      /* recovery waits for a tool not known yet: try again */
+    int64_t recover_since; /* monotonic ms of the first try */
+    bool rebuilt;          /* rebuilt since the last settle */
     const struct effect *last_cause; /* of the last input published */
     size_t
         snapshot_bytes; /* the last snapshot's size (session_pipeline.c snapshot_due) */
@@ -223,6 +225,9 @@ void session_reconcile(struct session *s);
  * node owns it) is left to its owner. No lock held.
  */
 void session_recover(struct session *s);
+/* How long recovery waits for the tools of started calls to be known (an MCP
+   server starting); past it an unknown tool counts as not safe to repeat. */
+#define SESSION_RECOVER_WAIT_MS 30000
 /*
  * Reconcile its effects with its state (runtime_reconcile; `cause` as
  * there), if it may act. A reconcile that fails (out of memory, no worker)

@@ -9,7 +9,12 @@
  *
  * Marking goes through the pipeline like any input (logged, published), one
  * input a call; while it does, `recovering` keeps every reconcile off, so a
- * call cannot start between two marks. See session_internal.h.
+ * call cannot start between two marks. A call whose tool is not known yet
+ * (its MCP server still starting: at start-up the busy sessions recover
+ * before the MCP servers have listed their tools) makes the recovery wait:
+ * the housekeeping tries again every second (session_table_reconcile_due),
+ * for at most SESSION_RECOVER_WAIT_MS, after which the unknown tool counts
+ * as not safe to repeat. See session_internal.h.
  */
 #include "server/session.h"
 
@@ -17,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/now.h"
 #include "effects/log.h"
 #include "effects/toolkit.h"
 #include "server/session_internal.h"
@@ -27,17 +33,22 @@ struct doubt {
     size_t n;
 };
 
-/* Lock held. 0 or -ENOMEM. */
+/* Lock held. 0, -EAGAIN (a tool to wait for) or -ENOMEM. */
 static int find_in_doubt(struct session *s, struct doubt *d)
 {
     const struct rx_tool_call_list *l = &s->state.tools;
+    const struct toolkit *tk = s->table->env.tools;
+    bool waited = now_mono_ms() - s->recover_since >= SESSION_RECOVER_WAIT_MS;
 
     for (size_t i = l->settled; i < l->len; i++) {
         const struct rx_tool_call *c = &l->items[i];
         char **v;
 
-        if (!rx_tool_call_is_running(c) ||
-            toolkit_is_idempotent(s->table->env.tools, c->name))
+        if (!rx_tool_call_is_running(c))
+            continue;
+        if (!waited && !toolkit_knows(tk, c->name))
+            return -EAGAIN;
+        if (toolkit_is_idempotent(tk, c->name))
             continue;
         if (!(v = realloc(d->ids, (d->n + 1) * sizeof(*v))))
             return -ENOMEM;
@@ -73,9 +84,21 @@ void session_recover(struct session *s)
     int err;
 
     pthread_mutex_lock(&s->lock);
-    s->recovering = true;
+    if (!s->recovering) {
+        s->recovering = true;
+        s->recover_since = now_mono_ms();
+    }
+    s->recover_due = false;
     err = s->follower ? 0 : find_in_doubt(s, &d);
+    if (err == -EAGAIN) {
+        s->recover_due = true;
+        __atomic_store_n(&s->table->reconcile_due, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&s->lock);
+    if (err == -EAGAIN) {
+        log_info("session %s: recovery waits for the tools of its started calls", s->id);
+        goto out_free;
+    }
     if (err) {
         /* Reconciling now could run a call that may have acted: its effects
            wait until it is read again (evicted, touched). */

@@ -260,8 +260,8 @@ bool session__is_idle(struct session *s)
     return __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) == 1 && !s->deleted &&
            s->seq == s->applied && !s->pending &&
            !__atomic_load_n(&s->waiting, __ATOMIC_RELAXED) && !s->fx_waiting &&
-           !s->settle_due && !s->reconcile_due && !s->readers && !s->runs &&
-           !s->streams && !s->feed_due && !runtime_running(s->rt) &&
+           !s->settle_due && !s->reconcile_due && !s->recovering && !s->readers &&
+           !s->runs && !s->streams && !s->feed_due && !runtime_running(s->rt) &&
            !sse_channel_has_clients(&s->ch) && !sse_channel_has_clients(&s->patch_ch) &&
            !rx_effects_any(&s->state);
 }

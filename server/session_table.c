@@ -376,6 +376,8 @@ out_drop:
 
 void session_table_reconcile_due(struct session_table *t)
 {
+    struct session **recover = NULL;
+    size_t n = 0, cap = 0;
     bool again = false;
 
     if (!__atomic_exchange_n(&t->reconcile_due, 0, __ATOMIC_ACQ_REL))
@@ -387,11 +389,29 @@ void session_table_reconcile_due(struct session_table *t)
         if (s->reconcile_due && s->seq == s->applied)
             session__reconcile(s, NULL);
         again |= s->reconcile_due;
+        /* A recovery waiting for its tools: tried again below, unlocked. */
+        if (s->recover_due) {
+            struct session **v =
+                n < cap ? recover : realloc(recover, (cap = cap * 2 + 8) * sizeof(*v));
+
+            if (v) {
+                recover = v;
+                session_ref(s);
+                recover[n++] = s;
+            } else {
+                again = true;
+            }
+        }
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&t->lock);
     if (again)
         __atomic_store_n(&t->reconcile_due, 1, __ATOMIC_RELEASE);
+    for (size_t i = 0; i < n; i++) {
+        session_recover(recover[i]); /* sets reconcile_due again if it still waits */
+        session_unref(recover[i]);
+    }
+    free(recover);
 }
 
 int session_table_sweep(struct session_table *t, int64_t older_than_ms)

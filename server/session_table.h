@@ -161,9 +161,10 @@ int session_table_fork(struct session_table *t, const char *sid, int64_t at,
 int session_table_sweep(struct session_table *t, int64_t older_than_ms);
 /*
  * Try again the reconciles that failed (session__reconcile): every settled
- * session whose effects could not all start. O(1) when there is none; the
- * housekeeping thread calls it every second. Takes the table's lock, then
- * each marked session's.
+ * session whose effects could not all start; and the recoveries that wait
+ * for a tool to be known (session_recover, SPEC 3.7). O(1) when there is
+ * none; the housekeeping thread calls it every second. Takes the table's
+ * lock, then each marked session's; a recovery runs with neither held.
  */
 void session_table_reconcile_due(struct session_table *t);
 /*

@@ -146,7 +146,12 @@ static int prep_doubt_review(struct rx_state *s, const struct rx_input *in,
     p->index = (size_t)(c - s->tools.items);
     p->set_approval = true;
     if (in->decision == RX_DECISION_RETRY) {
+        /* Not started again yet: a crash before the retry's own
+           toolkit-start-call leaves a call that simply runs, as the person
+           asked, not one in doubt twice. */
         p->approval = RX_APPROVAL_APPROVED;
+        p->set_started = true;
+        p->started_at = 0;
         return 0;
     }
     p->set_result = true;

@@ -38,7 +38,7 @@
 #define D_AFTER(d1, d2, d3, d4, d5, d6) D_AFTER_P(d1, d2, d3, d4, d5, d6, "")
 
 /* d1 after a decision at 7. */
-#define D1_RETRIED TCSA("d1", "shell", "{}", 4, 5, "null", false, "approved")
+#define D1_RETRIED TCA("d1", "shell", "{}", 4, "null", false, "approved")
 #define D1_REJECTED                                                                      \
     TCSA("d1", "shell", "{}", 4, 5, ERRR(INTERRUPTED, 7), false, "rejected")
 #define D1_RESOLVED(r) TCSA("d1", "shell", "{}", 4, 5, OKR(r, 7), false, "resolved")
@@ -112,7 +112,7 @@ static const struct sm_row rows[] = {
      REJ(INVALID), "toolCallId", NULL},
 
     /* ---- the person's decision on a call in doubt ------------------------------ */
-    {"retry: approved, the tool runs again, startedAt kept", B_DOUBT,
+    {"retry: approved, not started, the tool runs again", B_DOUBT,
      REVIEW("d1", "retry", ""), NULL, ACC, NULL, D_AFTER(D1_RETRIED, D2, D3, D4, D5, D6)},
     {"retry drops parameters, reason and result", B_DOUBT,
      REVIEW("d1", "retry", ",'parameters':'{\\'a\\':1}','reason':'r','result':'x'"), NULL,
