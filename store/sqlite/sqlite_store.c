@@ -71,10 +71,11 @@ static off_t check_at_open_max(void)
  * retention alike).
  */
 #define STORE_STREAM_SQL                                                                 \
-    "CREATE TABLE stream_text(session_id TEXT NOT NULL, message_id TEXT NOT NULL,"       \
+    "CREATE TABLE IF NOT EXISTS stream_text(session_id TEXT NOT NULL,"                   \
+    " message_id TEXT NOT NULL,"                                                         \
     " off INTEGER NOT NULL, text TEXT NOT NULL,"                                         \
     " PRIMARY KEY(session_id, message_id, off)) WITHOUT ROWID;"                          \
-    "CREATE TRIGGER stream_text_session_gone AFTER DELETE ON sessions"                   \
+    "CREATE TRIGGER IF NOT EXISTS stream_text_session_gone AFTER DELETE ON sessions"     \
     " BEGIN DELETE FROM stream_text WHERE session_id = old.id; END;"
 
 static const char schema_sql[] =
