@@ -3227,7 +3227,7 @@ START_TEST(test_pg_rows_upgrade)
            " CREATE INDEX sessions_updated ON sessions(updated_at);"
            " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
     st = open_ok(url);
-    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 4);
     ck_assert_int_eq(pg_count("SELECT count(*) FROM sessions_due"), 0);
     ck_store_ok(st, store_session_load(st, "script", &g, &seq));
     expect_row_of(st, "script", &g);
@@ -3262,7 +3262,7 @@ START_TEST(test_pg_owner_upgrade)
                  " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
         0);
     st = open_ok(url);
-    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 4);
     ck_assert_int_eq(
         pg_count("SELECT count(*) FROM pg_indexes"
                  " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
