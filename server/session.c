@@ -680,8 +680,9 @@ static int find_message(struct session *s, const char *id, const struct rx_messa
     *m = msgstream_find(s->streams, id);
     if (!*msg)
         return -ENOENT;
-    if ((*msg)->status == RX_STATUS_STREAMING && !*m)
-        *m = session_stream_open(s, id);
+    if ((*msg)->status == RX_STATUS_STREAMING && !*m &&
+        (*m = session_stream_open(s, id)))
+        session__text_load(s, *m); /* the text kept of it (SPEC 3.7) */
     return 0;
 }
 
