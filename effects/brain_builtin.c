@@ -73,10 +73,7 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
     struct rx_input in = {0};
     char id[40], *piece, *whole = NULL;
     const char *mid = ask->resume_message_id, *from = text;
-    size_t len = strlen(text), n;
-    /* A character is at most 4 bytes, and a chunk never more than the text. */
-    size_t max =
-        (size_t)b->cfg.chunk_chars < len / 4 + 1 ? (size_t)b->cfg.chunk_chars * 4 : len;
+    size_t len = strlen(text), n, max;
     int rc;
 
     if (!mid) {
@@ -102,12 +99,12 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
             memcpy(whole, ask->resume_text, ask->resume_len);
             memcpy(whole + ask->resume_len, RESTART_MARK, k);
             memcpy(whole + ask->resume_len + k, text, len + 1);
-            if ((rc = ask->chunk(ask, mid, RESTART_MARK))) {
-                free(whole);
-                return rc;
-            }
+            from = whole + ask->resume_len; /* the mark, then the answer */
         }
     }
+    /* A character is at most 4 bytes, and a chunk never more than the text. */
+    len = strlen(from);
+    max = (size_t)b->cfg.chunk_chars < len / 4 + 1 ? (size_t)b->cfg.chunk_chars * 4 : len;
     piece = malloc(max + 1);
     if (!piece) {
         free(whole);
