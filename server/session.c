@@ -159,7 +159,10 @@ static void text_save(struct session *s, struct msgstream *m, bool force)
     if (!st || !n || s->follower || s->deleted || !durable_text())
         return;
     now = now_mono_ms();
-    if (!force && n < TEXT_BATCH_BYTES && now - m->saved_ms < TEXT_BATCH_MS)
+    /* Due once a new TEXT_BATCH_MS tick of the clock began since the last
+       batch, the same ticks for every answer: the batches of answers that
+       stream together come together and share a commit (and its pages). */
+    if (!force && n < TEXT_BATCH_BYTES && now / TEXT_BATCH_MS == m->saved_ms / TEXT_BATCH_MS)
         return;
     msg = rx_state_find_assistant(&s->state, m->id);
     if (!msg || msg->status != RX_STATUS_STREAMING)
