@@ -359,9 +359,9 @@ static int build_context(struct oa_ask *ax, int64_t cut, json_t **out)
         return rc;
     if (json_array_extend(msgs, ax->notes) ||
         (ax->prefix && ax->relay &&
-         json_array_append_new(msgs, json_pack("{s:s, s:s%}", "role", "assistant",
-                                               "content", ax->text.data,
-                                               ax->text.len)))) {
+         json_array_append_new(msgs,
+                               json_pack("{s:s, s:s%}", "role", "assistant", "content",
+                                         ax->text.data, ax->text.len)))) {
         json_decref(msgs);
         return -ENOMEM;
     }
@@ -606,7 +606,8 @@ static int resume(struct oa_ask *ax)
        machine has the flag (SPEC 3.7); until then the mark in the text says so. */
     if ((rc = rx_buf_append(&ax->text, RESTART_MARK, strlen(RESTART_MARK))))
         return rc == -E2BIG ? -ENOMEM : rc;
-    return ax->ask->chunk(ax->ask, ax->msg_id, RESTART_MARK) == -ECANCELED ? -ECANCELED : 0;
+    return ax->ask->chunk(ax->ask, ax->msg_id, RESTART_MARK) == -ECANCELED ? -ECANCELED
+                                                                           : 0;
 }
 
 static int oa_ask(struct brain *self, struct brain_ask *ask)

@@ -32,7 +32,7 @@ struct openai_config {
     char *auth;  /* "Authorization: Bearer ..." or NULL for none */
     bool has_temperature;
     double temperature;
-    long long max_tokens;            /* 0: not sent */
+    long long max_tokens; /* 0: not sent */
     /*
      * `continue` (SPEC 3.7): an answer cut off by a crash is continued by a
      * prefix continuation (the text shown sent as a trailing assistant

@@ -162,7 +162,8 @@ static void text_save(struct session *s, struct msgstream *m, bool force)
     /* Due once a new TEXT_BATCH_MS tick of the clock began since the last
        batch, the same ticks for every answer: the batches of answers that
        stream together come together and share a commit (and its pages). */
-    if (!force && n < TEXT_BATCH_BYTES && now / TEXT_BATCH_MS == m->saved_ms / TEXT_BATCH_MS)
+    if (!force && n < TEXT_BATCH_BYTES &&
+        now / TEXT_BATCH_MS == m->saved_ms / TEXT_BATCH_MS)
         return;
     msg = rx_state_find_assistant(&s->state, m->id);
     if (!msg || msg->status != RX_STATUS_STREAMING)
@@ -683,8 +684,7 @@ static int find_message(struct session *s, const char *id, const struct rx_messa
     *m = msgstream_find(s->streams, id);
     if (!*msg)
         return -ENOENT;
-    if ((*msg)->status == RX_STATUS_STREAMING && !*m &&
-        (*m = session_stream_open(s, id)))
+    if ((*msg)->status == RX_STATUS_STREAMING && !*m && (*m = session_stream_open(s, id)))
         session__text_load(s, *m); /* the text kept of it (SPEC 3.7) */
     return 0;
 }

@@ -52,8 +52,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS nodes(id text PRIMARY KEY, url text,"
     " expires_at timestamptz);"
     "CREATE TABLE IF NOT EXISTS owners(session_id text PRIMARY KEY, node text,"
-    " since timestamptz);"
-    PG_STORE_STREAM_SQL
+    " since timestamptz);" PG_STORE_STREAM_SQL
     "INSERT INTO rx_meta(k, v) VALUES('version', 4) ON CONFLICT (k) DO NOTHING;"
     "COMMIT";
 

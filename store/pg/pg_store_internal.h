@@ -215,7 +215,7 @@ int pg_store__conn_get(struct pg_store *pg, struct pg_conn *pc);
  */
 #define PG_STORE_STREAM_SQL                                                              \
     "CREATE TABLE IF NOT EXISTS stream_text(session_id text NOT NULL"                    \
-    " REFERENCES sessions(id) ON DELETE CASCADE, message_id text NOT NULL,"             \
+    " REFERENCES sessions(id) ON DELETE CASCADE, message_id text NOT NULL,"              \
     " off bigint NOT NULL, text text NOT NULL,"                                          \
     " PRIMARY KEY(session_id, message_id, off));"
 int pg_store_stream_text(struct store *st, const char *sid, const char *message_id,

@@ -87,7 +87,8 @@ static const char snap_sql[] =
 static const char prune_sql[] =
     "DELETE FROM snapshots d USING (SELECT s, max(q) AS q FROM unnest($1::text[],"
     " $2::bigint[]) AS x(s, q) GROUP BY s) AS u WHERE d.session_id = u.s AND d.seq < u.q";
-/* Streamed text (SPEC 3.7): a batch's rows, then what the inputs that end answers remove. */
+/* Streamed text (SPEC 3.7): a batch's rows, then what the inputs that end answers remove.
+ */
 static const char stream_put_sql[] =
     "INSERT INTO stream_text(session_id, message_id, off, text) SELECT * FROM"
     " unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) ON CONFLICT"
@@ -333,10 +334,9 @@ static int write_rows(struct pg_store *pg, struct batch_rows *b)
     int err;
 
     /* The text first: an answer ended in this batch takes its last batch too. */
-    if (b->texts &&
-        (err = exec_arrays_v(pg, "storing streamed text", stream_put_sql,
-                             (struct pg_array *const[]){&b->xs, &b->xm, &b->xo, &b->xt,
-                                                        NULL})))
+    if (b->texts && (err = exec_arrays_v(pg, "storing streamed text", stream_put_sql,
+                                         (struct pg_array *const[]){
+                                             &b->xs, &b->xm, &b->xo, &b->xt, NULL})))
         return err;
     if (b->dones && (err = exec_arrays(pg, "removing streamed text", stream_done_sql,
                                        &b->ds, &b->dm, NULL)))

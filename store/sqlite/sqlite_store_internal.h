@@ -207,9 +207,10 @@
     X(PAGE_COUNT, "PRAGMA page_count")                                                   \
     X(PAGE_SIZE, "PRAGMA page_size")                                                     \
     X(FREELIST, "PRAGMA freelist_count")                                                 \
-    X(STREAM_PUT, "INSERT OR REPLACE INTO stream_text(session_id, message_id, off, text)" \
-                  " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS(SELECT 1 FROM sessions"           \
-                  " WHERE id=?1)")                                                       \
+    X(STREAM_PUT,                                                                        \
+      "INSERT OR REPLACE INTO stream_text(session_id, message_id, off, text)"            \
+      " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS(SELECT 1 FROM sessions"                       \
+      " WHERE id=?1)")                                                                   \
     X(STREAM_DONE, "DELETE FROM stream_text WHERE session_id=?1 AND message_id=?2")      \
     X(STREAM_CLEAR, "DELETE FROM stream_text WHERE session_id=?1")                       \
     X(STREAM_READ, "SELECT off, text FROM stream_text WHERE session_id=?1"               \

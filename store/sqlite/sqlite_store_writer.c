@@ -301,8 +301,8 @@ static int stream_rows(struct sqlite_store *st, struct store_write *w)
 /* An input that ends an answer: its streamed text goes (w->stream_done). lock held. */
 static int stream_done(struct sqlite_store *st, const struct store_write *w)
 {
-    sqlite3_stmt *q = sqlite_store__stmt(&st->w, *w->stream_done ? Q_STREAM_DONE
-                                                                  : Q_STREAM_CLEAR);
+    sqlite3_stmt *q =
+        sqlite_store__stmt(&st->w, *w->stream_done ? Q_STREAM_DONE : Q_STREAM_CLEAR);
     int rc;
 
     sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));

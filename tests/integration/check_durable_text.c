@@ -29,7 +29,7 @@
 
 #include "tests/integration/itest.h"
 
-#define WAIT_MS      20000
+#define WAIT_MS       20000
 #define KILLS         7
 #define TEXT_SLACK_MS 400
 
@@ -70,8 +70,8 @@ static bool has_assistant(json_t *j, void *arg)
 
 static bool answer_done(json_t *j, void *arg)
 {
-    const char *status = json_string_value(
-        json_object_get(itest_last_assistant(j), "status"));
+    const char *status =
+        json_string_value(json_object_get(itest_last_assistant(j), "status"));
 
     (void)arg;
     return status && strcmp(status, "streaming");
@@ -293,10 +293,10 @@ START_TEST(test_builtin_answer_continues_byte_for_byte)
             ck_assert_msg(strlen(c) >= need,
                           "after kill %d the message keeps %zu bytes, %zu were durable",
                           kills, strlen(c), need);
-            ck_assert_msg(!strncmp(c, shown.text, strlen(c) < shown.len ? strlen(c)
-                                                                          : shown.len),
-                          "after kill %d the text differs from what was shown:\n%s\n---\n%s",
-                          kills, c, shown.text);
+            ck_assert_msg(
+                !strncmp(c, shown.text, strlen(c) < shown.len ? strlen(c) : shown.len),
+                "after kill %d the text differs from what was shown:\n%s\n---\n%s", kills,
+                c, shown.text);
             json_decref(j);
             itest_resp_release(&r);
         }
@@ -372,7 +372,8 @@ START_TEST(test_openai_continue_sends_the_kept_text)
     msgs = json_object_get(json_object_get(req, "body"), "messages");
     tail = json_array_get(msgs, json_array_size(msgs) - 1);
     ck_assert_str_eq(json_string_value(json_object_get(tail, "role")), "assistant");
-    ck_assert_uint_ge(strlen(json_string_value(json_object_get(tail, "content"))), 5 * 10);
+    ck_assert_uint_ge(strlen(json_string_value(json_object_get(tail, "content"))),
+                      5 * 10);
     ck_assert_msg(!strncmp(kept, json_string_value(json_object_get(tail, "content")),
                            strlen(json_string_value(json_object_get(tail, "content")))),
                   "the continuation does not carry the kept text");

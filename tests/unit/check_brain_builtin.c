@@ -536,8 +536,7 @@ START_TEST(test_ask_resume_continues_text_shown)
         {"Echo: ag", "ain", "Echo: again"},
         {"E", "cho: again", "Echo: again"},
         {"Echo: again", "", "Echo: again"},
-        {"Something else",
-         "\n\n--- restarted after an interruption ---\n\nEcho: again",
+        {"Something else", "\n\n--- restarted after an interruption ---\n\nEcho: again",
          "Something else\n\n--- restarted after an interruption ---\n\nEcho: again"},
     };
 
@@ -560,8 +559,9 @@ START_TEST(test_ask_resume_continues_text_shown)
         ck_assert_str_eq(last->message_id, id);
         ck_assert_msg(!strcmp(last->content, cases[i].complete), "case %zu: %s", i,
                       last->content);
-        ck_assert_msg(!strcmp(fk.streamed.data ? fk.streamed.data : "", cases[i].streamed),
-                      "case %zu streamed: %s", i, fk.streamed.data);
+        ck_assert_msg(
+            !strcmp(fk.streamed.data ? fk.streamed.data : "", cases[i].streamed),
+            "case %zu streamed: %s", i, fk.streamed.data);
     }
     fk.ask.resume_text = NULL;
     fk.ask.resume_len = 0;

@@ -530,8 +530,9 @@ START_TEST(test_resume_continues_text_shown)
     } cases[] = {
         {",'continue':true", "[['a1','Hello'],['a1',' world'],['a1','!']]",
          "Kept text, Hello world!", true},
-        {"", "[['a1','\\n\\n--- restarted after an interruption ---\\n\\n'],"
-             "['a1','Hello'],['a1',' world'],['a1','!']]",
+        {"",
+         "[['a1','\\n\\n--- restarted after an interruption ---\\n\\n'],"
+         "['a1','Hello'],['a1',' world'],['a1','!']]",
          "Kept text, \n\n--- restarted after an interruption ---\n\nHello world!", false},
     };
 

@@ -3345,8 +3345,8 @@ START_TEST(test_stream_text)
     kept_is(st, "s1", "m2", "other");
     kept_is(st, "s2", "m1", "s2's");
     kept_is(st, "nosuch", "m1", "");
-    ck_assert_int_eq(be->count("SELECT count(*) FROM stream_text WHERE session_id = 'nosuch'"),
-                     0);
+    ck_assert_int_eq(
+        be->count("SELECT count(*) FROM stream_text WHERE session_id = 'nosuch'"), 0);
     /* The same batch again replaces itself; one past a gap is not read. */
     qw_text(&v[0], "s1", "m1", 0, "Hello, ");
     qw_text(&v[1], "s1", "m1", 40, "after a gap");
@@ -3357,8 +3357,8 @@ START_TEST(test_stream_text)
     kept_is(st, "s1", "m1", "Hello, world");
     /* A fork copies none; the input that ends m1 removes its batches with it. */
     ck_store_ok(st, store_fork(st, "s1", 3, "f1", NULL, BASE_MS + 5));
-    ck_assert_int_eq(be->count("SELECT count(*) FROM stream_text WHERE session_id = 'f1'"),
-                     0);
+    ck_assert_int_eq(
+        be->count("SELECT count(*) FROM stream_text WHERE session_id = 'f1'"), 0);
     qw_text(&v[0], "s1", "m1", 12, "!");
     qw_init(&v[1], "s1", 4, 3);
     v[1].w.stream_done = "m1";
