@@ -317,6 +317,104 @@ START_TEST(test_builtin_answer_continues_byte_for_byte)
 }
 END_TEST
 
+/* The final answer of session `sid` as node `n` has it (malloc'd). */
+static char *final_answer_on(const struct itest_server *n, const char *sid)
+{
+    char url[256];
+    json_t *j;
+    char *t;
+
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s", n->base, sid);
+    j = itest_poll_json(url, answer_done, NULL, 60000);
+    ck_assert_msg(j && answer_done(j, NULL), "the answer never completed");
+    t = strdup(json_string_value(json_object_get(itest_last_assistant(j), "content")));
+    json_decref(j);
+    return t;
+}
+
+static bool is_complete(json_t *d, void *arg)
+{
+    (void)arg;
+    return json_is_string(json_object_get(d, "type")) &&
+           !strcmp(json_string_value(json_object_get(d, "type")), "complete");
+}
+
+/*
+ * A cluster (PostgreSQL): node a owns the session and streams the answer,
+ * a subscriber follows it on node b; node a is killed mid-answer. Node b
+ * takes the session over, loads the text a made durable and the brain
+ * continues it: b's subscriber never sees its text change, a subscriber
+ * that joins b after the kill (Last-Event-ID: what the first was shown)
+ * gets a snapshot that agrees with it, and the answer is byte for byte the
+ * uninterrupted one.
+ */
+START_TEST(test_takeover_continues_on_another_node)
+{
+    struct itest_server b;
+    struct itest_sse e, late;
+    struct shown shown = {.len = 0}, shown2 = {.len = 0};
+    size_t from = 0, pos = 0, from2 = 0, pos2 = 0;
+    char *q = long_question(), *sid, *mid, *want, *got, url[512], last[32];
+
+    if (!itest_on_postgres()) {
+        itest_skip(__func__, "two nodes share a log on PostgreSQL only (RX_PG_DIR)");
+        free(q);
+        return;
+    }
+    snprintf(db_path, sizeof(db_path), "/tmp/rx-durable-2n-%d.db", (int)getpid());
+    itest_remove_db(db_path);
+    start(builtin_config());
+    {
+        const char *args[] = {"--db", db_path, NULL};
+
+        ck_assert_int_eq(itest_server_start(&b, builtin_config(), args), 0);
+    }
+    sid = itest_new_session(&srv);
+    ck_assert_ptr_nonnull(sid);
+    ask(sid, q);
+    want = final_answer(sid);
+    free(sid);
+    sid = itest_new_session(&srv);
+    ck_assert_ptr_nonnull(sid);
+    ask(sid, q);
+    mid = assistant_id(sid);
+    snprintf(url, sizeof(url), "%s/api/reflexor/sessions/%s/messages/%s", b.base, sid,
+             mid);
+    for (int i = 0; i < 100 && itest_get_status(&b, url + strlen(b.base)) != 200; i++)
+        sleep_ms(50);
+    ck_assert_int_eq(itest_sse_open(&e, url, NULL), 0);
+    ck_assert_int_ge(itest_sse_wait(&e, 0, "snapshot", NULL, NULL, WAIT_MS), 0);
+    sleep_ms(700);
+    shown_update(&shown, &e, &from, &pos);
+    kill9();
+    fprintf(stderr, "check_durable_text: node a killed, node b showed %zu of %zu bytes\n",
+            shown.len, strlen(want));
+    ck_assert_uint_lt(shown.len, strlen(want));
+    snprintf(last, sizeof(last), "%zu", shown.len);
+    memcpy(shown2.text, shown.text, shown.len + 1);
+    shown2.len = shown.len;
+    ck_assert_int_eq(itest_sse_open(&late, url, last), 0);
+    ck_assert_int_ge(itest_sse_wait_for(&e, 0, is_complete, NULL, 60000), 0);
+    ck_assert_int_ge(itest_sse_wait_for(&late, 0, is_complete, NULL, 60000), 0);
+    shown_update(&shown, &e, &from, &pos);
+    shown_update(&shown2, &late, &from2, &pos2);
+    got = final_answer_on(&b, sid);
+    ck_assert_msg(!strcmp(got, want),
+                  "the answer after the takeover differs:\n%s\n---\n%s", got, want);
+    ck_assert_str_eq(shown.text, want);
+    ck_assert_str_eq(shown2.text, want);
+    itest_sse_close(&late);
+    itest_sse_close(&e);
+    ck_assert_int_eq(itest_server_stop(&b), 0);
+    itest_remove_db(db_path);
+    free(got);
+    free(want);
+    free(mid);
+    free(sid);
+    free(q);
+}
+END_TEST
+
 /* The last request the fake provider got for `model` (NEW), or NULL. */
 static json_t *last_request(const struct itest_fake *f)
 {
@@ -406,6 +504,7 @@ Suite *durable_text_suite(void)
     tcase_set_timeout(tc, getenv("RX_SERVER_WRAPPER") ? 900 : 240);
     tcase_add_test(tc, test_builtin_answer_continues_byte_for_byte);
     tcase_add_test(tc, test_openai_continue_sends_the_kept_text);
+    tcase_add_test(tc, test_takeover_continues_on_another_node);
     suite_add_tcase(s, tc);
     return s;
 }
