@@ -55,6 +55,17 @@ struct brain_ask {
      * one. NULL when none.
      */
     const char *resume_message_id;
+    /*
+     * The text already shown of resume_message_id (SPEC 3.7: an answer
+     * survives a crash), resume_len bytes, NUL-terminated; NULL when none.
+     * The brain's chunks follow it: a brain continues the answer after it
+     * (the builtin brain's deterministic text at that offset, the openai
+     * brain by a prefix continuation) or, when it cannot, appends a new
+     * answer after a visible separator; never repeats or replaces it. The
+     * complete message's content begins with it.
+     */
+    const char *resume_text;
+    size_t resume_len;
 
     /*
      * Hand an input to the session. 0 when accepted or unchanged; -ECANCELED

@@ -57,17 +57,23 @@ static int dispatch_calls(struct brain_ask *ask, json_t *calls)
     return dispatch_input(ask, &in);
 }
 
-/* Start (unless resuming), stream in chunks, complete. */
+/* What a restarted answer that cannot continue the text shown shows first. */
+#define RESTART_MARK "\n\n--- restarted after an interruption ---\n\n"
+
+/*
+ * Start (unless resuming), stream in chunks, complete. A resumed answer
+ * (SPEC 3.7) continues the text already shown: the builtin brain's text is
+ * deterministic, so when the shown text is its beginning, it streams from
+ * there on and the complete answer is byte for byte the uninterrupted one;
+ * otherwise (a different reply) it follows the shown text after a mark.
+ */
 static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
                        const char *text, int delay_ms)
 {
     struct rx_input in = {0};
-    char id[40], *piece;
-    const char *mid = ask->resume_message_id;
-    size_t len = strlen(text), n;
-    /* A character is at most 4 bytes, and a chunk never more than the text. */
-    size_t max =
-        (size_t)b->cfg.chunk_chars < len / 4 + 1 ? (size_t)b->cfg.chunk_chars * 4 : len;
+    char id[40], *piece, *whole = NULL;
+    const char *mid = ask->resume_message_id, *from = text;
+    size_t len = strlen(text), n, max;
     int rc;
 
     if (!mid) {
@@ -80,12 +86,33 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
         if (rc)
             return rc;
     }
+    if (mid && ask->resume_text && ask->resume_len) {
+        if (ask->resume_len <= len && !memcmp(text, ask->resume_text, ask->resume_len)) {
+            from = text + ask->resume_len;
+        } else {
+            size_t k = strlen(RESTART_MARK);
+
+            /* TODO(restarted): mark the message "restarted": true once the
+               machine has the flag (SPEC 3.7); the mark in the text says it. */
+            if (!(whole = malloc(ask->resume_len + k + len + 1)))
+                return -ENOMEM;
+            memcpy(whole, ask->resume_text, ask->resume_len);
+            memcpy(whole + ask->resume_len, RESTART_MARK, k);
+            memcpy(whole + ask->resume_len + k, text, len + 1);
+            from = whole + ask->resume_len; /* the mark, then the answer */
+        }
+    }
+    /* A character is at most 4 bytes, and a chunk never more than the text. */
+    len = strlen(from);
+    max = (size_t)b->cfg.chunk_chars < len / 4 + 1 ? (size_t)b->cfg.chunk_chars * 4 : len;
     piece = malloc(max + 1);
-    if (!piece)
+    if (!piece) {
+        free(whole);
         return -ENOMEM;
-    for (const char *s = text; *s; s += n) {
+    }
+    for (const char *s = from; *s; s += n) {
         n = builtin_reply_chunk_len(s, (size_t)b->cfg.chunk_chars);
-        if (s != text && delay_ms && ask->sleep_ms && (rc = ask->sleep_ms(ask, delay_ms)))
+        if (s != from && delay_ms && ask->sleep_ms && (rc = ask->sleep_ms(ask, delay_ms)))
             goto out_free_piece;
         if (ask->is_cancelled && ask->is_cancelled(ask)) {
             rc = -ECANCELED;
@@ -97,7 +124,8 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
             goto out_free_piece;
     }
     in = (struct rx_input){.type = RX_IN_BRAIN_SEND_MESSAGE_COMPLETE};
-    if (rx_input_set_str(&in.message_id, mid) || rx_input_set_str(&in.content, text)) {
+    if (rx_input_set_str(&in.message_id, mid) ||
+        rx_input_set_str(&in.content, whole ? whole : text)) {
         rx_input_release(&in);
         rc = -ENOMEM;
         goto out_free_piece;
@@ -106,6 +134,7 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
 
 out_free_piece:
     free(piece);
+    free(whole);
     return rc;
 }
 

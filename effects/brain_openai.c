@@ -54,6 +54,7 @@ struct oa_ask {
     int64_t first_token_at; /* now_wall_ms() of its first text or reasoning */
     json_t *notes;          /* system notes for follow-up requests (bad load ids) */
     bool relay;             /* this request's text is the answer (not a summary) */
+    bool prefix; /* continue `text` (the text shown, SPEC 3.7): a trailing assistant */
 };
 
 /* ---- the brain ------------------------------------------------------------ */
@@ -356,7 +357,11 @@ static int build_context(struct oa_ask *ax, int64_t cut, json_t **out)
 
     if (rc)
         return rc;
-    if (json_array_extend(msgs, ax->notes)) {
+    if (json_array_extend(msgs, ax->notes) ||
+        (ax->prefix && ax->relay &&
+         json_array_append_new(msgs,
+                               json_pack("{s:s, s:s%}", "role", "assistant", "content",
+                                         ax->text.data, ax->text.len)))) {
         json_decref(msgs);
         return -ENOMEM;
     }
@@ -574,6 +579,37 @@ out_release:
     return rc;
 }
 
+/* What a restarted answer shows before its new text (brain.openai.continue false). */
+#define RESTART_MARK "\n\n--- restarted after an interruption ---\n\n"
+
+/*
+ * An answer cut off by a crash or a takeover (SPEC 3.7) keeps the text
+ * shown: the answer's text starts with it. With `continue`, the model is
+ * asked to continue it (a trailing assistant message, build_context);
+ * otherwise it answers again after a visible mark.
+ */
+static int resume(struct oa_ask *ax)
+{
+    const struct brain_ask *ask = ax->ask;
+    int rc;
+
+    if (!has_resume(ax) || !ask->resume_text || !ask->resume_len)
+        return 0;
+    snprintf(ax->msg_id, sizeof(ax->msg_id), "%s", ask->resume_message_id);
+    if ((rc = rx_buf_append(&ax->text, ask->resume_text, ask->resume_len)))
+        return rc == -E2BIG ? -ENOMEM : rc;
+    if (ax->b->cfg.cont) {
+        ax->prefix = true;
+        return 0;
+    }
+    /* TODO(restarted): mark the message "restarted": true here once the
+       machine has the flag (SPEC 3.7); until then the mark in the text says so. */
+    if ((rc = rx_buf_append(&ax->text, RESTART_MARK, strlen(RESTART_MARK))))
+        return rc == -E2BIG ? -ENOMEM : rc;
+    return ax->ask->chunk(ax->ask, ax->msg_id, RESTART_MARK) == -ECANCELED ? -ECANCELED
+                                                                           : 0;
+}
+
 static int oa_ask(struct brain *self, struct brain_ask *ask)
 {
     struct oa_ask ax = {.b = (struct brain_openai *)self, .ask = ask, .relay = true};
@@ -588,6 +624,8 @@ static int oa_ask(struct brain *self, struct brain_ask *ask)
         return rc;
     ax.notes = json_array();
     rc = ax.notes ? maybe_compress(&ax) : -ENOMEM;
+    if (!rc)
+        rc = resume(&ax);
     for (int round = 0; !rc && again; round++) {
         if (round == LOAD_ROUNDS_MAX) {
             rc = finish_error(&ax, "the model kept loading earlier tool calls");

@@ -59,7 +59,7 @@ int openai_config_parse(json_t *config, struct openai_config *out, struct rx_err
     long long connect = 10000, stall = 60000, total = 600000, retries = 2, backoff = 500,
               backoff_max = 30000, max_tokens = 0, budget = 0, keep = 4;
     struct openai_config c = {0};
-    json_t *temp;
+    json_t *temp, *cont;
     size_t blen;
 
     if (config && !json_is_null(config) && !json_is_object(config))
@@ -77,6 +77,10 @@ int openai_config_parse(json_t *config, struct openai_config *out, struct rx_err
         cfg_int(config, "context_budget", 0, LLONG_MAX / 8, &budget, err) ||
         cfg_int(config, "keep_recent", 1, 1000, &keep, err))
         return -EINVAL;
+    cont = json_object_get(config, "continue");
+    if (cont && !json_is_null(cont) && !json_is_boolean(cont))
+        return cfg_error(err, "continue", "must be true or false");
+    c.cont = cont && json_is_true(cont);
     temp = json_object_get(config, "temperature");
     if (temp && !json_is_null(temp) &&
         (!json_is_number(temp) || json_number_value(temp) < 0 ||

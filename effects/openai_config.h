@@ -32,7 +32,14 @@ struct openai_config {
     char *auth;  /* "Authorization: Bearer ..." or NULL for none */
     bool has_temperature;
     double temperature;
-    long long max_tokens;            /* 0: not sent */
+    long long max_tokens; /* 0: not sent */
+    /*
+     * `continue` (SPEC 3.7): an answer cut off by a crash is continued by a
+     * prefix continuation (the text shown sent as a trailing assistant
+     * message, as llama.cpp, vLLM and Ollama honour); false: it is asked
+     * again and the new answer follows the text shown after a mark.
+     */
+    bool cont;
     struct openai_http_config http;  /* the transfer's settings */
     struct rx_context_budget budget; /* estimated tokens; limit 0: never compress */
 };

@@ -108,6 +108,7 @@ static void effect_free(struct effect *fx)
     if (fx->has_view)
         rx_state_release(&fx->view);
     free(fx->resume_id);
+    free(fx->resume_text);
     free(fx->tool_name);
     free(fx->tool_parameters);
     free(fx->spec.tool_call_id);
@@ -323,6 +324,15 @@ static int effect_prepare(struct effect *fx, const struct rx_state *s)
                 return err;
         }
     }
+    /* The text already shown of it, which the brain continues (SPEC 3.7). */
+    if (fx->resume_id && fx->rt->host->resume) {
+        free(fx->resume_text);
+        fx->resume_text = NULL;
+        fx->resume_len = 0;
+        if ((err = fx->rt->host->resume(fx->rt->ctx, fx->resume_id, &fx->resume_text,
+                                        &fx->resume_len)))
+            return err;
+    }
     if ((err = rx_context_view(s, fx->rt->cfg.brain->view_messages, &fx->view)))
         return err;
     fx->has_view = true;
@@ -339,6 +349,8 @@ static int run_ask(struct effect *fx)
         .system_prompt = prompt,
         .tools = rt->cfg.tools,
         .resume_message_id = fx->resume_id,
+        .resume_text = fx->resume_text,
+        .resume_len = fx->resume_len,
         .dispatch = ask_dispatch,
         .chunk = ask_chunk,
         .reasoning = ask_reasoning,

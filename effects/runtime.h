@@ -113,6 +113,15 @@ struct runtime_host {
        it reached a worker, when it is never the last (see above). */
     void (*ref)(void *ctx);
     void (*unref)(void *ctx);
+    /*
+     * An ask resumes streaming message `message_id` (after a restart, a
+     * takeover, a retry; SPEC 3.7), lock held: the text its followers were
+     * shown of it, copied into *text (malloc'd, NUL-terminated; NULL and 0:
+     * none), which the brain continues; the host counts the brain's next
+     * chunk as following it. NULL: not known (the brain starts over).
+     * 0 or -ENOMEM.
+     */
+    int (*resume)(void *ctx, const char *message_id, char **text, size_t *len);
 };
 
 struct runtime_config {

@@ -53,7 +53,9 @@ struct effect {
     /* What it gets, made under the host's lock when a worker takes it up. */
     struct rx_state view; /* an ask's (rx_context_view) */
     bool has_view;
-    char *resume_id;       /* an ask's own streaming message, or NULL */
+    char *resume_id;   /* an ask's own streaming message, or NULL */
+    char *resume_text; /* what was shown of it (host->resume), or NULL */
+    size_t resume_len;
     char *tool_name;       /* a tool's record: name and parameters (the id is */
     char *tool_parameters; /* spec.tool_call_id) */
     int cancel_fd;         /* eventfd, readable once cancelled; -1 until taken up */

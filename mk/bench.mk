@@ -28,6 +28,14 @@ bench-loop: $(BENCH_SUITE) $(BUILD)/reflexor
 
 BENCH_RUN += bench-suite bench-loop
 
+# Issue 31: durable streamed text, on against off (REFLEXOR_DURABLE_TEXT=0),
+# and the bytes it writes per answer (bench/durable_text.sh).
+.PHONY: bench-durable-text
+bench-durable-text: $(BENCH_SUITE) $(BUILD)/reflexor
+	BENCH_BUILD=$(BUILD) bench/durable_text.sh
+
+BENCH_RUN += bench-durable-text
+
 # Issue 30: the POST loop with auth.mode keys against none (bench/users.sh).
 .PHONY: bench-users
 bench-users: $(BENCH_SUITE) $(BUILD)/reflexor

@@ -228,7 +228,7 @@ static const struct {
      "chunk_chars chunk_delay_ms slow_factor compress_after compress_keep"},
     {"brain.openai", "base_url model api_key api_key_env temperature max_tokens "
                      "connect_timeout_ms stall_timeout_ms timeout_ms retries backoff_ms "
-                     "backoff_max_ms context_budget keep_recent"},
+                     "backoff_max_ms context_budget keep_recent continue"},
 };
 
 static bool word_in(const char *list, const char *word)

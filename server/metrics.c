@@ -68,10 +68,18 @@ static int render_sessions(struct rx_buf *b, const struct session_figures *f)
         "# HELP reflexor_sessions_evicted_total Idle sessions that left memory.\n"
         "# TYPE reflexor_sessions_evicted_total counter\n"
         "reflexor_sessions_evicted_total %lld\n"
+        "# HELP reflexor_stream_text_batches_total Batches of streamed answer text "
+        "handed to the store (SPEC 3.7).\n"
+        "# TYPE reflexor_stream_text_batches_total counter\n"
+        "reflexor_stream_text_batches_total %lld\n"
+        "# HELP reflexor_stream_text_bytes_total Bytes of streamed answer text "
+        "handed to the store.\n"
+        "# TYPE reflexor_stream_text_bytes_total counter\n"
+        "reflexor_stream_text_bytes_total %lld\n"
         "# HELP reflexor_session_load_seconds Time to read a session from the store.\n"
         "# TYPE reflexor_session_load_seconds histogram\n",
         (long long)f->stored, f->resident, f->bytes, (long long)f->loads,
-        (long long)f->evictions);
+        (long long)f->evictions, (long long)f->text_batches, (long long)f->text_bytes);
 
     for (size_t i = 0; i < LOAD_BUCKETS && !err; i++) {
         total += LOAD(load_count[i]);

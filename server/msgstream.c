@@ -89,6 +89,15 @@ int msgstream_append_at(struct msgstream *m, bool reasoning, size_t offset,
                   n - (have - offset));
 }
 
+int msgstream_load(struct msgstream *m, const char *text, size_t n)
+{
+    int err = msgstream_append_at(m, false, 0, text, n);
+
+    if (!err && m->saved < n)
+        m->saved = n;
+    return err;
+}
+
 /* The text and reasoning to tell: the live buffers, else the state's record. */
 static void texts_of(const struct msgstream *m, const struct rx_message *msg,
                      const char **text, size_t *text_len, const char **reasoning,

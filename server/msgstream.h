@@ -41,6 +41,13 @@ struct msgstream {
     /* What the brain streamed (text, reasoning) since the answer (re)started:
        where its next delta goes (msgstream_append_at). */
     size_t streamed[2];
+    /*
+     * Durable text (SPEC 3.7): the bytes of `text` handed to the store so
+     * far (the next batch starts there; set back when a batch failed), and
+     * when the last batch went (monotonic ms).
+     */
+    size_t saved;
+    int64_t saved_ms;
     struct sse_channel ch;
 };
 
@@ -69,6 +76,15 @@ int msgstream_append_reasoning(struct msgstream *m, const char *delta) RX_WUR;
  */
 int msgstream_append_at(struct msgstream *m, bool reasoning, size_t offset,
                         const char *delta, size_t n) RX_WUR;
+/*
+ * The text the store kept of this answer (`text`, n bytes: store_stream_text
+ * after a restart or a takeover) back into the buffer: what lies past the
+ * buffer is appended and sent as a chunk (a follower that had less gets the
+ * rest), and it counts as saved, so it is not written again. 0, -E2BIG or
+ * -ENOMEM.
+ */
+int msgstream_load(struct msgstream *m, const char *text, size_t n) RX_WUR;
+
 /*
  * NEW frame {"type":"snapshot","content":...,"reasoning":...} ("reasoning"
  * only when there is some), id = the content's length: from `m`'s buffers

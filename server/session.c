@@ -86,6 +86,140 @@ static void relay(struct session *s, struct msgstream *m, bool reasoning)
     *done = b->len;
 }
 
+/* ---- durable streamed text (SPEC 3.7) ---------------------------------------- */
+
+/* A batch is due at this many new bytes, or this long after the last one. */
+#define TEXT_BATCH_BYTES 4096
+#define TEXT_BATCH_MS    250
+
+/*
+ * REFLEXOR_DURABLE_TEXT=0 turns the batches off (the baseline of
+ * bench/durable_text.sh; nothing of a streaming answer survives a crash then).
+ */
+static bool durable_text(void)
+{
+    static int on = -1; /* read once; a race reads the same value twice */
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+
+    if (v < 0) {
+        const char *e = getenv("REFLEXOR_DURABLE_TEXT");
+
+        v = !(e && !strcmp(e, "0"));
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* One batch on its way to the store: the write and what it points to. */
+struct text_batch {
+    struct store_write w; /* first: `done` gets its address */
+    struct session *s;    /* a reference, dropped when the store answered */
+    char *mid;            /* points into data */
+    char data[];          /* the message id, NUL, then the text */
+};
+
+/*
+ * The store answered a batch. A batch that failed is written again with the
+ * next one: the message's saved mark goes back to it (a batch stored after
+ * it past a gap is not read, store_stream_text, so nothing wrong is kept).
+ */
+static void text_batch_done(struct store_write *w, int err)
+{
+    struct text_batch *b = (struct text_batch *)w;
+    struct session *s = b->s;
+
+    if (err && err != -ENOENT) {
+        struct msgstream *m;
+
+        pthread_mutex_lock(&s->lock);
+        m = msgstream_find(s->streams, b->mid);
+        if (m && m->saved > (size_t)w->text_offset)
+            m->saved = (size_t)w->text_offset;
+        pthread_mutex_unlock(&s->lock);
+    }
+    free(b);
+    session_unref(s);
+}
+
+/*
+ * Queue what streamed of `m`'s text since its last batch, when a batch is
+ * due (TEXT_BATCH_BYTES new, or TEXT_BATCH_MS since the last) or `force`.
+ * Never waits for the store: the batch's answer comes on the notifier.
+ * Only the owner writes, only while the answer streams in the state (the
+ * input that ends it removes its batches: none may follow). Lock held.
+ */
+static void text_save(struct session *s, struct msgstream *m, bool force)
+{
+    struct store *st = s->table->env.store;
+    const struct rx_message *msg;
+    size_t n = m->text.len - m->saved, idlen;
+    int64_t now;
+    struct text_batch *b;
+
+    if (!st || !n || s->follower || s->deleted || !durable_text())
+        return;
+    now = now_mono_ms();
+    /* Due once a new TEXT_BATCH_MS tick of the clock began since the last
+       batch, the same ticks for every answer: the batches of answers that
+       stream together come together and share a commit (and its pages). */
+    if (!force && n < TEXT_BATCH_BYTES &&
+        now / TEXT_BATCH_MS == m->saved_ms / TEXT_BATCH_MS)
+        return;
+    msg = rx_state_find_assistant(&s->state, m->id);
+    if (!msg || msg->status != RX_STATUS_STREAMING)
+        return;
+    idlen = strlen(m->id);
+    if (!(b = malloc(sizeof(*b) + idlen + 1 + n)))
+        return; /* the next batch takes these bytes too */
+    memset(&b->w, 0, sizeof(b->w));
+    b->mid = b->data;
+    memcpy(b->data, m->id, idlen + 1);
+    memcpy(b->data + idlen + 1, m->text.data + m->saved, n);
+    b->s = s;
+    session_ref(s);
+    b->w.sid = s->id;
+    b->w.message_id = b->mid;
+    b->w.text_offset = (int64_t)m->saved;
+    b->w.input = b->data + idlen + 1;
+    b->w.input_len = n;
+    b->w.done = text_batch_done;
+    m->saved = m->text.len;
+    m->saved_ms = now;
+    store_write_queue(st, &b->w);
+}
+
+void session__text_save_due(struct session *s)
+{
+    for (struct msgstream *m = s->streams; m; m = m->next)
+        text_save(s, m, false);
+}
+
+void session__text_load(struct session *s, struct msgstream *m)
+{
+    struct store *st = s->table->env.store;
+    struct rx_buf b;
+    int err;
+
+    if (!st)
+        return;
+    rx_buf_init(&b, m->text.max);
+    err = store_stream_text(st, s->id, m->id, &b);
+    if (!err && b.len)
+        err = msgstream_load(m, b.data, b.len);
+    if (err) {
+        struct rx_error why;
+
+        store_last_error(st, &why);
+        log_warn("session %s: the streamed text of %s cannot be read back: %s", s->id,
+                 m->id, err == -EIO ? why.text : strerror(-err));
+    } else if (b.len) {
+        log_info("session %s: %s continues after %zu durable byte(s)", s->id, m->id,
+                 b.len);
+    }
+    m->saved_ms = now_mono_ms();
+    rx_buf_release(&b);
+}
+
 /*
  * A streaming answer that has no buffer gets one: none could be made when
  * it started (out of memory), and without one every chunk would fail and
@@ -141,6 +275,8 @@ static int host_stream(struct session *s, const struct effect *fx, const char *m
     if (s->runs)
         run__delta(s, message_id, delta, reasoning);
     relay(s, m, reasoning);
+    if (!reasoning)
+        text_save(s, m, false);
 out_unlock:
     pthread_mutex_unlock(&s->lock);
     return err;
@@ -183,6 +319,30 @@ static void host_event(void *ctx, const char *type, const struct effect *fx)
     sse_frame_unref(f);
 }
 
+/* The text shown of a resumed answer; the brain's count starts after it. */
+static int host_resume(void *ctx, const char *message_id, char **text, size_t *len)
+{
+    struct session *s = ctx;
+    struct msgstream *m = msgstream_find(s->streams, message_id);
+    int err;
+
+    *text = NULL;
+    *len = 0;
+    if (!m && (err = stream_reopen(s, message_id, &m)))
+        return err == -ENOENT ? 0 : err;
+    if (!m->text.len) {
+        m->streamed[0] = 0;
+        return 0;
+    }
+    if (!(*text = malloc(m->text.len + 1)))
+        return -ENOMEM;
+    memcpy(*text, m->text.data, m->text.len);
+    (*text)[m->text.len] = '\0';
+    *len = m->text.len;
+    m->streamed[0] = m->text.len;
+    return 0;
+}
+
 static void host_ref(void *ctx)
 {
     session_ref(ctx);
@@ -198,6 +358,7 @@ static const struct runtime_host host_ops = {
     .unlock = host_unlock,
     .state = host_state,
     .dispatch = host_dispatch,
+    .resume = host_resume,
     .chunk = host_chunk,
     .reasoning = host_reasoning,
     .event = host_event,
@@ -381,11 +542,17 @@ void session_restore(struct session *s, struct rx_state *state, int64_t seq,
     s->created_at = created_at;
     s->last_stamp = s->state.updated_at;
     (void)auto_title(s); /* not told: the session is not listed yet */
-    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
-        if (s->state.assistant.items[i].status == RX_STATUS_STREAMING &&
-            !session_stream_open(s, s->state.assistant.items[i].id))
+    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++) {
+        struct msgstream *m;
+
+        if (s->state.assistant.items[i].status != RX_STATUS_STREAMING)
+            continue;
+        if (!(m = session_stream_open(s, s->state.assistant.items[i].id)))
             log_warn("session %s: no buffer for message %s", s->id,
                      s->state.assistant.items[i].id);
+        else
+            session__text_load(s, m); /* before anything streams (SPEC 3.7) */
+    }
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -520,8 +687,8 @@ static int find_message(struct session *s, const char *id, const struct rx_messa
     *m = msgstream_find(s->streams, id);
     if (!*msg)
         return -ENOENT;
-    if ((*msg)->status == RX_STATUS_STREAMING && !*m)
-        *m = session_stream_open(s, id);
+    if ((*msg)->status == RX_STATUS_STREAMING && !*m && (*m = session_stream_open(s, id)))
+        session__text_load(s, *m); /* the text kept of it (SPEC 3.7) */
     return 0;
 }
 

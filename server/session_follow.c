@@ -207,12 +207,20 @@ int session_take(struct session *s)
         m->streamed[0] = m->streamed[1] = 0;
         m->open_seq = 0;
     }
-    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
-        if (s->state.assistant.items[i].status == RX_STATUS_STREAMING &&
-            !msgstream_find(s->streams, s->state.assistant.items[i].id) &&
-            !session_stream_open(s, s->state.assistant.items[i].id))
-            log_warn("session %s: no buffer for message %s", s->id,
-                     s->state.assistant.items[i].id);
+    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++) {
+        const char *id = s->state.assistant.items[i].id;
+        struct msgstream *m;
+
+        if (s->state.assistant.items[i].status != RX_STATUS_STREAMING)
+            continue;
+        if (!(m = msgstream_find(s->streams, id)) && !(m = session_stream_open(s, id))) {
+            log_warn("session %s: no buffer for message %s", s->id, id);
+            continue;
+        }
+        /* What the old owner made durable, before anything streams again: a
+           follower that missed relayed deltas gets them now (SPEC 3.7). */
+        session__text_load(s, m);
+    }
     took = true;
 out_unlock:
     pthread_mutex_unlock(&s->lock);

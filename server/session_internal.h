@@ -244,6 +244,15 @@ void session_publish_frames(struct session *s, struct sse_channel *ch,
                             struct sse_frame *const *f, size_t n);
 /* Set the title from the first user message, once; tell the sessions feed. */
 void session_set_title(struct session *s);
+/*
+ * Durable streamed text (SPEC 3.7; session.c). text_save_due queues a batch
+ * of each streaming answer whose batch is due (250 ms or 4 KiB since the
+ * last). text_load puts what the store kept of `m`'s text back into it
+ * (after a restart, a load, a takeover), logged when it cannot. Lock held.
+ */
+void session__text_save_due(struct session *s);
+void session__text_load(struct session *s, struct msgstream *m);
+
 /* A buffer for a streaming answer's text, owned by s->streams. NULL on ENOMEM. */
 struct msgstream *session_stream_open(struct session *s, const char *id);
 

@@ -120,6 +120,7 @@ struct pending {
     bool stored;       /* the store answered, or nothing is asked of it */
     int err;           /* 0, or why it is not stored */
     struct rx_buf input, snapshot;
+    char *stream_done; /* w.stream_done when it names a message (SPEC 3.7) */
     struct input_frames fr;
     const struct effect *cause;
     struct submit_result res;
@@ -168,6 +169,7 @@ static void pending_free(struct pending *p)
     frames_drop(&p->fr);
     rx_buf_release(&p->input);
     rx_buf_release(&p->snapshot);
+    free(p->stream_done);
     free(p);
 }
 
@@ -352,6 +354,24 @@ static bool snapshot_due(struct session *s)
  * snapshot of the state it made) and the frames that will announce it, while
  * the state is the one it made. Lock held. 0 or -ENOMEM.
  */
+/*
+ * The streamed text an applied input ends (SPEC 3.7: the log must not keep
+ * an answer twice): the message a brain-send-message-complete names, every
+ * one ("") when no answer streams any more, else none (NULL). Borrowed from
+ * `in`. Lock held.
+ */
+static const char *stream_done(const struct session *s, const struct rx_input *in)
+{
+    if (in->type == RX_IN_BRAIN_SEND_MESSAGE_COMPLETE && in->message_id)
+        return in->message_id;
+    if (!s->streams)
+        return NULL;
+    for (size_t i = s->state.assistant.settled; i < s->state.assistant.len; i++)
+        if (s->state.assistant.items[i].status == RX_STATUS_STREAMING)
+            return NULL;
+    return "";
+}
+
 static int pending_fill(struct session *s, struct pending *p, const struct rx_input *in,
                         const struct rx_outcome *o)
 {
@@ -388,6 +408,11 @@ static int pending_fill(struct session *s, struct pending *p, const struct rx_in
     p->w.title = title_len ? p->input.data + input_len : NULL;
     p->w.title_len = title_len;
     p->w.done = pending_stored;
+    if ((p->w.stream_done = stream_done(s, in)) && *p->w.stream_done) {
+        if (!(p->stream_done = strdup(p->w.stream_done)))
+            return -ENOMEM;
+        p->w.stream_done = p->stream_done;
+    }
     frames_make(s, in, o, s->applied, &p->fr);
     return 0;
 }

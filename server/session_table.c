@@ -276,6 +276,9 @@ void session_table_figures(struct session_table *t, struct session_figures *f)
     f->bytes = __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
     f->loads = __atomic_load_n(&t->loads, __ATOMIC_RELAXED);
     f->evictions = __atomic_load_n(&t->evictions, __ATOMIC_RELAXED);
+    f->text_batches = f->text_bytes = 0;
+    if (t->env.store)
+        store_stream_counts(t->env.store, &f->text_batches, &f->text_bytes);
 }
 
 void session_table_evict(struct session_table *t)

@@ -125,6 +125,8 @@ struct session_figures {
     size_t bytes;      /* their states, about */
     int64_t loads;     /* read from the store on a touch, since start */
     int64_t evictions; /* left memory idle, since start */
+    /* Streamed text handed to the store (SPEC 3.7): batches, bytes, since start. */
+    int64_t text_batches, text_bytes;
 };
 void session_table_figures(struct session_table *t, struct session_figures *f);
 /*

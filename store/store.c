@@ -38,6 +38,7 @@ void store__base_init(struct store *st, const struct store_backend *be)
     st->be = be;
     pthread_mutex_init(&st->hlock, NULL);
     st->err[0] = '\0';
+    st->stream_batches = st->stream_bytes = 0;
 }
 
 void store__base_release(struct store *st)
@@ -568,7 +569,25 @@ int store_history(struct store *st, const char *sid, int64_t after_seq, int limi
 
 void store_write_queue(struct store *st, struct store_write *w)
 {
+    if (w->message_id) {
+        __atomic_add_fetch(&st->stream_batches, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&st->stream_bytes, (int64_t)w->input_len, __ATOMIC_RELAXED);
+    }
     st->be->write_queue(st, w);
+}
+
+int store_stream_text(struct store *st, const char *sid, const char *message_id,
+                      struct rx_buf *out)
+{
+    return st->be->stream_text(st, sid, message_id, out);
+}
+
+void store_stream_counts(struct store *st, int64_t *batches, int64_t *bytes)
+{
+    if (batches)
+        *batches = __atomic_load_n(&st->stream_batches, __ATOMIC_RELAXED);
+    if (bytes)
+        *bytes = __atomic_load_n(&st->stream_bytes, __ATOMIC_RELAXED);
 }
 
 void store_commit_counts(struct store *st, int64_t *commits, int64_t *writes)

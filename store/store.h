@@ -34,7 +34,8 @@
  * (search_docs and the FTS5 table search_fts: what people read of each input
  * and the titles they gave), 4 what each session's row keeps of its state
  * (messages, busy, the title from its first message; SPEC 6.2), 5 its owner
- * (SPEC 4.4; older sessions belong to STORE_OWNER_DEFAULT). The commit
+ * (SPEC 4.4; older sessions belong to STORE_OWNER_DEFAULT), 6 the
+ * streamed text of answers (stream_text, SPEC 3.7). The commit
  * that finds STORE_INDEX_EVERY (1024) rows unindexed indexes them, in its
  * transaction, and so does a merge; the idle writer indexes the rest; a
  * search or a fork first indexes whatever is left (at most about that many
@@ -92,7 +93,7 @@
 #include "state_machine/rx_state.h"
 
 /* The SQLite schema this code writes (user_version); newer files are refused. */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 /*
  * Owners (SPEC 4.4): every session belongs to one principal, named by 1 to
  * STORE_OWNER_MAX bytes (no NUL). A NULL owner given to a call that makes a
@@ -228,6 +229,23 @@ struct store_write {
     bool busy;
     const char *title; /* not NUL-terminated, title_len bytes */
     size_t title_len;
+    /*
+     * An input that ends a streaming answer (brain-send-message-complete, a
+     * user-cancel; SPEC 3.7): the streamed text kept of it goes in the same
+     * transaction, so the log never keeps an answer twice. NULL: none; a
+     * message id; "" every streamed text of the session.
+     */
+    const char *stream_done;
+    /*
+     * Streamed text instead of an input (SPEC 3.7, store_stream_text): when
+     * set, the write stores input[0..input_len) as bytes [text_offset, ...)
+     * of the streamed text of assistant message `message_id` (replacing a
+     * batch stored at that offset); seq, snapshot, updated_at and the row's
+     * values are not read, and it follows no seq. It fails alone with
+     * -ENOENT when the session is gone (nothing is stored). NUL-terminated.
+     */
+    const char *message_id;
+    int64_t text_offset;
     /* The store's. */
     struct store_write *next;
     int err;
@@ -245,6 +263,32 @@ struct store_write {
  * store_close has begun.
  */
 void store_write_queue(struct store *st, struct store_write *w);
+/*
+ * Streamed text (SPEC 3.7: an answer survives a crash). While an answer
+ * streams, its text goes to the store in batches (a store_write with
+ * `message_id` set, queued like an input and never waited for), so that
+ * after kill -9 or a takeover the message keeps every byte that was
+ * durable. The input that ends the answer removes its batches
+ * (`stream_done`), and so does the deletion of the session (retention
+ * too); a fork or an import copies none. SQLite keeps them in table
+ * `stream_text(session_id, message_id, off, text)` (schema 6), PostgreSQL
+ * likewise (schema 4).
+ *
+ * Append to `out` the streamed text kept of message `message_id` of session
+ * `sid`: its batches from offset 0 on, as far as they follow each other
+ * without a gap (a batch that failed leaves the rest unreadable, never
+ * wrong). Nothing appended when none is kept. Read without holding up a
+ * commit. 0, -ENOMEM (out as it was, or longer: the caller drops it),
+ * -E2BIG (past out's bound) or -EIO.
+ */
+int store_stream_text(struct store *st, const char *sid, const char *message_id,
+                      struct rx_buf *out) RX_WUR;
+/*
+ * The streamed text the store was given to write so far: batches queued and
+ * their bytes (for measurements). Pointers may be NULL.
+ */
+void store_stream_counts(struct store *st, int64_t *batches, int64_t *bytes);
+
 /*
  * Group commit so far: the batches the writer thread has committed (a batch
  * retried write by write after -ENOSPC counts once) and the writes they

@@ -82,6 +82,9 @@ struct store_backend {
     /* Group commit. */
     void (*write_queue)(struct store *st, struct store_write *w);
     void (*commit_counts)(struct store *st, int64_t *commits, int64_t *writes);
+    /* Streamed text (store_stream_text). */
+    int (*stream_text)(struct store *st, const char *sid, const char *message_id,
+                       struct rx_buf *out);
 
     /* Reading the log: one session on demand (snapshot + tail), time travel. */
     int (*session_load)(struct store *st, const char *sid, struct rx_state *out,
@@ -110,6 +113,7 @@ struct store {
     const struct store_backend *be;
     pthread_mutex_t hlock; /* a leaf: guards err, and the backend's health */
     char err[RX_ERR_LEN];  /* store_last_error */
+    int64_t stream_batches, stream_bytes; /* store_stream_counts (atomic) */
 };
 
 /* The backends (store/sqlite/sqlite_store.c, store/pg/pg_store.c). */

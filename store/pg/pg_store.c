@@ -52,8 +52,8 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS nodes(id text PRIMARY KEY, url text,"
     " expires_at timestamptz);"
     "CREATE TABLE IF NOT EXISTS owners(session_id text PRIMARY KEY, node text,"
-    " since timestamptz);"
-    "INSERT INTO rx_meta(k, v) VALUES('version', 3) ON CONFLICT (k) DO NOTHING;"
+    " since timestamptz);" PG_STORE_STREAM_SQL
+    "INSERT INTO rx_meta(k, v) VALUES('version', 4) ON CONFLICT (k) DO NOTHING;"
     "COMMIT";
 
 /* ---- connection strings ------------------------------------------------------ */
@@ -475,6 +475,7 @@ const struct store_backend pg_store_backend = {
     .session_info = pg_store_session_info,
     .write_queue = pg_store_write_queue,
     .commit_counts = pg_store_commit_counts,
+    .stream_text = pg_store_stream_text,
     .session_load = pg_store_session_load,
     .state_at = pg_store_state_at,
     .history_page = pg_store_history_page,

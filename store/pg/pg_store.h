@@ -52,15 +52,16 @@
  *                        "title <sid>"   (store_set_title).
  *
  * Schema (created on first use, version in table rx_meta; a newer version is
- * refused at open with one line; versions 1 and 2 are upgraded at open, see
- * pg_store_sessions.c): sessions(id, created_at, updated_at, title,
- * messages, busy, auto_title, owner: the principal it belongs to, SPEC 4.4,
- * not to be confused with the cluster's `owners` below, which names the node
- * writing it), inputs(session_id, seq, input) primary key (session_id,
- * seq), snapshots(session_id, seq, state), search documents, and for the cluster nodes(id
- * text primary key, url text, expires_at timestamptz) and owners(session_id text primary
- * key, node text, since timestamptz). server/cluster reads and writes nodes and owners;
- * pg_store only creates them and checks owners when fencing.
+ * refused at open with one line; versions 1 to 3 are upgraded at open, see
+ * pg_store_sessions.c; 4 adds stream_text(session_id, message_id, off,
+ * text), the streamed text of answers, SPEC 3.7): sessions(id, created_at, updated_at,
+ * title, messages, busy, auto_title, owner: the principal it belongs to, SPEC 4.4, not to
+ * be confused with the cluster's `owners` below, which names the node writing it),
+ * inputs(session_id, seq, input) primary key (session_id, seq), snapshots(session_id,
+ * seq, state), search documents, and for the cluster nodes(id text primary key, url text,
+ * expires_at timestamptz) and owners(session_id text primary key, node text, since
+ * timestamptz). server/cluster reads and writes nodes and owners; pg_store only creates
+ * them and checks owners when fencing.
  *
  * The files of store/pg share pg_store_internal.h; nothing else includes
  * them: this header only documents the backend and its two constants.
@@ -75,7 +76,7 @@
 #define PG_STORE_H
 
 /* The schema this code writes (rx_meta.version); newer databases are refused. */
-#define PG_STORE_SCHEMA_VERSION 3
+#define PG_STORE_SCHEMA_VERSION 4
 /* The longest input text a rx_log notification carries (PostgreSQL's limit is 8000). */
 #define PG_STORE_NOTIFY_TEXT_MAX 7000
 

@@ -209,6 +209,17 @@ int pg_store__conn_get(struct pg_store *pg, struct pg_conn *pc);
  * dropped and health goes down; anything else), with the error set to
  * "<what>: <PostgreSQL's sentence>".
  */
+/*
+ * Schema 4: the streamed text of answers still streaming (SPEC 3.7), in
+ * batches keyed by offset; a session's go with it (ON DELETE CASCADE).
+ */
+#define PG_STORE_STREAM_SQL                                                              \
+    "CREATE TABLE IF NOT EXISTS stream_text(session_id text NOT NULL"                    \
+    " REFERENCES sessions(id) ON DELETE CASCADE, message_id text NOT NULL,"              \
+    " off bigint NOT NULL, text text NOT NULL,"                                          \
+    " PRIMARY KEY(session_id, message_id, off));"
+int pg_store_stream_text(struct store *st, const char *sid, const char *message_id,
+                         struct rx_buf *out);
 int pg_store__exec(struct pg_store *pg, struct pg_conn *pc, const char *what,
                    const char *sql, int n, const char *const *vals, const int *lens,
                    const int *bin, PGresult **out);

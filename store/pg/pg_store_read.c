@@ -185,6 +185,40 @@ int pg_store_session_created(struct store *base, const char *sid, int64_t *creat
     return err;
 }
 
+/* ---- streamed text (SPEC 3.7) ------------------------------------------------------ */
+
+int pg_store_stream_text(struct store *base, const char *sid, const char *message_id,
+                         struct rx_buf *out)
+{
+    struct pg_store *pg = pg_store_of(base);
+    const char *vals[2] = {sid, message_id};
+    PGresult *r = NULL;
+    int64_t at = 0;
+    int err;
+
+    pthread_mutex_lock(&pg->rlock);
+    err = pg_store__exec(pg, &pg->r, "reading streamed text",
+                         "SELECT off, text FROM stream_text WHERE session_id = $1"
+                         " AND message_id = $2 ORDER BY off",
+                         2, vals, NULL, NULL, &r);
+    pthread_mutex_unlock(&pg->rlock);
+    for (int i = 0; !err && i < PQntuples(r); i++) {
+        int64_t off = pg_store__i64(r, i, 0), len = PQgetlength(r, i, 1);
+
+        if (off > at)
+            break; /* a gap: what follows it cannot be told */
+        if (off + len <= at)
+            continue;
+        if ((err = rx_buf_append(out, PQgetvalue(r, i, 1) + (at - off),
+                                 (size_t)(off + len - at))))
+            store__set_error(&pg->base, "session '%s': streamed text of %s: %s", sid,
+                             message_id, err == -E2BIG ? "too big" : "out of memory");
+        at = off + len;
+    }
+    PQclear(r);
+    return err;
+}
+
 /* ---- time travel ------------------------------------------------------------------ */
 
 /* Append rows of `r` to the page; *full when the page is as big as pages get. */

@@ -57,6 +57,10 @@ static const char owner_upgrade_sql[] =
     "CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated_at, id);"
     "UPDATE rx_meta SET v = 3 WHERE k = 'version' AND v < 3";
 
+/* Version 3 to 4: the streamed text of answers (SPEC 3.7). */
+static const char stream_upgrade_sql[] =
+    PG_STORE_STREAM_SQL "UPDATE rx_meta SET v = 4 WHERE k = 'version' AND v < 4";
+
 /* The cut of a page: `limit` rows ($2) and the ties of the last one. */
 #define PAGE_CUT(from)                                                                   \
     " updated_at >= coalesce((SELECT updated_at FROM " from " ORDER BY updated_at"       \
@@ -137,6 +141,9 @@ static int upgrade_schema(struct pg_store *pg, char *why, size_t n)
         goto out_rollback;
     if (PQntuples(r) && pg_store__i64(r, 0, 0) < 3 &&
         (err = exec_simple(pg, owner_upgrade_sql, why, n)))
+        goto out_rollback;
+    if (PQntuples(r) && pg_store__i64(r, 0, 0) < 4 &&
+        (err = exec_simple(pg, stream_upgrade_sql, why, n)))
         goto out_rollback;
     PQclear(r);
     return exec_simple(pg, "COMMIT", why, n);

@@ -87,6 +87,15 @@ static const char snap_sql[] =
 static const char prune_sql[] =
     "DELETE FROM snapshots d USING (SELECT s, max(q) AS q FROM unnest($1::text[],"
     " $2::bigint[]) AS x(s, q) GROUP BY s) AS u WHERE d.session_id = u.s AND d.seq < u.q";
+/* Streamed text (SPEC 3.7): a batch's rows, then what the inputs that end answers remove.
+ */
+static const char stream_put_sql[] =
+    "INSERT INTO stream_text(session_id, message_id, off, text) SELECT * FROM"
+    " unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) ON CONFLICT"
+    " (session_id, message_id, off) DO UPDATE SET text = excluded.text";
+static const char stream_done_sql[] =
+    "DELETE FROM stream_text d USING unnest($1::text[], $2::text[]) AS u(s, m)"
+    " WHERE d.session_id = u.s AND (u.m = '' OR d.message_id = u.m)";
 /* After a commit whose answer was lost: are the batch's rows there? */
 static const char verify_sql[] =
     "SELECT count(*) FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(s, q, t)"
@@ -99,6 +108,9 @@ static const char verify_sql[] =
 struct batch_rows {
     struct pg_array s, q, t, u, m, b, ti, ss, sq, st;
     size_t n, snaps;
+    /* Streamed text (session, message, offset, text), and the answers ended. */
+    struct pg_array xs, xm, xo, xt, ds, dm;
+    size_t texts, dones;
 };
 
 static void rows_init(struct batch_rows *b)
@@ -113,7 +125,13 @@ static void rows_init(struct batch_rows *b)
     pg_store__array_init(&b->ss, PG_STORE_OID_TEXT);
     pg_store__array_init(&b->sq, PG_STORE_OID_INT8);
     pg_store__array_init(&b->st, PG_STORE_OID_TEXT);
-    b->n = b->snaps = 0;
+    pg_store__array_init(&b->xs, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->xm, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->xo, PG_STORE_OID_INT8);
+    pg_store__array_init(&b->xt, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->ds, PG_STORE_OID_TEXT);
+    pg_store__array_init(&b->dm, PG_STORE_OID_TEXT);
+    b->n = b->snaps = b->texts = b->dones = 0;
 }
 
 static void rows_release(struct batch_rows *b)
@@ -128,10 +146,34 @@ static void rows_release(struct batch_rows *b)
     pg_store__array_release(&b->ss);
     pg_store__array_release(&b->sq);
     pg_store__array_release(&b->st);
+    pg_store__array_release(&b->xs);
+    pg_store__array_release(&b->xm);
+    pg_store__array_release(&b->xo);
+    pg_store__array_release(&b->xt);
+    pg_store__array_release(&b->ds);
+    pg_store__array_release(&b->dm);
+}
+
+/* A batch of streamed text (w->message_id), judged. */
+static int text_add(struct batch_rows *b, const struct store_write *w)
+{
+    if (pg_store__array_text(&b->xs, w->sid, strlen(w->sid)) ||
+        pg_store__array_text(&b->xm, w->message_id, strlen(w->message_id)) ||
+        pg_store__array_i64(&b->xo, w->text_offset) ||
+        pg_store__array_text(&b->xt, w->input, w->input_len))
+        return -ENOMEM;
+    b->texts++;
+    return 0;
 }
 
 static int rows_add(struct batch_rows *b, const struct store_write *w)
 {
+    if (w->stream_done) {
+        if (pg_store__array_text(&b->ds, w->sid, strlen(w->sid)) ||
+            pg_store__array_text(&b->dm, w->stream_done, strlen(w->stream_done)))
+            return -ENOMEM;
+        b->dones++;
+    }
     if (pg_store__array_text(&b->s, w->sid, strlen(w->sid)) ||
         pg_store__array_i64(&b->q, w->seq) ||
         pg_store__array_text(&b->t, w->input, w->input_len) ||
@@ -157,7 +199,10 @@ static int rows_end(struct batch_rows *b)
                    pg_store__array_end(&b->t) || pg_store__array_end(&b->u) ||
                    pg_store__array_end(&b->m) || pg_store__array_end(&b->b) ||
                    pg_store__array_end(&b->ti) || pg_store__array_end(&b->ss) ||
-                   pg_store__array_end(&b->sq) || pg_store__array_end(&b->st)
+                   pg_store__array_end(&b->sq) || pg_store__array_end(&b->st) ||
+                   pg_store__array_end(&b->xs) || pg_store__array_end(&b->xm) ||
+                   pg_store__array_end(&b->xo) || pg_store__array_end(&b->xt) ||
+                   pg_store__array_end(&b->ds) || pg_store__array_end(&b->dm)
                ? -ENOMEM
                : 0;
 }
@@ -260,6 +305,9 @@ static int judge(struct pg_store *pg, struct store_write **v, size_t n,
         } else if (row < 0) {
             store__set_error(&pg->base, "no session '%s'", w->sid);
             w->err = -ENOENT;
+        } else if (w->message_id) {
+            if ((err = text_add(b, w)))
+                goto out_release;
         } else if (w->seq != last[row] + 1) {
             /* A gap would make the log unloadable: refuse it now. */
             store__set_error(&pg->base, "session '%s': input %lld does not follow %lld",
@@ -285,6 +333,14 @@ static int write_rows(struct pg_store *pg, struct batch_rows *b)
 {
     int err;
 
+    /* The text first: an answer ended in this batch takes its last batch too. */
+    if (b->texts && (err = exec_arrays_v(pg, "storing streamed text", stream_put_sql,
+                                         (struct pg_array *const[]){
+                                             &b->xs, &b->xm, &b->xo, &b->xt, NULL})))
+        return err;
+    if (b->dones && (err = exec_arrays(pg, "removing streamed text", stream_done_sql,
+                                       &b->ds, &b->dm, NULL)))
+        return err;
     if (!b->n)
         return 0;
     if ((err = exec_arrays(pg, "storing inputs", insert_sql, &b->s, &b->q, &b->t)) ||

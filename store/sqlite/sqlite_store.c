@@ -64,6 +64,20 @@ static off_t check_at_open_max(void)
     "CREATE TABLE inputs_recent(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"         \
     " input TEXT NOT NULL);"
 
+/*
+ * Schema 6: the streamed text of answers still streaming (SPEC 3.7), in
+ * batches keyed by their offset; the input that ends an answer removes its
+ * batches, and a session's go with its row (the trigger: delete and
+ * retention alike).
+ */
+#define STORE_STREAM_SQL                                                                 \
+    "CREATE TABLE IF NOT EXISTS stream_text(session_id TEXT NOT NULL,"                   \
+    " message_id TEXT NOT NULL,"                                                         \
+    " off INTEGER NOT NULL, text TEXT NOT NULL,"                                         \
+    " PRIMARY KEY(session_id, message_id, off)) WITHOUT ROWID;"                          \
+    "CREATE TRIGGER IF NOT EXISTS stream_text_session_gone AFTER DELETE ON sessions"     \
+    " BEGIN DELETE FROM stream_text WHERE session_id = old.id; END;"
+
 static const char schema_sql[] =
     "CREATE TABLE sessions(id TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL,"
     " updated_at INTEGER NOT NULL, title TEXT, messages INTEGER NOT NULL DEFAULT 0,"
@@ -288,6 +302,7 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
             (rc = sqlite3_exec(db, sqlite_store__rows_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sqlite_store__owner_schema_sql, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sqlite_store__search_schema_sql, NULL, NULL, NULL)) ||
+            (rc = sqlite3_exec(db, STORE_STREAM_SQL, NULL, NULL, NULL)) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "creating the schema", why, n);
             goto out_rollback;
@@ -310,7 +325,8 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
     /* Version 2 adds inputs_recent (group commit), 3 the full-text index,
        filled from the log, 4 the sessions' rows (their values computed after
        open, sqlite_store__rows_upgrade), 5 their owners (the existing ones
-       the default's); nothing else moves. Each step builds on the one
+       the default's), 6 the streamed text of answers (empty); nothing else
+       moves. Each step builds on the one
        before: a file of any older version takes them all, in order. */
     if (ver < STORE_SCHEMA_VERSION) {
         char sql[64];
@@ -325,6 +341,7 @@ static int check_schema(sqlite3 *db, char *why, size_t n)
              (rc = sqlite3_exec(db, sqlite_store__rows_upgrade_sql, NULL, NULL, NULL))) ||
             (ver < 5 && (rc = sqlite3_exec(db, sqlite_store__owner_upgrade_sql, NULL,
                                            NULL, NULL))) ||
+            (ver < 6 && (rc = sqlite3_exec(db, STORE_STREAM_SQL, NULL, NULL, NULL))) ||
             (rc = sqlite3_exec(db, sql, NULL, NULL, NULL))) {
             open_why(db, rc, "upgrading the schema", why, n);
             goto out_rollback;
@@ -719,6 +736,7 @@ const struct store_backend sqlite_store_backend = {
     .session_info = sqlite_store_session_info,
     .write_queue = sqlite_store_write_queue,
     .commit_counts = sqlite_store_commit_counts,
+    .stream_text = sqlite_store_stream_text,
     .session_load = sqlite_store_session_load,
     .state_at = sqlite_store_state_at,
     .history_page = sqlite_store_history_page,

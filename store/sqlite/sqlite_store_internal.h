@@ -206,7 +206,15 @@
                     " + (SELECT count(*) FROM inputs_recent)")                           \
     X(PAGE_COUNT, "PRAGMA page_count")                                                   \
     X(PAGE_SIZE, "PRAGMA page_size")                                                     \
-    X(FREELIST, "PRAGMA freelist_count")
+    X(FREELIST, "PRAGMA freelist_count")                                                 \
+    X(STREAM_PUT,                                                                        \
+      "INSERT OR REPLACE INTO stream_text(session_id, message_id, off, text)"            \
+      " SELECT ?1, ?2, ?3, ?4 WHERE EXISTS(SELECT 1 FROM sessions"                       \
+      " WHERE id=?1)")                                                                   \
+    X(STREAM_DONE, "DELETE FROM stream_text WHERE session_id=?1 AND message_id=?2")      \
+    X(STREAM_CLEAR, "DELETE FROM stream_text WHERE session_id=?1")                       \
+    X(STREAM_READ, "SELECT off, text FROM stream_text WHERE session_id=?1"               \
+                   " AND message_id=?2 ORDER BY off")
 
 enum {
 #define STORE_X(e, sql) Q_##e,
@@ -323,6 +331,8 @@ int sqlite_store_create_session(struct store *st, const char *sid, const char *o
 int sqlite_store_delete_session(struct store *st, const char *sid);
 void sqlite_store_write_queue(struct store *st, struct store_write *w);
 void sqlite_store_commit_counts(struct store *st, int64_t *commits, int64_t *writes);
+int sqlite_store_stream_text(struct store *st, const char *sid, const char *message_id,
+                             struct rx_buf *out);
 /* sqlite_store_read.c */
 int sqlite_store_list_sessions(struct store *st, const struct store_cursor *after,
                                size_t limit, struct store_list *out);

@@ -118,6 +118,43 @@ int sqlite_store_session_load(struct store *base, const char *sid, struct rx_sta
     return err;
 }
 
+/* ---- streamed text (SPEC 3.7) ------------------------------------------------------ */
+
+int sqlite_store_stream_text(struct store *base, const char *sid, const char *message_id,
+                             struct rx_buf *out)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    struct store_conn *c = sqlite_store__reader_lock(st);
+    sqlite3_stmt *q = sqlite_store__stmt(c, Q_STREAM_READ);
+    int64_t at = 0;
+    int rc, err = 0;
+
+    sqlite_store__bind_text(q, 1, sid, strlen(sid));
+    sqlite_store__bind_text(q, 2, message_id, strlen(message_id));
+    /* One statement reads one snapshot: no transaction of its own needed. */
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t off = sqlite3_column_int64(q, 0);
+        const char *text = (const char *)sqlite3_column_text(q, 1);
+        int64_t len = sqlite3_column_bytes(q, 1);
+
+        if (off > at)
+            break; /* a gap: what follows it cannot be told */
+        if (off + len <= at)
+            continue;
+        if ((err = rx_buf_append(out, text + (at - off), (size_t)(off + len - at)))) {
+            store__set_error(&st->base, "session '%s': streamed text of %s: %s", sid,
+                             message_id, err == -E2BIG ? "too big" : "out of memory");
+            break;
+        }
+        at = off + len;
+    }
+    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        err = sqlite_store__sql_fail(st, c, rc, "reading streamed text");
+    sqlite_store__done(q);
+    sqlite_store__reader_unlock(st);
+    return err;
+}
+
 /* ---- time travel ------------------------------------------------------------------ */
 
 int sqlite_store_history_page(struct store *base, const char *sid, int64_t after_seq,

@@ -276,6 +276,44 @@ static int append_rows(struct sqlite_store *st, struct store_write *w,
 }
 
 /*
+ * A batch of streamed text (w->message_id), inside the batch's transaction:
+ * one row, written only while the session exists (else w->err is -ENOENT
+ * and the batch goes on). Any other error fails the transaction. lock held.
+ */
+static int stream_rows(struct sqlite_store *st, struct store_write *w)
+{
+    sqlite3_stmt *q = sqlite_store__stmt(&st->w, Q_STREAM_PUT);
+    int rc;
+
+    sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
+    sqlite_store__bind_text(q, 2, w->message_id, strlen(w->message_id));
+    sqlite3_bind_int64(q, 3, w->text_offset);
+    sqlite_store__bind_text(q, 4, w->input, w->input_len);
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "storing streamed text");
+    if (!sqlite3_changes(st->w.db)) {
+        store__set_error(&st->base, "no session '%s'", w->sid);
+        w->err = -ENOENT;
+    }
+    return 0;
+}
+
+/* An input that ends an answer: its streamed text goes (w->stream_done). lock held. */
+static int stream_done(struct sqlite_store *st, const struct store_write *w)
+{
+    sqlite3_stmt *q =
+        sqlite_store__stmt(&st->w, *w->stream_done ? Q_STREAM_DONE : Q_STREAM_CLEAR);
+    int rc;
+
+    sqlite_store__bind_text(q, 1, w->sid, strlen(w->sid));
+    if (*w->stream_done)
+        sqlite_store__bind_text(q, 2, w->stream_done, strlen(w->stream_done));
+    if ((rc = sqlite_store__run(q)))
+        return sqlite_store__sql_fail(st, &st->w, rc, "removing streamed text");
+    return 0;
+}
+
+/*
  * After the batch's inputs: each session's row once, as its last write in
  * the batch has it (and the title of its first write with one: a later one
  * may carry none), so a session with many inputs in a batch costs one
@@ -292,7 +330,8 @@ static int rows_write(struct sqlite_store *st, struct store_write **v, size_t n,
     for (size_t i = 0; !err && i < n; i++) {
         const struct last_seq *e;
 
-        if (v[i]->err || !(e = last_find(&st->last, v[i]->sid)) || e->row_w != v[i])
+        if (v[i]->err || v[i]->message_id || !(e = last_find(&st->last, v[i]->sid)) ||
+            e->row_w != v[i])
             continue;
         err = sqlite_store__row_write(st, v[i], e->title_w);
     }
@@ -326,8 +365,15 @@ static int commit_some(struct sqlite_store *st, struct store_write **v, size_t n
     bool indexed = false;
 
     st->batch++;
-    for (i = 0; !err && i < n; i++)
+    for (i = 0; !err && i < n; i++) {
+        if (v[i]->message_id) {
+            err = stream_rows(st, v[i]);
+            continue;
+        }
         err = append_rows(st, v[i], &st->undo[undo_n], &undo_n);
+        if (!err && !v[i]->err && v[i]->stream_done)
+            err = stream_done(st, v[i]);
+    }
     if (!err)
         err = rows_write(st, v, n, undo_n, &indexed);
     if (!err)

@@ -522,6 +522,52 @@ START_TEST(test_ask_resume)
 }
 END_TEST
 
+/*
+ * A resumed ask with the text already shown (SPEC 3.7): the builtin brain
+ * streams only what follows it, and the complete answer is byte for byte
+ * the uninterrupted one; text shown that is not its beginning is kept and
+ * followed by a visible mark and the answer.
+ */
+START_TEST(test_ask_resume_continues_text_shown)
+{
+    static const struct {
+        const char *shown, *streamed, *complete;
+    } cases[] = {
+        {"Echo: ag", "ain", "Echo: again"},
+        {"E", "cho: again", "Echo: again"},
+        {"Echo: again", "", "Echo: again"},
+        {"Something else", "\n\n--- restarted after an interruption ---\n\nEcho: again",
+         "Something else\n\n--- restarted after an interruption ---\n\nEcho: again"},
+    };
+
+    user_says("again");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rx_input in = {.type = RX_IN_BRAIN_SEND_MESSAGE_START};
+        char id[32];
+        const struct rx_input *last;
+
+        snprintf(id, sizeof(id), "m-resume-%zu", i);
+        in.called_brain_at = fk.ask.signals_cut_at;
+        ck_assert_int_eq(rx_input_set_str(&in.message_id, id), 0);
+        apply(&in);
+        fk.ask.resume_message_id = id;
+        fk.ask.resume_text = cases[i].shown;
+        fk.ask.resume_len = strlen(cases[i].shown);
+        ck_assert_int_eq(run_ask(), 0);
+        last = &fk.inputs[fk.n_inputs - 1];
+        ck_assert_int_eq(last->type, RX_IN_BRAIN_SEND_MESSAGE_COMPLETE);
+        ck_assert_str_eq(last->message_id, id);
+        ck_assert_msg(!strcmp(last->content, cases[i].complete), "case %zu: %s", i,
+                      last->content);
+        ck_assert_msg(
+            !strcmp(fk.streamed.data ? fk.streamed.data : "", cases[i].streamed),
+            "case %zu streamed: %s", i, fk.streamed.data);
+    }
+    fk.ask.resume_text = NULL;
+    fk.ask.resume_len = 0;
+}
+END_TEST
+
 START_TEST(test_ask_compresses_history)
 {
     int64_t prev_cut = 0;
@@ -625,6 +671,7 @@ Suite *brain_builtin_suite(void)
     tcase_add_test(tc, test_ask_cancel_mid_stream);
     tcase_add_test(tc, test_ask_cancelled_before_start);
     tcase_add_test(tc, test_ask_resume);
+    tcase_add_test(tc, test_ask_resume_continues_text_shown);
     tcase_add_test(tc, test_ask_compresses_history);
     tcase_add_test(tc, test_ask_slow_message);
     tcase_add_test(tc, test_call_id_prefix);

@@ -516,6 +516,61 @@ END_TEST
     "'calledBrainAt':10}],'toolCallRecords':[],'calledBrainAt':10,"                      \
     "'contextSummary':'','summaryCutAt':0}"
 
+/*
+ * A resumed answer keeps the text shown (SPEC 3.7): with `continue` it is
+ * sent as a trailing assistant message and the reply continues it; without,
+ * the new answer follows it after a visible mark. Either way the complete
+ * message begins with it and no chunk repeats it.
+ */
+START_TEST(test_resume_continues_text_shown)
+{
+    static const struct {
+        const char *extra, *chunks, *content;
+        bool prefix;
+    } cases[] = {
+        {",'continue':true", "[['a1','Hello'],['a1',' world'],['a1','!']]",
+         "Kept text, Hello world!", true},
+        {"",
+         "[['a1','\\n\\n--- restarted after an interruption ---\\n\\n'],"
+         "['a1','Hello'],['a1',' world'],['a1','!']]",
+         "Kept text, \n\n--- restarted after an interruption ---\n\nHello world!", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct session s;
+        json_t *reqs, *msgs, *tail, *in;
+        char config[512];
+
+        session_init(&s, S_STREAMING, 10);
+        s.ask.resume_message_id = "a1";
+        s.ask.resume_text = "Kept text, ";
+        s.ask.resume_len = strlen("Kept text, ");
+        snprintf(config, sizeof(config), CONFIG("text", "%s"), cases[i].extra);
+        ck_assert_int_eq(run_ask(&s, config), 0);
+        expect_json(s.chunks, cases[i].chunks, "chunks");
+        in = json_array_get(s.inputs, json_array_size(s.inputs) - 1);
+        ck_assert_str_eq(json_string_value(json_object_get(in, "messageId")), "a1");
+        ck_assert_str_eq(json_string_value(json_object_get(in, "content")),
+                         cases[i].content);
+        reqs = requests();
+        msgs = json_object_get(
+            json_object_get(json_array_get(reqs, json_array_size(reqs) - 1), "body"),
+            "messages");
+        tail = json_array_get(msgs, json_array_size(msgs) - 1);
+        if (cases[i].prefix) {
+            ck_assert_str_eq(json_string_value(json_object_get(tail, "role")),
+                             "assistant");
+            ck_assert_str_eq(json_string_value(json_object_get(tail, "content")),
+                             "Kept text, ");
+        } else {
+            ck_assert_str_eq(json_string_value(json_object_get(tail, "role")), "user");
+        }
+        json_decref(reqs);
+        session_release(&s);
+    }
+}
+END_TEST
+
 /* A resumed message is completed even when the new reply only calls tools,
  * or it would stay `streaming` and keep its ask wanted for ever. */
 START_TEST(test_resume_tool_only)
@@ -1049,6 +1104,7 @@ static const struct {
     {"{'base_url':'ftp://x'}",
      "brain.openai.base_url: must start with http:// or https://"},
     {"{'model':''}", "brain.openai.model: must not be empty"},
+    {"{'continue':'yes'}", "brain.openai.continue: must be true or false"},
     {"[1]", "brain.openai: must be an object"},
 };
 
@@ -1111,6 +1167,7 @@ Suite *brain_openai_suite(void)
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_api_key_and_resume);
     tcase_add_test(tc, test_resume_tool_only);
+    tcase_add_test(tc, test_resume_continues_text_shown);
     tcase_add_test(tc, test_parallel_tools);
     tcase_add_test(tc, test_text_then_tools);
     tcase_add_test(tc, test_tool_round_trip);

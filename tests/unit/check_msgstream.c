@@ -110,6 +110,41 @@ START_TEST(test_append_at_offset)
 }
 END_TEST
 
+/* The text the store kept, loaded after a restart (SPEC 3.7). */
+START_TEST(test_load_kept_text)
+{
+    struct msgstream *head = NULL, *m = msgstream_open(&head, "a1", 16, 8);
+    struct sse_frame *f;
+    char *t;
+
+    ck_assert_ptr_nonnull(m);
+    /* Into an empty buffer: all of it, and it counts as saved. */
+    ck_assert_int_eq(msgstream_load(m, "Hello", 5), 0);
+    ck_assert_uint_eq(m->text.len, 5);
+    ck_assert_uint_eq(m->saved, 5);
+    /* A follower that had more keeps it; one that had less gets the rest. */
+    ck_assert_int_eq(msgstream_append_at(m, false, 5, ", wo", 4), 0);
+    ck_assert_int_eq(msgstream_load(m, "Hello, w", 8), 0);
+    ck_assert_uint_eq(m->text.len, 9);
+    ck_assert_uint_eq(m->saved, 8);
+    ck_assert_int_eq(msgstream_load(m, "Hello, world", 12), 0);
+    ck_assert_uint_eq(m->text.len, 12);
+    ck_assert_int_eq(memcmp(m->text.data, "Hello, world", 12), 0);
+    ck_assert_uint_eq(m->saved, 12);
+    /* The brain's count (streamed) is the host's, untouched here. */
+    ck_assert_uint_eq(m->streamed[0], 0);
+    /* Past the bound: refused, the buffer as it was. */
+    ck_assert_int_eq(msgstream_load(m, "Hello, world and more", 21), -E2BIG);
+    ck_assert_uint_eq(m->text.len, 12);
+    /* A late snapshot says the kept text. */
+    f = msgstream_snapshot(m, NULL);
+    t = frame_text(f);
+    ck_assert_ptr_nonnull(strstr(t, "\"content\":\"Hello, world\""));
+    free(t);
+    msgstream_free_all(&head);
+}
+END_TEST
+
 START_TEST(test_finished_snapshot)
 {
     static char id1[] = "a1", answer[] = "Answer.", why[] = "Let me \"think\".";
@@ -142,6 +177,7 @@ Suite *msgstream_suite(void)
     tcase_add_test(tc, test_live_snapshot);
     tcase_add_test(tc, test_finished_snapshot);
     tcase_add_test(tc, test_append_at_offset);
+    tcase_add_test(tc, test_load_kept_text);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3227,7 +3227,7 @@ START_TEST(test_pg_rows_upgrade)
            " CREATE INDEX sessions_updated ON sessions(updated_at);"
            " UPDATE rx_meta SET v = 1 WHERE k = 'version'");
     st = open_ok(url);
-    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 4);
     ck_assert_int_eq(pg_count("SELECT count(*) FROM sessions_due"), 0);
     ck_store_ok(st, store_session_load(st, "script", &g, &seq));
     expect_row_of(st, "script", &g);
@@ -3262,7 +3262,7 @@ START_TEST(test_pg_owner_upgrade)
                  " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
         0);
     st = open_ok(url);
-    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 3);
+    ck_assert_int_eq(pg_count("SELECT v FROM rx_meta WHERE k = 'version'"), 4);
     ck_assert_int_eq(
         pg_count("SELECT count(*) FROM pg_indexes"
                  " WHERE indexname = 'sessions_owner' AND schemaname = current_schema()"),
@@ -3279,6 +3279,122 @@ START_TEST(test_pg_owner_upgrade)
     /* Once: the next open finds version 3. */
     st = open_ok(url);
     expect_owner(st, "new", "bob");
+    store_close(st);
+}
+END_TEST
+
+/* ---- streamed text (SPEC 3.7) ------------------------------------------------ */
+
+/* A batch of message mid's streamed text at `off`, as write `q`. */
+static void qw_text(struct qw *q, const char *sid, const char *mid, int64_t off,
+                    const char *text)
+{
+    memset(q, 0, sizeof(*q));
+    snprintf(q->text, sizeof(q->text), "%s", text);
+    q->w.sid = sid;
+    q->w.message_id = mid;
+    q->w.text_offset = off;
+    q->w.input = q->text;
+    q->w.input_len = strlen(q->text);
+    q->w.done = qw_done;
+}
+
+/* The streamed text kept of (sid, mid), NUL-terminated (malloc'd). */
+static char *kept_text(struct store *st, const char *sid, const char *mid)
+{
+    struct rx_buf b;
+    char *t;
+
+    rx_buf_init(&b, 1u << 20);
+    ck_store_ok(st, store_stream_text(st, sid, mid, &b));
+    t = strndup(b.data ? b.data : "", b.len);
+    rx_buf_release(&b);
+    return t;
+}
+
+static void kept_is(struct store *st, const char *sid, const char *mid, const char *want)
+{
+    char *t = kept_text(st, sid, mid);
+
+    ck_assert_str_eq(t, want);
+    free(t);
+}
+
+START_TEST(test_stream_text)
+{
+    struct qw v[8];
+    struct store *st = open_ok(url);
+    int64_t batches, bytes;
+
+    fill_session(st, "s1", 3, 0, NULL);
+    fill_session(st, "s2", 1, 0, NULL);
+    kept_is(st, "s1", "m1", "");
+    /* Batches of two answers, a session gone, an answer streamed again. */
+    qw_text(&v[0], "s1", "m1", 0, "Hello, ");
+    qw_text(&v[1], "s1", "m2", 0, "other");
+    qw_text(&v[2], "s1", "m1", 7, "world");
+    qw_text(&v[3], "nosuch", "m1", 0, "lost");
+    qw_text(&v[4], "s2", "m1", 0, "s2's");
+    for (int i = 0; i < 5; i++)
+        store_write_queue(st, &v[i].w);
+    qw_wait(v, 5);
+    ck_assert_int_eq(v[0].err, 0);
+    ck_assert_int_eq(v[2].err, 0);
+    ck_assert_int_eq(v[3].err, -ENOENT);
+    kept_is(st, "s1", "m1", "Hello, world");
+    kept_is(st, "s1", "m2", "other");
+    kept_is(st, "s2", "m1", "s2's");
+    kept_is(st, "nosuch", "m1", "");
+    ck_assert_int_eq(
+        be->count("SELECT count(*) FROM stream_text WHERE session_id = 'nosuch'"), 0);
+    /* The same batch again replaces itself; one past a gap is not read. */
+    qw_text(&v[0], "s1", "m1", 0, "Hello, ");
+    qw_text(&v[1], "s1", "m1", 40, "after a gap");
+    store_write_queue(st, &v[0].w);
+    store_write_queue(st, &v[1].w);
+    qw_wait(v, 2);
+    ck_assert_int_eq(v[0].err + v[1].err, 0);
+    kept_is(st, "s1", "m1", "Hello, world");
+    /* A fork copies none; the input that ends m1 removes its batches with it. */
+    ck_store_ok(st, store_fork(st, "s1", 3, "f1", NULL, BASE_MS + 5));
+    ck_assert_int_eq(
+        be->count("SELECT count(*) FROM stream_text WHERE session_id = 'f1'"), 0);
+    qw_text(&v[0], "s1", "m1", 12, "!");
+    qw_init(&v[1], "s1", 4, 3);
+    v[1].w.stream_done = "m1";
+    store_write_queue(st, &v[0].w);
+    store_write_queue(st, &v[1].w);
+    qw_wait(v, 2);
+    ck_assert_int_eq(v[0].err, 0);
+    ck_assert_int_eq(v[1].err, 0);
+    kept_is(st, "s1", "m1", "");
+    kept_is(st, "s1", "m2", "other");
+    ck_assert_int_eq(be->count("SELECT count(*) FROM stream_text WHERE session_id = 's1'"
+                               " AND message_id = 'm1'"),
+                     0);
+    /* A refused input removes nothing; "" ends every answer of the session. */
+    qw_init(&v[0], "s2", 7, 3);
+    v[0].w.stream_done = "";
+    store_write_queue(st, &v[0].w);
+    qw_wait(v, 1);
+    ck_assert_int_eq(v[0].err, -EINVAL);
+    kept_is(st, "s2", "m1", "s2's");
+    qw_init(&v[0], "s1", 5, 4);
+    v[0].w.stream_done = "";
+    store_write_queue(st, &v[0].w);
+    qw_wait(v, 1);
+    ck_assert_int_eq(v[0].err, 0);
+    kept_is(st, "s1", "m2", "");
+    /* A session's batches go with it. */
+    ck_store_ok(st, store_delete_session(st, "s2"));
+    ck_assert_int_eq(be->count("SELECT count(*) FROM stream_text"), 0);
+    store_stream_counts(st, &batches, &bytes);
+    ck_assert_int_eq(batches, 8);
+    ck_assert_int_eq(bytes, 7 + 5 + 5 + 4 + 4 + 7 + 11 + 1);
+    store_close(st);
+    /* Kept across a reopen (the log is all there is after kill -9). */
+    st = open_ok(url);
+    kept_is(st, "s1", "m1", "");
     store_close(st);
 }
 END_TEST
@@ -3305,6 +3421,7 @@ static void add_shared(TCase *tc)
         test_rows_import_fork,
         test_owners,
         test_load_refused_named,
+        test_stream_text,
     };
 
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
