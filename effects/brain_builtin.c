@@ -92,8 +92,8 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
         } else {
             size_t k = strlen(RESTART_MARK);
 
-            /* TODO(restarted): mark the message "restarted": true once the
-               machine has the flag (SPEC 3.7); the mark in the text says it. */
+            /* Not the text shown: started again after it, and the message
+               says so ("restarted": true) as its text does. */
             if (!(whole = malloc(ask->resume_len + k + len + 1)))
                 return -ENOMEM;
             memcpy(whole, ask->resume_text, ask->resume_len);
@@ -123,7 +123,8 @@ static int stream_text(const struct brain_builtin *b, struct brain_ask *ask,
         if ((rc = ask->chunk(ask, mid, piece)))
             goto out_free_piece;
     }
-    in = (struct rx_input){.type = RX_IN_BRAIN_SEND_MESSAGE_COMPLETE};
+    in = (struct rx_input){.type = RX_IN_BRAIN_SEND_MESSAGE_COMPLETE,
+                           .restarted = whole != NULL};
     if (rx_input_set_str(&in.message_id, mid) ||
         rx_input_set_str(&in.content, whole ? whole : text)) {
         rx_input_release(&in);

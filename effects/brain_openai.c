@@ -54,7 +54,8 @@ struct oa_ask {
     int64_t first_token_at; /* now_wall_ms() of its first text or reasoning */
     json_t *notes;          /* system notes for follow-up requests (bad load ids) */
     bool relay;             /* this request's text is the answer (not a summary) */
-    bool prefix; /* continue `text` (the text shown, SPEC 3.7): a trailing assistant */
+    bool prefix;    /* continue `text` (the text shown, SPEC 3.7): a trailing assistant */
+    bool restarted; /* asked again after the text shown: the message says so */
 };
 
 /* ---- the brain ------------------------------------------------------------ */
@@ -172,6 +173,7 @@ static int dispatch_complete(struct oa_ask *ax, const char *content)
     in.usage = ax->usage;
     in.has_first_token_at = ax->has_first_token_at;
     in.first_token_at = ax->first_token_at;
+    in.restarted = ax->restarted;
     rc = rc ? rc : dispatch(ax, &in);
     rx_input_release(&in);
     return rc;
@@ -602,8 +604,8 @@ static int resume(struct oa_ask *ax)
         ax->prefix = true;
         return 0;
     }
-    /* TODO(restarted): mark the message "restarted": true here once the
-       machine has the flag (SPEC 3.7); until then the mark in the text says so. */
+    /* The message says so ("restarted": true), and so does its text. */
+    ax->restarted = true;
     if ((rc = rx_buf_append(&ax->text, RESTART_MARK, strlen(RESTART_MARK))))
         return rc == -E2BIG ? -ENOMEM : rc;
     return ax->ask->chunk(ax->ask, ax->msg_id, RESTART_MARK) == -ECANCELED ? -ECANCELED

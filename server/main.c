@@ -329,6 +329,7 @@ static void housekeeping(struct pinger *p)
     }
     sweep_if_due(p);
     session_table_reconcile_due(p->sessions);
+    session_table_text_due(p->sessions);
     session_table_evict(p->sessions);
 }
 

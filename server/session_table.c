@@ -377,6 +377,19 @@ out_drop:
     return err;
 }
 
+void session_table_text_due(struct session_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    for (struct session *s = t->head; s; s = s->next) {
+        if (!__atomic_load_n(&s->streams, __ATOMIC_RELAXED))
+            continue; /* a hint: one with streams is looked at under its lock */
+        pthread_mutex_lock(&s->lock);
+        session__text_save_due(s);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
 void session_table_reconcile_due(struct session_table *t)
 {
     struct session **recover = NULL;

@@ -170,6 +170,13 @@ int session_table_sweep(struct session_table *t, int64_t older_than_ms);
  */
 void session_table_reconcile_due(struct session_table *t);
 /*
+ * Make durable the streamed text of answers that stalled (SPEC 3.7): a
+ * batch is made on the chunk path when due, so the tail of an answer whose
+ * brain went quiet waits for this, which the housekeeping thread calls every
+ * second. Takes the table's lock, then each streaming session's.
+ */
+void session_table_text_due(struct session_table *t);
+/*
  * Rename: `title` (borrowed; session_title_is_valid) is stored, then shown,
  * and never replaced by the title from the first message. 0, -ENOENT, -ENOMEM,
  * or the store's -ENOSPC / -EIO (nothing changed).

@@ -194,7 +194,8 @@ static bool has_line(const char *text, const char *line)
     return false;
 }
 
-/* ---- HTTP ---------------------------------------------------------------------------- */
+/* ---- HTTP ----------------------------------------------------------------------------
+ */
 
 /* GET a session's state (NEW), or NULL when the server did not answer 200. */
 static json_t *get_state(const char *sid)
@@ -272,7 +273,8 @@ static char *expected_answer(const char *name, json_t *res)
     return out;
 }
 
-/* ---- what the test did, per call ----------------------------------------------------- */
+/* ---- what the test did, per call -----------------------------------------------------
+ */
 
 struct note {
     char sid[64], id[64];
@@ -824,14 +826,15 @@ static void account_call(const char *sid, json_t *c, json_t *answer, json_t *his
     /* The person answered only what was shown in doubt: the log and the test
        agree (a review whose POST was cut could be in the log and not noted). */
     ck_assert_msg(retries + rejects + resolves == doubts,
-                  "%s: %d times in doubt, %d reviews (%d retry, %d reject, %d resolve)", key,
-                  doubts, retries + rejects + resolves, retries, rejects, resolves);
-    ck_assert_msg(n->seen_doubt <= doubts && n->retries <= retries &&
-                      n->rejects <= rejects && n->resolves <= resolves,
-                  "%s: the test answered %d doubts (%d retry, %d reject, %d resolve), the "
-                  "log has %d (%d, %d, %d)",
-                  key, n->seen_doubt, n->retries, n->rejects, n->resolves, doubts, retries,
-                  rejects, resolves);
+                  "%s: %d times in doubt, %d reviews (%d retry, %d reject, %d resolve)",
+                  key, doubts, retries + rejects + resolves, retries, rejects, resolves);
+    ck_assert_msg(
+        n->seen_doubt <= doubts && n->retries <= retries && n->rejects <= rejects &&
+            n->resolves <= resolves,
+        "%s: the test answered %d doubts (%d retry, %d reject, %d resolve), the "
+        "log has %d (%d, %d, %d)",
+        key, n->seen_doubt, n->retries, n->rejects, n->resolves, doubts, retries, rejects,
+        resolves);
 
     /* The stored result of a run names the ledger line of that run. */
     ran_result = 0;
@@ -857,17 +860,20 @@ static void account_call(const char *sid, json_t *c, json_t *answer, json_t *his
     /* The answer is the builtin brain's sentence for the result, byte for byte,
        however often the answer was cut off by a kill. */
     want = expected_answer(name, res);
-    ck_assert_msg(answer && is(answer, "status", "complete") && is(answer, "content", want),
+    ck_assert_msg(answer && is(answer, "status", "complete") &&
+                      is(answer, "content", want),
                   "%s: answer %s, expected \"%s\"", key,
                   answer ? json_dumps(answer, JSON_COMPACT) : "none", want);
     free(want);
 
     /* Every run started with toolkit-start-call under the call's key. */
-    ck_assert_msg(lines <= starts, "%s: %d ledger lines but %d starts", key, lines, starts);
+    ck_assert_msg(lines <= starts, "%s: %d ledger lines but %d starts", key, lines,
+                  starts);
     if (idem) {
         t->idem_calls++;
         ck_assert_msg(!doubts && n->seen_doubt == 0,
-                      "%s: the idempotent tool's call was in doubt %d times", key, doubts);
+                      "%s: the idempotent tool's call was in doubt %d times", key,
+                      doubts);
         ck_assert_msg(responds == 1, "%s: idempotent, not answered by the tool", key);
         /* Each start that left no result was run again by itself. */
         if (starts > 1)
@@ -960,7 +966,8 @@ START_TEST(test_kill_loop_every_call_once_or_asked)
     start();
     deadline = itest_now_ms() + wait_ms(60000);
     for (bool first = true; !settled; first = false) {
-        ck_assert_msg(drive_pass(false, first, &settled), "the last server stopped answering");
+        ck_assert_msg(drive_pass(false, first, &settled),
+                      "the last server stopped answering");
         ck_assert_msg(settled || itest_now_ms() < deadline,
                       "the sessions did not come to rest after the last restart");
         if (!settled)
@@ -992,8 +999,8 @@ START_TEST(test_kill_loop_every_call_once_or_asked)
             "at restarts %d answers were streaming and %d calls not yet started; %d "
             "messages acknowledged, %d answers 503 waiting for a lease\n",
             seed, kills, t.calls, t.idem_calls, t.idem_reruns, t.doubts, t.retried,
-            t.resolved, t.rejected, t.lines, t.lost_acted,
-            t.lost_unacted, t.reasked, seen_streaming, seen_unstarted, n_acked, n_unavailable);
+            t.resolved, t.rejected, t.lines, t.lost_acted, t.lost_unacted, t.reasked,
+            seen_streaming, seen_unstarted, n_acked, n_unavailable);
     ck_assert_msg(t.idem_reruns >= 1, "no idempotent call was re-run after a kill");
     ck_assert_msg(t.doubts >= 2 && t.lost_acted >= 1 && t.lost_unacted >= 1,
                   "the kills did not cut calls on both sides of the append");
@@ -1007,7 +1014,8 @@ START_TEST(test_kill_loop_every_call_once_or_asked)
 }
 END_TEST
 
-/* ---- effect inputs from clients ----------------------------------------------------- */
+/* ---- effect inputs from clients -----------------------------------------------------
+ */
 
 static long post_agent_input(const char *sid, const char *type)
 {
@@ -1034,16 +1042,16 @@ START_TEST(test_agent_inputs_refused)
     ck_assert_int_eq(itest_server_stop(&srv), 0);
 
     /* An external toolkit may send them; there is no such call: 409. */
-    ck_assert_msg(itest_server_start(&srv, "{\"api\":{\"allow_agent_inputs\":true}}", NULL) ==
-                      0,
-                  "server did not start");
+    ck_assert_msg(
+        itest_server_start(&srv, "{\"api\":{\"allow_agent_inputs\":true}}", NULL) == 0,
+        "server did not start");
     sid = itest_new_session(&srv);
     ck_assert_ptr_nonnull(sid);
     for (size_t i = 0; i < 2; i++) {
         long st = post_agent_input(sid, types[i]);
 
-        ck_assert_msg(st == 409, "%s with allow_agent_inputs: %ld, expected 409", types[i],
-                      st);
+        ck_assert_msg(st == 409, "%s with allow_agent_inputs: %ld, expected 409",
+                      types[i], st);
     }
     free(sid);
     ck_assert_int_eq(itest_server_stop(&srv), 0);
@@ -1058,7 +1066,8 @@ static int mcp_calls(const char *record, const char *tool, const char *key)
     char *text = slurp(record), *save = NULL;
     int n = 0;
 
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         json_t *j = json_loads(line, 0, NULL);
         json_t *meta = json_object_get(j, "meta");
 
@@ -1084,8 +1093,9 @@ static void wait_mcp_calls(const char *record, const char *tool, const char *key
     long deadline = itest_now_ms() + wait_ms(20000);
 
     while (mcp_calls(record, tool, key) < n) {
-        ck_assert_msg(itest_now_ms() < deadline, "%s: %d calls of %s recorded, waited for %d",
-                      key, mcp_calls(record, tool, key), tool, n);
+        ck_assert_msg(itest_now_ms() < deadline,
+                      "%s: %d calls of %s recorded, waited for %d", key,
+                      mcp_calls(record, tool, key), tool, n);
         nap_ms(20);
     }
 }
@@ -1193,7 +1203,8 @@ START_TEST(test_mcp_key_and_hint)
         st = get_state(sid[1]);
         if (at_rest(st))
             break;
-        ck_assert_msg(itest_now_ms() < deadline, "the rejected call's session did not rest");
+        ck_assert_msg(itest_now_ms() < deadline,
+                      "the rejected call's session did not rest");
         json_decref(st);
         nap_ms(30);
     }
@@ -1243,8 +1254,9 @@ START_TEST(test_takeover_in_doubt)
     json_t *st, *c;
 
     if (!itest_on_postgres()) {
-        fprintf(stderr, "check_crash_effects: takeover runs with RX_PG_DIR only (two nodes "
-                        "on one database)\n");
+        fprintf(stderr,
+                "check_crash_effects: takeover runs with RX_PG_DIR only (two nodes "
+                "on one database)\n");
         return;
     }
     make_config(false);
@@ -1273,9 +1285,9 @@ START_TEST(test_takeover_in_doubt)
     json_decref(st);
     wait_lines(key[0], 2);
     c = wait_record(&b, sid[0], id[0], NULL, true, &st);
-    ck_assert_msg(!json_object_get(c, "approval") ||
-                      json_is_null(json_object_get(c, "approval")),
-                  "the idempotent call after the takeover: %s", json_dumps(c, JSON_COMPACT));
+    ck_assert_msg(
+        !json_object_get(c, "approval") || json_is_null(json_object_get(c, "approval")),
+        "the idempotent call after the takeover: %s", json_dumps(c, JSON_COMPACT));
     json_decref(st);
     ledger = slurp(ledger_path);
     ck_assert_int_eq(count_key_lines(ledger, key[1]), 1);
