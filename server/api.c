@@ -478,8 +478,12 @@ static enum MHD_Result session_route(struct door *srv, const struct principal *w
 
         if (!get)
             return reply_method_not_allowed(conn, "GET");
-        err = sse ? session_message_subscribe(s, rest + 10, api__attach_stream, conn, &r)
-                  : session_message_json(s, rest + 10, &j);
+        err =
+            sse ? session_message_subscribe(s, rest + 10,
+                                            door_parse_count(MHD_lookup_connection_value(
+                                                conn, MHD_HEADER_KIND, "Last-Event-ID")),
+                                            api__attach_stream, conn, &r)
+                : session_message_json(s, rest + 10, &j);
         if (err == -ENOENT)
             return reply_error(conn, 404, "not-found", NULL, "no assistant message '%s'",
                                rest + 10);

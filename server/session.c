@@ -709,7 +709,7 @@ int session_message_json(struct session *s, const char *message_id, json_t **out
     return err;
 }
 
-int session_message_subscribe(struct session *s, const char *message_id,
+int session_message_subscribe(struct session *s, const char *message_id, long long from,
                               session_attach_fn attach, void *arg, void **out)
 {
     const struct rx_message *msg;
@@ -723,8 +723,13 @@ int session_message_subscribe(struct session *s, const char *message_id,
     if ((err = find_message(s, message_id, &msg, &m)))
         goto out_unlock;
     first[n++] = sse_retry_frame(s->table->env.cfg->sse_retry_ms);
-    /* The text and the reasoning so far (a finished one: the state's). */
-    first[n++] = msgstream_snapshot(m, msg);
+    /* The text and the reasoning so far (a finished one: the state's); a
+       client that saw part of it, what it did not see. */
+    if (m && from >= 0 && (size_t)from <= m->text.len && !m->reasoning.len)
+        first[n++] = event_message("chunk", "delta", m->text.data + from,
+                                   m->text.len - (size_t)from, (int64_t)m->text.len);
+    else
+        first[n++] = msgstream_snapshot(m, msg);
     if (!m) {
         /* Finished: the whole sequence at once, from what the state knows. */
         size_t len = strlen(msg->content);

@@ -148,10 +148,14 @@ void *session_subscribe(struct session *s, bool patch, session_attach_fn attach,
 /*
  * Follow one assistant message: snapshot (with the reasoning so far),
  * reasoning and chunks, then complete or stopped (at once for a finished
- * message). 0 with *out from `attach`, -ENOENT for an
- * unknown message, -ENOMEM.
+ * message). `from` is the SSE id the client saw last (Last-Event-ID: a byte
+ * offset of the text), or -1: a client resuming a streaming message at an
+ * offset the text holds gets a chunk of what follows it instead of the
+ * snapshot, so its text continues exactly where it stopped (SPEC 3.7, also
+ * after a restart or on another node). 0 with *out from `attach`, -ENOENT
+ * for an unknown message, -ENOMEM.
  */
-int session_message_subscribe(struct session *s, const char *message_id,
+int session_message_subscribe(struct session *s, const char *message_id, long long from,
                               session_attach_fn attach, void *arg, void **out) RX_WUR;
 /* NEW reference in *out: one message as JSON (msgstream_json: with its reasoning).
    0, -ENOENT, -ENOMEM. */
