@@ -13,7 +13,10 @@
 #          is ~4 KB, all at once; the streamed text handed to the store
 #          (reflexor_stream_text_bytes_total and _batches_total, /metrics)
 #          against the answers' length; goal <= 1.2x the text plus a fixed
-#          cost per batch (a row: session id, message id, offset; ~100 bytes).
+#          cost per batch (a row: session id, message id, offset; ~100 bytes);
+#   resume a server killed with SIGKILL mid-answer and started again on its
+#          database (bench/resume_probe.py): the milliseconds from its exec to
+#          listening and to the first continued token on /messages.
 # A missed goal is reported, never a failure. BENCH_QUICK=1: 1 run of 1 s.
 set -u
 
@@ -108,6 +111,18 @@ answers bytes_on "$P_ON" "$PID_ON"
 W_ON=$WROTE
 stop_all
 
+# ---- time from restart to the first continued token ------------------------
+echo "bench: kill -9 mid-answer, restart, first continued token ($REPS runs)..." >&2
+for rep in $(seq "$REPS"); do
+    rm -f "$DIR/resume.db" "$DIR/resume.db"-*
+    if line=$(python3 "$(dirname "$0")/resume_probe.py" "$REFLEXOR" "$CONF" "$DIR/resume.db" \
+        2>>"$LOGS/resume.err"); then
+        echo "resume $line" >>"$RAW"
+    else
+        echo "bench: resume_probe failed (see $LOGS/resume.err)" >&2
+    fi
+done
+
 ON=$(med on rps) OFF=$(med off rps)
 R=$(calc "$ON / $OFF")
 PER=$(calc "$TEXT / $ANSWERS")
@@ -131,6 +146,8 @@ printf '  %-52s %12s %10s %8s\n' "text bytes handed to the store / answer bytes"
 printf '  %-52s %12s %10s %8s\n' "  the same with ${ROW_COST} B a batch" "$(f2 "$WB")x" "" ""
 printf '  %-52s %12s %10s %8s\n' "process writes, on minus off / answer bytes" "$(f2 "$WD")x" "" ""
 printf '  %-52s %12s %10s %8s\n' "  past the text, per batch (WAL pages), bytes" "$(f0 "$WPB")" "" ""
+printf '  %-52s %12s %10s %8s\n' "restart: exec to listening, ms (median)" "$(f0 "$(med resume listen_ms)")" "" ""
+printf '  %-52s %12s %10s %8s\n' "restart: exec to first continued token, ms" "$(f0 "$(med resume first_token_ms)")" "" ""
 echo "  (a batch is due at 4 KiB or 250 ms: the builtin brain's 4 characters every 30 ms"
 echo "   make batches by time, about 33 bytes each; a fast model's are up to 4 KiB)"
 echo "  raw runs: $RAW"
