@@ -390,6 +390,9 @@ describe('the in-doubt card and the restarted mark on a set state', () => {
   }
 
   test('the card: what happened, Retry / Resolve / Reject by keyboard, Resolve needs a text', T, async () => {
+    // A running call (its plain card) found in doubt: the card is rebuilt.
+    await set('doubt1', '');
+    await page.locator('details.tool[data-id="doubt1"][data-state="pending"]').waitFor();
     await set('doubt1', 'in-doubt');
     const card = page.locator('.approval.in-doubt[data-id="doubt1"]');
     await card.waitFor();

@@ -123,12 +123,12 @@ export function renderThread() {
   restoreReviewFocus();
 }
 
-/* Reuse the node under `key` when its signature is unchanged. */
+/* Reuse the node under `key` when its signature is unchanged; else update
+ * it in place, unless `update` returns false (not its kind: rebuilt). */
 function node(key, sig, build, update) {
   let n = ui.nodes.get(key);
   if (n && n.sig === sig) return { key, el: n.el };
-  if (n && update) {
-    update(n.el);
+  if (n && update && update(n.el) !== false) {
     n.sig = sig;
     return { key, el: n.el };
   }
@@ -273,14 +273,16 @@ function restartedMark() {
 }
 
 function toolNode(c, compressed) {
+  // A card that waits is updated in place, never rebuilt, so what the person
+  // is typing stays; a card of another kind under the same key (a running
+  // call found in doubt after a restart) is rebuilt.
   if (isInDoubt(c)) {
-    return node(`t:${c.id}`, `in-doubt|${compressed}|${toolsVersion()}`,
-      () => doubtCard(c, compressed), (row) => fillApprovalCard(row, c, compressed));
+    return node(`t:${c.id}`, `in-doubt|${compressed}|${toolsVersion()}`, () => doubtCard(c, compressed),
+      (row) => (row.querySelector('.approval.in-doubt') ? fillApprovalCard(row, c, compressed) : false));
   }
   if (isAwaiting(c)) {
-    // Updated in place, never rebuilt, so an edit in progress stays.
-    return node(`t:${c.id}`, `awaiting|${compressed}|${toolsVersion()}`,
-      () => approvalCard(c, compressed), (row) => fillApprovalCard(row, c, compressed));
+    return node(`t:${c.id}`, `awaiting|${compressed}|${toolsVersion()}`, () => approvalCard(c, compressed),
+      (row) => (row.querySelector('.approval:not(.in-doubt)') ? fillApprovalCard(row, c, compressed) : false));
   }
   const r = c.result;
   const state = !r ? 'pending' : r.isSuccess ? 'success' : 'error';
