@@ -145,7 +145,9 @@ export function reviewed(card, c) {
 export function refusal(e) {
   const why = e.data?.reason;
   return why === 'not-pending' ? 'This call was already reviewed.'
-    : why === 'unknown-id' ? 'This call is no longer in the chat.' : `Not sent: ${e.message}`;
+    : why === 'unknown-id' ? 'This call is no longer in the chat.'
+      : why === 'in-doubt' ? 'This call was interrupted after it started: it can only be retried, resolved or rejected.'
+        : why === 'not-in-doubt' ? 'This call is no longer in doubt.' : `Not sent: ${e.message}`;
 }
 
 function toggleEdit(card, c) {
