@@ -11,6 +11,7 @@
 //    openai brain without prefix continuation marks an answer restarted).
 // Screenshots: build/screenshots/crash-*.png
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -323,6 +324,85 @@ describe('an answer cut off by kill -9 continues (SPEC 3.7)', { skip: NO_DURABLE
     await page.reload();
     await ui.waitOnline(page);
     await page.waitForFunction((e) => [...document.querySelectorAll('article.msg.assistant .md')].at(-1)?._text === e, expected);
+    assert.deepEqual(browser.errors, []);
+  });
+});
+
+/* The fake OpenAI-compatible server (tests/fakes/fake_openai.c). */
+async function startFake() {
+  const bin = process.env.FAKE_OPENAI || path.join(path.dirname(BIN), 'tests/fake_openai');
+  if (!fs.existsSync(bin)) throw new Error(`${bin} is missing: run make first`);
+  const proc = spawn(bin, ['--exit-on-eof'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /port (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    proc.once('exit', (c) => reject(new Error(`fake_openai exited (${c})`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop() {
+      try { proc.stdin.end(); } catch { /* gone */ }
+      try { proc.kill('SIGKILL'); } catch { /* gone */ }
+    },
+  };
+}
+
+describe('an openai answer that cannot continue is marked restarted (SPEC 3.7)', { skip: NO_DURABLE }, () => {
+  let fake;
+  let server;
+  let browser;
+  let page;
+
+  before(async () => {
+    fake = await startFake();
+    server = new Server({
+      extra: {
+        brain: {
+          provider: 'openai',
+          openai: { base_url: `${fake.url}/v1`, model: 'slow', api_key: '', retries: 0, backoff_ms: 0, continue: false },
+        },
+      },
+    });
+    await server.start();
+    browser = await launch({ viewport: DESKTOP, colorScheme: 'light' });
+    page = await openPage(browser, server);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    server?.cleanup();
+    fake?.stop();
+  });
+
+  test('killed mid-answer: the kept text stays, the answer starts again, with the mark', T, async () => {
+    await ui.send(page, 'tick, please');
+    await page.waitForFunction(() => /^#\/.+/.test(location.hash));
+    const sid = await ui.sessionId(page);
+    await page.waitForFunction(() => ([...document.querySelectorAll('article.msg.assistant[data-status="streaming"] .md')].at(-1)?._text?.length || 0) > 60,
+      null, { timeout: 20000 });
+    await sleep(600);
+    await server.stop('SIGKILL');
+    const shownBefore = await page.evaluate(() => [...document.querySelectorAll('article.msg.assistant .md')].at(-1)._text);
+    await server.start();
+    await ui.waitOnline(page, 20000);
+    const st = await waitState(server, sid, (s) => s.assistantMessages.at(-1)?.status === 'complete', 'the restarted answer', 40000);
+    const m = st.assistantMessages.at(-1);
+    assert.equal(st.assistantMessages.length, 1, 'the same message, not a second one');
+    assert.equal(m.restarted, true, 'the message says it was restarted');
+    assert.ok(m.content.length > shownBefore.length - 40, 'the kept text stays');
+    const art = page.locator(`article.msg.assistant[data-id="${m.id}"]`);
+    await art.locator('.badge.restarted', { hasText: 'Restarted after an interruption' }).waitFor({ timeout: 10000 });
+    assert.equal(await art.getAttribute('data-restarted'), 'true');
+    await art.scrollIntoViewIfNeeded();
+    await shoot(page, 'restarted-real');
+    await page.reload();
+    await ui.waitOnline(page);
+    await page.locator(`article.msg.assistant[data-id="${m.id}"][data-restarted="true"] .badge.restarted`).waitFor();
     assert.deepEqual(browser.errors, []);
   });
 });
