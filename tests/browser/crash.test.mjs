@@ -5,36 +5,24 @@
 //    person's text becomes the result) or Retry (it runs again, once) answer it;
 //  - a slow builtin answer killed mid-stream: after the restart the page shows
 //    the answer continuing, and its final text is the uninterrupted one;
-//  - the card's controls (Resolve needs a text, keyboard order, the banner)
-//    and the "restarted after an interruption" mark, on a state the test
-//    sets in the page (the builtin brain always continues, so only an
-//    openai brain without prefix continuation marks an answer restarted).
+//  - an openai answer (the fake, brain.openai.continue false) killed
+//    mid-stream: it starts again after the kept text, marked "restarted
+//    after an interruption";
+//  - the card's controls (Resolve needs a text, keyboard order, the banner,
+//    both kinds waiting) and the mark in light, dark and on a phone, on a
+//    state the test sets in the page.
 // Screenshots: build/screenshots/crash-*.png
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { API, BIN, ROOT, SHOTS, Server, launch, sleep, tempDir, ui } from './helpers.mjs';
+import { API, BIN, SHOTS, Server, launch, sleep, tempDir, ui } from './helpers.mjs';
 
 const T = { timeout: 90000 };
 const PHONE = { width: 375, height: 812 };
 const DESKTOP = { width: 1280, height: 800 };
 const INTERRUPTED = 'not run again after an interruption';
-
-/* What the server binary knows: the in-doubt machinery (toolkit-start-call)
- * and durable streaming text. Checked in the binary, so that a run against a
- * server without them says why it skips instead of failing. */
-function serverKnows(word) {
-  try {
-    return fs.readFileSync(BIN).includes(Buffer.from(word));
-  } catch {
-    return false;
-  }
-}
-const HAS_IN_DOUBT = serverKnows('toolkit-call-in-doubt');
-const NO_IN_DOUBT = HAS_IN_DOUBT ? false : 'the server has no toolkit-start-call / in-doubt yet (SPEC 3.7)';
-const NO_DURABLE = serverKnows('storing streamed text') ? false : 'the server keeps no streamed text across a crash yet (SPEC 3.7)';
 
 /* A ledger tool: sleeps, then appends one line per run; not idempotent. */
 function ledgerTool(dir) {
@@ -110,7 +98,7 @@ async function shoot(page, name) {
   await page.screenshot({ path: path.join(SHOTS, `crash-${name}.png`) });
 }
 
-describe('a tool call cut off by kill -9 (SPEC 3.7)', { skip: NO_IN_DOUBT }, () => {
+describe('a tool call cut off by kill -9 (SPEC 3.7)', () => {
   let server;
   let browser;
   let page;
@@ -234,7 +222,7 @@ describe('a tool call cut off by kill -9 (SPEC 3.7)', { skip: NO_IN_DOUBT }, () 
   });
 });
 
-describe('an answer cut off by kill -9 continues (SPEC 3.7)', { skip: NO_DURABLE }, () => {
+describe('an answer cut off by kill -9 continues (SPEC 3.7)', () => {
   const LONG = 'Every byte a person was shown stays shown, and the answer goes on from there. '.repeat(5).trim();
   let server;
   let browser;
@@ -328,17 +316,6 @@ describe('an answer cut off by kill -9 continues (SPEC 3.7)', { skip: NO_DURABLE
   });
 });
 
-/* The openai brain marks a restarted message only once its TODO(restarted)
- * is done; until then this test runs as a TODO (its failure not counted). */
-const RESTART_TODO = (() => {
-  try {
-    return fs.readFileSync(path.join(ROOT, 'effects/brain_openai.c'), 'utf8').includes('TODO(restarted)')
-      ? 'the openai brain does not set "restarted": true yet (TODO(restarted) in effects/brain_openai.c)' : false;
-  } catch {
-    return false;
-  }
-})();
-
 /* The fake OpenAI-compatible server (tests/fakes/fake_openai.c). */
 async function startFake() {
   const bin = process.env.FAKE_OPENAI || path.join(path.dirname(BIN), 'tests/fake_openai');
@@ -362,7 +339,7 @@ async function startFake() {
   };
 }
 
-describe('an openai answer that cannot continue is marked restarted (SPEC 3.7)', { skip: NO_DURABLE }, () => {
+describe('an openai answer that cannot continue is marked restarted (SPEC 3.7)', () => {
   let fake;
   let server;
   let browser;
@@ -390,7 +367,7 @@ describe('an openai answer that cannot continue is marked restarted (SPEC 3.7)',
     fake?.stop();
   });
 
-  test('killed mid-answer: the kept text stays, the answer starts again, with the mark', { ...T, todo: RESTART_TODO }, async () => {
+  test('killed mid-answer: the kept text stays, the answer starts again, with the mark', T, async () => {
     await ui.send(page, 'tick, please');
     await page.waitForFunction(() => /^#\/.+/.test(location.hash));
     const sid = await ui.sessionId(page);
