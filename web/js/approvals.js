@@ -3,7 +3,9 @@
  * awaiting approval (the tool, its server, the arguments as editable JSON;
  * Approve, Edit, Reject with an optional reason, Always allow, Always deny),
  * the reviews it posts (user-review-tool-call), the mark a reviewed card
- * keeps, and the banner by the composer while the agent waits.
+ * keeps, and the banner by the composer while the agent waits (for an
+ * approval, or for a call in doubt: indoubt.js's card, built from the
+ * helpers exported here).
  * Depends on api.js, dom.js, format.js, inspector.js, state.js, tools.js.
  * A card keeps what the person is doing (an edit, a reason) in its own DOM:
  * thread.js rebuilds it only when the record stops awaiting, and fills in
@@ -28,22 +30,42 @@ let focusAfter = null;     // id of the card whose review took the focus away
 /* The record waits for a person: no tool runs and the agent waits. */
 export const isAwaiting = (c) => c?.approval === 'pending' && !c.result;
 
+/* The call was cut off by a restart after it started and may have acted
+ * (SPEC §3.7): it waits for a person too (indoubt.js's card). */
+export const isInDoubt = (c) => c?.approval === 'in-doubt' && !c.result;
+
 export function awaitingCalls(s = ui.state) {
   return (s?.toolCallRecords || []).filter(isAwaiting);
+}
+
+/* Every call that waits for a person: approvals and calls in doubt. */
+export function waitingCalls(s = ui.state) {
+  return (s?.toolCallRecords || []).filter((c) => isAwaiting(c) || isInDoubt(c));
 }
 
 /* What the state says of a reviewed or refused call, for its card: a short
  * status label, or null when no person or policy was involved. */
 export function reviewLabel(c) {
-  if (c.approval === 'rejected') return 'Rejected';
+  if (c.approval === 'rejected') return c.result?.error === INTERRUPTED ? 'Not run again' : 'Rejected';
   if (c.result && !c.result.isSuccess && c.result.error === 'denied by policy') return 'Denied';
   return null;
 }
 
 /* The tag of an approved call's card (a rejected one says so in its status). */
 export function reviewTag(c) {
-  return c.approval === 'approved' ? el('span', { class: 'review-tag approved', text: 'Approved' }) : null;
+  if (c.approval === 'approved') return el('span', { class: 'review-tag approved', text: 'Approved' });
+  if (c.approval === 'resolved') {
+    return el('span', {
+      class: 'review-tag resolved', text: 'Resolved by you',
+      title: 'Interrupted after it started; the result is what a person said happened',
+    });
+  }
+  return null;
 }
+
+/* The error a call in doubt gets when a person (or a new message) says not
+ * to run it again (SPEC §3.7). */
+export const INTERRUPTED = 'not run again after an interruption';
 
 /* The arguments as the person left them: {parameters} (undefined when
  * unchanged) or {error} for text that is not a JSON object. */
@@ -65,14 +87,14 @@ function editedParameters(card, c) {
   return { parameters: compact === before ? undefined : compact };
 }
 
-function showError(card, msg) {
+export function showError(card, msg) {
   const p = card.querySelector('.approval-error');
   p.textContent = msg || '';
   p.hidden = !msg;
   card.querySelector('.approval-args').setAttribute('aria-invalid', msg && card.classList.contains('editing') ? 'true' : 'false');
 }
 
-function setBusy(card, label) {
+export function setBusy(card, label) {
   card.dataset.busy = label ? 'true' : '';
   for (const b of card.querySelectorAll('button, input, textarea')) {
     if (!b.classList.contains('keep-enabled')) b.disabled = !!label;
@@ -103,16 +125,29 @@ async function review(card, c, decision, { always = false } = {}) {
   const sid = ui.sid;
   try {
     await postInput(sid, input);
-    if (card.contains(document.activeElement) || document.activeElement === document.body) {
-      focusAfter = c.id;
-      restoreReviewFocus(); // the state may have come before this answer
-    }
+    reviewed(card, c);
   } catch (e) {
     setBusy(card, '');
-    const why = e.data?.reason;
-    showError(card, why === 'not-pending' ? 'This call was already reviewed.'
-      : why === 'unknown-id' ? 'This call is no longer in the chat.' : `Not sent: ${e.message}`);
+    showError(card, refusal(e));
   }
+}
+
+/* After the server took a review of card's call: the focus moves on when
+ * the card goes (restoreReviewFocus). */
+export function reviewed(card, c) {
+  if (card.contains(document.activeElement) || document.activeElement === document.body) {
+    focusAfter = c.id;
+    restoreReviewFocus(); // the state may have come before this answer
+  }
+}
+
+/* Why the server refused a review, for the card. */
+export function refusal(e) {
+  const why = e.data?.reason;
+  return why === 'not-pending' ? 'This call was already reviewed.'
+    : why === 'unknown-id' ? 'This call is no longer in the chat.'
+      : why === 'in-doubt' ? 'This call was interrupted after it started: it can only be retried, resolved or rejected.'
+        : why === 'not-in-doubt' ? 'This call is no longer in doubt.' : `Not sent: ${e.message}`;
 }
 
 function toggleEdit(card, c) {
@@ -141,11 +176,11 @@ function toggleReject(card, show) {
   else card.querySelector('[data-act="reject"]').focus();
 }
 
-function fitArgs(ta) {
+export function fitArgs(ta) {
   ta.rows = Math.min(ARGS_MAX_ROWS, Math.max(2, ta.value.split('\n').length));
 }
 
-function actionBtn(act, label, cls, iconPaths) {
+export function actionBtn(act, label, cls, iconPaths) {
   return el('button', { type: 'button', class: `ap-btn ${cls}`, 'data-act': act },
     iconPaths ? icon(iconPaths) : null, el('span', { text: label }));
 }
@@ -205,6 +240,7 @@ export function approvalCard(c, compressed = false) {
         type: 'button', class: 'link-btn keep-enabled', text: 'Tool permissions',
         'aria-label': 'Open this chat\'s tool permissions', onclick: () => openToolPermissions(),
       }))));
+  card.querySelector('[data-act="approve"]').dataset.first = '';
   card.querySelector('[data-act="edit"]').setAttribute('aria-pressed', 'false');
   card.querySelector('[data-act="reject"]').setAttribute('aria-expanded', 'false');
   card.querySelector('[data-act="reject"]').setAttribute('aria-controls', `${id}-reason`);
@@ -260,8 +296,11 @@ export function fillApprovalCard(row, c, compressed = false) {
   ul.hidden = chips.length === 0;
 }
 
+/* The first control of a waiting card: Approve, or Retry of a call in doubt. */
+const FIRST_ACT = '.approval [data-first]';
+
 /* After a review replaced the card the focus was in: the next waiting
- * card's Approve, else the reviewed card itself. */
+ * card's first action, else the reviewed card itself. */
 export function restoreReviewFocus() {
   if (!focusAfter) return;
   const id = focusAfter;
@@ -269,32 +308,48 @@ export function restoreReviewFocus() {
   if (still) return; // the state has not said yet
   focusAfter = null;
   if (document.activeElement && document.activeElement !== document.body) return;
-  const next = document.querySelector('.approval [data-act="approve"]');
+  const next = document.querySelector(FIRST_ACT);
   if (next) next.focus();
   else document.querySelector(`.tool[data-id="${CSS.escape(id)}"] > summary`)?.focus();
 }
 
-/* Scroll to the first card that waits and put the focus on its Approve. */
+/* Scroll to the first card that waits and put the focus on its first action. */
 function goToWaiting() {
   const card = document.querySelector('.approval');
   if (!card) return;
   card.scrollIntoView({ block: 'center', behavior: 'smooth' });
-  card.querySelector('[data-act="approve"]').focus({ preventScroll: true });
+  card.querySelector('[data-first]')?.focus({ preventScroll: true });
+}
+
+/* The banner's line and note for what waits: approvals, calls in doubt, or both. */
+function bannerText(waiting) {
+  const n = waiting.length;
+  if (!n) return ['', ''];
+  const doubts = waiting.filter(isInDoubt).length;
+  const them = n === 1 ? 'it' : 'them';
+  if (!doubts) {
+    return [n === 1 ? `Waiting for your approval: ${waiting[0].name}` : `Waiting for your approval: ${n} tool calls`,
+      `Sending a message now declines ${them}.`];
+  }
+  if (doubts === n) {
+    return [n === 1 ? `Interrupted, may have acted: ${waiting[0].name}` : `Interrupted, may have acted: ${n} tool calls`,
+      `Retry, resolve or reject ${them}; sending a message now answers ${them} as not run again.`];
+  }
+  return [`Waiting for you: ${n} tool calls (${doubts} interrupted)`, 'Sending a message now declines them.'];
 }
 
 let bannerShown = '';
 
 /* The line by the composer while the agent waits for a person. */
 export function renderApprovalBanner() {
-  const waiting = awaitingCalls();
-  const n = waiting.length;
-  const text = !n ? '' : n === 1 ? `Waiting for your approval: ${waiting[0].name}`
-    : `Waiting for your approval: ${n} tool calls`;
+  const waiting = waitingCalls();
+  const [text, note] = bannerText(waiting);
   if (text === bannerShown) return;
   bannerShown = text;
-  $('approval-banner').hidden = !n;
+  $('approval-banner').hidden = !waiting.length;
+  $('approval-banner').dataset.kind = waiting.some(isInDoubt) ? 'in-doubt' : 'approval';
   $('approval-text').textContent = text;
-  $('approval-note').textContent = n === 1 ? 'Sending a message now declines it.' : 'Sending a message now declines them.';
+  $('approval-note').textContent = note;
   $('approval-live').textContent = text;
 }
 

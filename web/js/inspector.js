@@ -49,8 +49,10 @@ export function inputSummary(i) {
     case 'brain-load-tool-call': return i.toolCallId;
     case 'toolkit-respond': return `${i.toolCallId} → ${clip(typeof i.result === 'string' ? i.result : JSON.stringify(i.result), 60)}`;
     case 'toolkit-error': return `${i.toolCallId} ✕ ${clip(i.error, 60)}`;
+    case 'toolkit-start-call': return `${i.toolCallId} started`;
+    case 'toolkit-call-in-doubt': return `${i.toolCallId} interrupted: may have acted`;
     case 'user-review-tool-call':
-      return `${i.toolCallId} ${i.decision}${i.always ? ' always' : ''}${i.parameters ? ` (${inlineArgs(i.parameters)})` : ''}${i.reason ? `: ${clip(i.reason, 40)}` : ''}`;
+      return `${i.toolCallId} ${i.decision}${i.always ? ' always' : ''}${i.parameters ? ` (${inlineArgs(i.parameters)})` : ''}${i.reason ? `: ${clip(i.reason, 40)}` : ''}${typeof i.result === 'string' ? `: ${clip(i.result, 40)}` : ''}`;
     case 'user-set-tool-policy': return `${i.tool} → ${i.policy ?? 'default'}`;
     case 'user-configure':
       return ['model', 'temperature', 'systemPrompt'].filter((k) => k in i)

@@ -6,7 +6,8 @@
  *     backoff after an HTTP error); the first whole state after that resyncs.
  *   the answer streams: one fetch-read SSE per message the state says is
  *     streaming (snapshot, chunks, reasoning, complete|stopped), retried
- *     while it streams.
+ *     while it streams; a snapshot that holds less than the page showed
+ *     (a server restarted since, continuing its answer) never shrinks it.
  * Depends on api.js, composer.js and sessions.js (what a resync or a deleted
  * session asks of them), controls.js, inspector.js (the timeline), state.js.
  */
@@ -181,6 +182,20 @@ function syncStreams() {
   }
 }
 
+/*
+ * What the page shows of an answer: the server's text (st.text), except
+ * that after a restart (SPEC 3.7) a snapshot may hold less than this page
+ * already showed, the server continuing from its last durable batch; while
+ * the server's text is a prefix of what shows, the page keeps showing it
+ * (the same bytes come again), so the text never goes backwards on screen.
+ * A final text (complete, stopped) is always taken as it is.
+ */
+function shownText(st) {
+  const t = st.text ?? '';
+  if (st.done || t.length >= st.content.length || !st.content.startsWith(t)) return t;
+  return st.content;
+}
+
 /* The data of one SSE event block ("data:" lines joined), or '' for none. */
 function sseData(block) {
   return block.split('\n').filter((l) => l.startsWith('data:'))
@@ -190,7 +205,7 @@ function sseData(block) {
 async function streamAnswer(sid, mid) {
   let st = ui.streams.get(mid);
   if (!st) {
-    st = { content: '', done: false, active: false, ctrl: null, retry: 0 };
+    st = { content: '', text: '', done: false, active: false, ctrl: null, retry: 0 };
     ui.streams.set(mid, st);
   }
   st.retry = 0;
@@ -214,14 +229,15 @@ async function streamAnswer(sid, mid) {
         let f;
         try { f = JSON.parse(data); } catch { continue; }
         if (f.type === 'snapshot') {
-          st.content = f.content || '';
+          st.text = f.content || '';
           if (typeof f.reasoning === 'string') st.reasoning = f.reasoning;
-        } else if (f.type === 'chunk') st.content += f.delta || '';
+        } else if (f.type === 'chunk') st.text = (st.text ?? st.content) + (f.delta || '');
         else if (f.type === 'reasoning') st.reasoning = (st.reasoning || '') + (f.delta ?? f.content ?? '');
         else if (f.type === 'complete' || f.type === 'stopped') {
-          st.content = f.content ?? st.content;
+          st.text = f.content ?? st.text ?? st.content;
           st.done = true;
         }
+        st.content = shownText(st);
         if (ui.streams.get(mid) === st) scheduleRender();
       }
     }

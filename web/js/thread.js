@@ -1,14 +1,16 @@
 /*
  * thread - the conversation as DOM: user messages (with their send status),
  * answers as markdown, tool calls as cards (name, arguments, pending /
- * success / error, result; a call awaiting approval is approvals.js's card),
+ * success / error, result; a call awaiting approval is approvals.js's card,
+ * a call in doubt after a restart indoubt.js's), an answer restarted after
+ * an interruption with its mark,
  * the compressed-history banner, the thinking dots.
  * An exchange is a user message and what came after it up to the next one:
  * its message has Edit, its last answer Regenerate, and both the "‹ 1/2 ›"
  * of its versions (versions.js); an answer also shows its reasoning, usage,
  * and an error or an early Stop as such, with Retry (answer.js).
  * Depends on answer.js, approvals.js, composer.js (Retry and Discard of a
- * failed send), dom.js, format.js, markdown.js, state.js, tools.js,
+ * failed send), dom.js, format.js, indoubt.js, markdown.js, state.js, tools.js,
  * versions.js.
  * Each item is a node kept in ui.nodes under a key with a signature of what
  * it shows: a draw rebuilds (or updates) only the nodes whose signature
@@ -17,10 +19,13 @@
 import {
   errorCallout, fillReasoning, reasoningOf, splitError, stoppedNote, usageInfo, usageNode,
 } from './answer.js';
-import { approvalCard, fillApprovalCard, isAwaiting, restoreReviewFocus, reviewLabel, reviewTag } from './approvals.js';
+import {
+  approvalCard, fillApprovalCard, isAwaiting, isInDoubt, restoreReviewFocus, reviewLabel, reviewTag,
+} from './approvals.js';
 import { discardMessage, postUserMessage } from './composer.js';
 import { $, ICONS, copyText, el, icon } from './dom.js';
 import { fmtTime, inlineArgs, inlineResult, prettyJson } from './format.js';
+import { doubtCard } from './indoubt.js';
 import { renderMarkdown } from './markdown.js';
 import { isBusy, isThinking, scheduleRender, ui } from './state.js';
 import { toolsVersion } from './tools.js';
@@ -118,12 +123,12 @@ export function renderThread() {
   restoreReviewFocus();
 }
 
-/* Reuse the node under `key` when its signature is unchanged. */
+/* Reuse the node under `key` when its signature is unchanged; else update
+ * it in place, unless `update` returns false (not its kind: rebuilt). */
 function node(key, sig, build, update) {
   let n = ui.nodes.get(key);
   if (n && n.sig === sig) return { key, el: n.el };
-  if (n && update) {
-    update(n.el);
+  if (n && update && update(n.el) !== false) {
     n.sig = sig;
     return { key, el: n.el };
   }
@@ -217,7 +222,7 @@ function assistantNode(m, compressed, x) {
   const text = assistantText(m);
   const { text: shown, error } = splitError(text);
   const xt = answerExtras(m, x);
-  const sig = `${m.status}|${compressed}|${text.length}|${text.slice(-32)}|${xt.sig}`;
+  const sig = `${m.status}|${compressed}|${text.length}|${text.slice(-32)}|${xt.sig}|${!!m.restarted}`;
   // Updated in place while it streams, so the article (and its Copy) stays.
   const fill = (art) => {
     art.dataset.status = m.status;
@@ -235,6 +240,8 @@ function assistantNode(m, compressed, x) {
     if (m.status === 'stopped') meta.append(el('span', { class: 'badge stopped', text: 'Stopped' }));
     else if (m.status === 'streaming') meta.append(el('span', { class: 'badge live', text: 'Streaming' }));
     else meta.append(el('time', { text: fmtTime(m.updatedAt || m.receivedAt) }));
+    if (m.restarted) meta.append(restartedMark());
+    art.dataset.restarted = m.restarted ? 'true' : 'false';
     art.setAttribute('aria-busy', m.status === 'streaming' ? 'true' : 'false');
   };
   return node(`a:${m.id}`, sig, () => {
@@ -256,15 +263,30 @@ function assistantNode(m, compressed, x) {
   }, fill);
 }
 
+/* An answer the brain started again after an interruption (SPEC §3.7): the
+ * text before the restart stays, the new answer follows it. */
+function restartedMark() {
+  return el('span', {
+    class: 'badge restarted', role: 'note',
+    title: 'The server was interrupted while this answer streamed; the model started it again after the text kept so far',
+  }, icon(ICONS.retry), el('span', { text: 'Restarted after an interruption' }));
+}
+
 function toolNode(c, compressed) {
+  // A card that waits is updated in place, never rebuilt, so what the person
+  // is typing stays; a card of another kind under the same key (a running
+  // call found in doubt after a restart) is rebuilt.
+  if (isInDoubt(c)) {
+    return node(`t:${c.id}`, `in-doubt|${compressed}|${toolsVersion()}`, () => doubtCard(c, compressed),
+      (row) => (row.querySelector('.approval.in-doubt') ? fillApprovalCard(row, c, compressed) : false));
+  }
   if (isAwaiting(c)) {
-    // Updated in place, never rebuilt, so an edit in progress stays.
-    return node(`t:${c.id}`, `awaiting|${compressed}|${toolsVersion()}`,
-      () => approvalCard(c, compressed), (row) => fillApprovalCard(row, c, compressed));
+    return node(`t:${c.id}`, `awaiting|${compressed}|${toolsVersion()}`, () => approvalCard(c, compressed),
+      (row) => (row.querySelector('.approval:not(.in-doubt)') ? fillApprovalCard(row, c, compressed) : false));
   }
   const r = c.result;
   const state = !r ? 'pending' : r.isSuccess ? 'success' : 'error';
-  const sig = `${state}|${c.approval || ''}|${compressed}|${c.isLoaded}`;
+  const sig = `${state}|${c.approval || ''}|${compressed}|${c.isLoaded}|${c.startedAt || 0}`;
   return node(`t:${c.id}`, sig, () => {
     const resultText = !r ? '' : r.isSuccess ? String(r.content ?? '') : String(r.error ?? 'error');
     const statusLabel = reviewLabel(c) || { pending: 'Running', success: 'Done', error: 'Error' }[state];
@@ -285,10 +307,11 @@ function toolNode(c, compressed) {
         el('div', { class: 'tool-label', text: 'Arguments' }),
         el('pre', { class: 'tool-pre', text: prettyJson(c.parameters) })),
       el('div', { class: 'tool-sec' },
-        el('div', { class: 'tool-label', text: r ? (r.isSuccess ? 'Result' : 'Error') : 'Result' }),
+        el('div', { class: 'tool-label', text: !r ? 'Result' : !r.isSuccess ? 'Error'
+          : c.approval === 'resolved' ? 'Result (what you said happened)' : 'Result' }),
         r ? el('pre', { class: `tool-pre${r.isSuccess ? '' : ' err'}`, text: prettyJson(resultText) })
           : el('p', { class: 'muted', text: 'Waiting for the tool…' })),
-      el('div', { class: 'tool-foot muted', text: `id ${c.id} · called ${fmtTime(c.calledAt, true)}${r ? ` · answered ${fmtTime(r.receivedAt, true)}` : ''}` }));
+      el('div', { class: 'tool-foot muted', text: `id ${c.id} · called ${fmtTime(c.calledAt, true)}${c.startedAt ? ` · started ${fmtTime(c.startedAt, true)}` : ''}${r ? ` · answered ${fmtTime(r.receivedAt, true)}` : ''}` }));
     // A rebuilt card (its result came in) stays open if the user opened it.
     const card = el('details', {
       class: `tool${compressed ? ' is-compressed' : ''}`, 'data-kind': 'tool', 'data-id': c.id,
