@@ -35,6 +35,7 @@ declare -A not_run=(
   [idle]="a status word"
   [look]="a word in messages"
   [patch]="the JSON Patch mode's name"
+  [route]="a column of check_users' route table"
   [python]="a code block's language in the browser tests"
   [strings]="a word in messages"
   [time]="a word in messages"
