@@ -138,6 +138,23 @@ static bool pred_rcs(const void *arg)
     return w.n_rc >= *(const int *)arg;
 }
 
+/* Every tool whose effect `started` (an event log line) names has committed
+   its toolkit-start-call: the stamps that follow are then known. */
+static bool pred_tools_started(const void *arg)
+{
+    const char *started = arg;
+    char key[96];
+
+    for (size_t i = 0; i < w.state.tools.len; i++) {
+        const struct rx_tool_call *c = &w.state.tools.items[i];
+
+        snprintf(key, sizeof(key), "effect-started request-toolkit-%s", c->id);
+        if (strstr(started, key) && !c->result.present && !c->started_at)
+            return false;
+    }
+    return true;
+}
+
 #define WAIT_LOGGED(line)                                                                \
     ck_assert_msg(wait_for(pred_logged, line), "never logged '%s'", line)
 #define WAIT_RUNNING(n)                                                                  \
@@ -1188,11 +1205,12 @@ static const struct reconcile_row {
      ST(2, UM("m1", "hi", 1), "", TC("c1", "hold", "{}", 2, "null", false), 1, "", 0),
      "{'type':'user-send-message','messageId':'m2','content':'more'}",
      "effect-started request-toolkit-c1", "", 1},
-    {"a result from elsewhere cancels the tool and starts the next ask",
+    {"a result from elsewhere cancels the tool and starts the next ask (its start took "
+     "101)",
      ST(2, UM("m1", "hi", 1), "", TC("c1", "hold", "{}", 2, "null", false), 1, "", 0),
      "{'type':'toolkit-respond','toolCallId':'c1','result':'42'}",
      "effect-started request-toolkit-c1",
-     "effect-canceled request-toolkit-c1, effect-started ask-brain-101", 1},
+     "effect-canceled request-toolkit-c1, effect-started ask-brain-102", 1},
 };
 
 START_TEST(test_reconcile_table)
@@ -1202,6 +1220,9 @@ START_TEST(test_reconcile_table)
 
     world_start(r->state);
     ck_assert_log(0, true, r->started);
+    /* A running tool stamps its toolkit-start-call first: the input below
+       comes after it, whatever the scheduling. */
+    ck_assert_msg(wait_for(pred_tools_started, r->started), "a tool never started");
     mark = log_len();
     if (r->input) {
         send_input(r->input, RX_ACCEPTED);
