@@ -49,6 +49,8 @@ struct session {
     pthread_mutex_t lock; /* guards everything below */
     int waiting;          /* clients' inputs, arrival to answer (atomic) */
     bool deleted;
+    bool deleting;         /* this node is deleting it (table's lock): a notice of the
+                              deletion from the log leaves it to this node */
     bool follower;         /* another node owns it (session_follow.h) */
     bool broken;           /* its log could not be read back after a failed write */
     struct rx_state state; /* every input applied, durable or on its way */

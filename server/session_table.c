@@ -195,15 +195,30 @@ struct session *session_table_peek(struct session_table *t, const char *id)
  * restart. An input racing the deletion finds no session in the log and is
  * refused (-ENOENT), so nothing is stored for a session once it is gone.
  */
+/* Mark the resident session `id` as being deleted by this node, or unmark it. */
+static void mark_deleting(struct session_table *t, const char *id, bool on)
+{
+    struct session *s;
+
+    pthread_mutex_lock(&t->lock);
+    if ((s = session_table__find(t, id)))
+        s->deleting = on;
+    pthread_mutex_unlock(&t->lock);
+}
+
 int session_table_delete(struct session_table *t, const char *id)
 {
     bool gone;
     int err = 0;
 
+    /* The log's notice of this deletion may come back before the removal
+       below: that one removes and announces it, once (session_table_forget). */
+    mark_deleting(t, id, true);
     if (t->env.store && (err = store_delete_session(t->env.store, id)) &&
         err != -ENOENT) {
         struct rx_error why;
 
+        mark_deleting(t, id, false);
         store_last_error(t->env.store, &why);
         log_warn("session %s: not deleted, the log refused: %s", id, why.text);
         return err;
@@ -620,7 +635,14 @@ out_free:
 
 void session_table_forget(struct session_table *t, const char *sid)
 {
-    table_remove(t, sid, false); /* the deleting node announced it */
+    struct session *s;
+    bool mine;
+
+    pthread_mutex_lock(&t->lock);
+    mine = (s = session_table__find(t, sid)) && s->deleting;
+    pthread_mutex_unlock(&t->lock);
+    if (!mine)
+        table_remove(t, sid, false); /* the deleting node announced it */
 }
 
 void session_table_retitle(struct session_table *t, const char *sid)

@@ -404,6 +404,7 @@ START_TEST(test_takeover_continues_on_another_node)
     snprintf(last, sizeof(last), "%zu", shown.len);
     memcpy(shown2.text, shown.text, shown.len + 1);
     shown2.len = shown.len;
+    pos2 = shown.len; /* resumed there: its first chunk goes on from it */
     ck_assert_int_eq(itest_sse_open(&late, url, last), 0);
     ck_assert_int_ge(itest_sse_wait_for(&e, 0, is_complete, NULL, 60000), 0);
     ck_assert_int_ge(itest_sse_wait_for(&late, 0, is_complete, NULL, 60000), 0);
