@@ -1016,7 +1016,8 @@ START_TEST(test_cancelled_tool_reports_nothing)
     ck_assert_log(
         0, false,
         "effect-started request-toolkit-c1, effect-canceled request-toolkit-c1");
-    ck_assert_int_eq(counter(&w.host_dispatches), 0);
+    /* At most its toolkit-start-call (when the cancel came after it), never a result. */
+    ck_assert_int_le(counter(&w.host_dispatches), 1);
     pthread_mutex_lock(&w.lock);
     c = rx_state_find_tool(&w.state, "c1");
     cancelled_error = c && c->result.present && !c->result.is_success &&
