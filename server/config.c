@@ -111,6 +111,8 @@ int config_init(struct config *c)
         config_set_str(&c->auth_token, "") || config_set_str(&c->brain, "builtin") ||
         config_set_str(&c->oai_prefix, "/v1") ||
         config_set_str(&c->lg_prefix, "/api/langgraph") ||
+        config_set_str(&c->agui_prefix, "/api/ag-ui") ||
+        config_set_str(&c->a2a_prefix, "/api/a2a") ||
         config_set_str(&c->cluster_advertise, "") ||
         config_set_str(&c->auth_header, "X-Remote-User") ||
         config_set_str(&c->metrics_token, "") ||
@@ -134,6 +136,8 @@ void config_release(struct config *c)
     free(c->auth_token);
     free(c->oai_prefix);
     free(c->lg_prefix);
+    free(c->agui_prefix);
+    free(c->a2a_prefix);
     free(c->cluster_advertise);
     free(c->auth_header);
     free(c->metrics_token);
@@ -205,11 +209,14 @@ static const struct {
     const char *keys; /* space-separated */
 } known_keys[] = {
     {"", "listen api_prefix web_root db system_prompt auth api limits sse runtime store "
-         "retention brain tools mcpServers openai langgraph cluster sessions metrics"},
+         "retention brain tools mcpServers openai langgraph agui a2a cluster sessions "
+         "metrics"},
     {"metrics", "token"},
     {"sessions", "idle_ms"},
     {"openai", "prefix models tool_details on_disconnect"},
     {"langgraph", "prefix"},
+    {"agui", "prefix"},
+    {"a2a", "prefix"},
     {"cluster", "lease_ms advertise"},
     {"auth", "token mode header trusted_proxies admins"},
     {"api", "allow_agent_inputs"},
@@ -287,7 +294,9 @@ static int load_protocols(struct config *c, json_t *root, const char *file,
     int rc;
 
     if ((rc = get_prefix(root, file, "openai.prefix", &c->oai_prefix, err)) ||
-        (rc = get_prefix(root, file, "langgraph.prefix", &c->lg_prefix, err)))
+        (rc = get_prefix(root, file, "langgraph.prefix", &c->lg_prefix, err)) ||
+        (rc = get_prefix(root, file, "agui.prefix", &c->agui_prefix, err)) ||
+        (rc = get_prefix(root, file, "a2a.prefix", &c->a2a_prefix, err)))
         return rc;
     if ((v = at(root, "openai.tool_details"))) {
         if (!json_is_boolean(v))

@@ -82,6 +82,8 @@ struct config {
     bool oai_tool_details;         /* show tool activity as a <details> block */
     bool oai_cancel_on_disconnect; /* a client gone stops the agent's work */
     char *lg_prefix;               /* LangGraph Agent Server subset, "/api/langgraph" */
+    char *agui_prefix;             /* AG-UI, "/api/ag-ui" */
+    char *a2a_prefix;              /* A2A JSON-RPC, "/api/a2a" (and the agent card) */
     /* Many nodes on one PostgreSQL log (SPEC 6.1, server/cluster). */
     int cluster_lease_ms; /* a dead owner's sessions are taken over after this */
     char
