@@ -176,17 +176,40 @@ static void finish_message(struct oai_chat *c, const struct rx_message *m)
     set_str(&c->cur, NULL);
 }
 
+/*
+ * Where a call waiting for a person is answered (SPEC 4.3, one approval,
+ * every door): the one record in the session's log, through any door that
+ * is open, each naming the session in its own words.
+ */
+static int waiting_where(struct oai_chat *c, struct rx_buf *w)
+{
+    const struct config *cfg = c->cfg;
+    int err = rx_buf_printf(
+        w, " in the Reflexor UI (session %s) or at POST %s/sessions/%s/inputs", c->sid,
+        cfg->prefix, c->sid);
+
+    if (!err && *cfg->lg_prefix)
+        err = rx_buf_printf(w, ", LangGraph thread %s at %s", c->sid, cfg->lg_prefix);
+    if (!err && *cfg->agui_prefix)
+        err = rx_buf_printf(w, ", AG-UI thread %s at %s", c->sid, cfg->agui_prefix);
+    if (!err && *cfg->a2a_prefix)
+        err = rx_buf_printf(w, ", A2A context %s at %s", c->sid, cfg->a2a_prefix);
+    return err;
+}
+
 /* One call of a batch: its block (when configured) and, waiting, the sentence. */
 static void draw_call(struct oai_chat *c, const struct rx_tool_call *call)
 {
     bool waiting = rx_tool_call_is_awaiting(call);
-    struct rx_buf b;
+    struct rx_buf b, w;
 
     rx_buf_init(&b, OAI_CONTENT_MAX);
+    rx_buf_init(&w, 1024);
     if (c->cfg->oai_tool_details && oai_render_tool(&b, call))
         rx_buf_reset(&b);
-    if (waiting && oai_render_waiting(&b, call))
+    if (waiting && (waiting_where(c, &w) || oai_render_waiting(&b, call, w.data)))
         rx_buf_reset(&b);
+    rx_buf_release(&w);
     if (b.len) {
         separate(c);
         emit(c, b.data, b.len);

@@ -131,8 +131,13 @@ json_t *oai_history_doc(const struct oai_request *r, const char *system, int64_t
  * (done="false"). 0, -ENOMEM or -E2BIG (b as it was).
  */
 int oai_render_tool(struct rx_buf *b, const struct rx_tool_call *c) RX_WUR;
-/* The sentence for a call waiting for approval (plain text, no block). */
-int oai_render_waiting(struct rx_buf *b, const struct rx_tool_call *c) RX_WUR;
+/*
+ * The sentence for a call waiting for a person (plain text, no block): what
+ * waits (the tool, its arguments) and, from `where` (borrowed, appended as
+ * is: oai_render_where makes it), where to answer it.
+ */
+int oai_render_waiting(struct rx_buf *b, const struct rx_tool_call *c,
+                       const char *where) RX_WUR;
 
 /* What every chunk and completion repeats. Borrowed strings. */
 struct oai_head {

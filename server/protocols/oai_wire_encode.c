@@ -139,7 +139,7 @@ int oai_render_tool(struct rx_buf *b, const struct rx_tool_call *c)
         PUT(put_item(b, c->result.is_success ? "result" : "error", text));
     else
         PUT(put_item(b, "status",
-                     waiting ? "waits for approval in the Reflexor UI" : "not finished"));
+                     waiting ? "waits for approval (see below)" : "not finished"));
     PUT(rx_buf_puts(b, "\n</details>\n"));
     rx_buf_release(&result);
     return 0;
@@ -150,21 +150,23 @@ out_truncate:
     return err;
 }
 
-int oai_render_waiting(struct rx_buf *b, const struct rx_tool_call *c)
+int oai_render_waiting(struct rx_buf *b, const struct rx_tool_call *c, const char *where)
 {
     size_t start = b->len;
     int err;
 
     PUT(rx_buf_puts(b, "The call to '"));
     PUT(put_html(b, c->name, strlen(c->name), false));
+    PUT(rx_buf_puts(b, "' with "));
+    PUT(put_html(b, c->parameters, strlen(c->parameters), false));
     /* SPEC 3.6: the next user message refuses every call still waiting. */
     if (c->approval == RX_APPROVAL_IN_DOUBT) /* SPEC 3.7 */
-        PUT(rx_buf_puts(b, "' was interrupted after it started and may have acted: "
-                           "retry it, reject it or say what happened in the Reflexor UI "
-                           "(a new message here rejects it).\n"));
+        PUT(rx_buf_puts(b, " was interrupted after it started and may have acted: "
+                           "retry it, reject it or say what happened"));
     else
-        PUT(rx_buf_puts(b, "' waits for approval in the Reflexor UI (a new message "
-                           "here refuses it).\n"));
+        PUT(rx_buf_puts(b, " waits for approval"));
+    PUT(rx_buf_puts(b, where));
+    PUT(rx_buf_puts(b, " (a new message here refuses it).\n"));
     return 0;
 
 out_truncate:

@@ -314,7 +314,10 @@ test('openai: a call waiting for approval is said in the content', async () => {
     const { data, text, sid } = await complete(oai, { messages: q });
     assert.equal(data.choices[0].finish_reason, 'stop');
     assert.match(text, /<details type="tool_calls" done="false"[^>]* name="calculator"/);
-    assert.match(text, /waits for approval in the Reflexor UI/);
+    // What waits and where to answer it: the session through every open door.
+    assert.match(text, new RegExp(`waits for approval in the Reflexor UI \\(session ${sid}\\) or at ` +
+      `POST /api/reflexor/sessions/${sid}/inputs, LangGraph thread ${sid} at /api/langgraph, ` +
+      `AG-UI thread ${sid} at /api/ag-ui, A2A context ${sid} at /api/a2a`));
     const st = await native(server, `/sessions/${sid}`);
     assert.equal(st.toolCallRecords[0].approval, 'pending');
     // The next message goes on without it: the call is refused (SPEC 3.6).
@@ -323,7 +326,7 @@ test('openai: a call waiting for approval is said in the content', async () => {
     assert.equal(next.text, 'Echo: hello?');
     assert.equal((await native(server, `/sessions/${sid}`)).toolCallRecords[0].approval, 'rejected');
     const s = await stream(oai, { messages: [{ role: 'user', content: 'what is 1+1?' }] });
-    assert.match(s.text, /The call to 'calculator' waits for approval/);
+    assert.match(s.text, /The call to 'calculator' with \{"expression": ?"1\+1"\} waits for approval/);
   });
 });
 

@@ -419,7 +419,7 @@ static const struct trow {
     {"waiting for approval",
      {"c3", "calculator", "{}", false, false, NULL, RX_APPROVAL_PENDING},
      {"done=\"false\"", "<summary>Waiting for approval</summary>",
-      "- status: waits for approval in the Reflexor UI", NULL}},
+      "- status: waits for approval (see below)", NULL}},
     {"escaped",
      {"i\"d", "t<x>", "{\"a\":\"<&'>\"}", true, true, "line1\nline2 </details>",
       RX_APPROVAL_NONE},
@@ -454,9 +454,9 @@ START_TEST(test_render_waiting)
     struct rx_buf b;
 
     rx_buf_init(&b, 1024);
-    ck_assert_int_eq(oai_render_waiting(&b, &c), 0);
+    ck_assert_int_eq(oai_render_waiting(&b, &c, " in the UI"), 0);
     ck_assert_str_eq(b.data,
-                     "The call to 'a&lt;b' waits for approval in the Reflexor UI (a "
+                     "The call to 'a&lt;b' with {} waits for approval in the UI (a "
                      "new message here refuses it).\n");
     rx_buf_release(&b);
 }
