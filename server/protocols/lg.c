@@ -15,6 +15,7 @@
 
 #include "server/protocols/lg_msg.h"
 #include "server/protocols/lg_run.h"
+#include "server/relay.h"
 #include "server/reply.h"
 #include "server/session_table.h"
 #include "state_machine/rx_json.h"
@@ -308,8 +309,15 @@ static enum MHD_Result lg_route(struct door *srv, const struct principal *who,
         size_t n = *rest == '/' ? strcspn(tid, "/") : 0;
 
         if (n && n <= SESSION_ID_MAX && (runs = segment(tid + n, "/runs"))) {
+            enum MHD_Result ret;
+            char url[1024];
+
             memcpy(id, tid, n);
             id[n] = '\0';
+            /* A run lives where its thread's inputs are applied (SPEC 6.1). */
+            snprintf(url, sizeof(url), "%s%s", srv->cfg->lg_prefix, path);
+            if (relay_route(srv, who, conn, id, method, url, body, slot, &ret))
+                return ret;
             return lg_runs_route(srv, who, conn, method, id, runs, body, slot);
         }
         return lg_threads_route(srv, who, conn, method, rest, body);

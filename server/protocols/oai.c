@@ -31,6 +31,7 @@
 
 #include "effects/log.h"
 #include "base/now.h"
+#include "server/relay.h"
 #include "server/reply.h"
 #include "server/session.h"
 #include "server/session_import.h"
@@ -268,6 +269,13 @@ static int salt(const struct principal *who, struct oai_fp *fp)
     return who->admin ? 0 : oai_fp_add(fp, OAI_ROLE_TOOL, who->name);
 }
 
+/* This route's path from the root, into `url` (512 bytes). */
+static const char *url_of(const struct config *cfg, char *url)
+{
+    snprintf(url, 512, "%s/chat/completions", cfg->oai_prefix);
+    return url;
+}
+
 static enum MHD_Result chat(struct door *srv, const struct principal *who,
                             struct MHD_Connection *conn, const struct rx_buf *body,
                             struct park **slot)
@@ -283,6 +291,7 @@ static enum MHD_Result chat(struct door *srv, const struct principal *who,
     enum MHD_Result ret;
     char *system = NULL;
     bool oom = false, fresh = false;
+    char url[512];
     size_t n = 0;
     int err;
 
@@ -328,6 +337,9 @@ static enum MHD_Result chat(struct door *srv, const struct principal *who,
         }
         fresh = true;
     }
+    if (!fresh && relay_route(srv, who, conn, session_id(s), "POST", url_of(cfg, url),
+                              body, slot, &ret))
+        goto out_release; /* a run lives where its session's inputs are applied (6.1) */
     if (make_inputs(&req, fresh ? system : NULL, in, &n)) {
         ret = fail(conn, 500, "server_error", NULL, NULL, "out of memory");
         goto out_release;
