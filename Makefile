@@ -164,16 +164,23 @@ nginx-users-test: $(BUILD)/reflexor
 
 # The whole suite, as CI runs it. Each step prints Check's summary; the last
 # lines of the output are the summary of the final run.
+# A comma inside $(call ...) arguments.
+, := ,
+
+# Each phase says how long it took ("make test: <phase> N s"), so the suite's
+# time is known phase by phase (CI allows 90 minutes; the aim is 25).
+PHASE = t=$$(date +%s); $(2) && echo "make test: $(1) $$(($$(date +%s) - t)) s"
+
 test: deps-all node_modules/.package-lock.json
 	$(MAKE) deps-check format-check layer-check signal-safe-check
-	$(MAKE) -j$(JOBS) all
-	$(MAKE) -j$(JOBS) SANITIZE=address,undefined all
-	$(MAKE) valgrind
-	ASAN_OPTIONS=detect_leaks=1 $(MAKE) SANITIZE=address,undefined integration
-	$(MAKE) integration
-	$(if $(TEST_EXTRA),$(MAKE) $(TEST_EXTRA))
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) SANITIZE=address,undefined check
-	$(MAKE) check
+	@$(call PHASE,build,$(MAKE) -j$(JOBS) all)
+	@$(call PHASE,build-asan,$(MAKE) -j$(JOBS) SANITIZE=address$(,)undefined all)
+	@$(call PHASE,valgrind,$(MAKE) valgrind)
+	@$(call PHASE,integration-asan,ASAN_OPTIONS=detect_leaks=1 $(MAKE) SANITIZE=address$(,)undefined integration)
+	@$(call PHASE,integration,$(MAKE) integration)
+	@$(foreach x,$(TEST_EXTRA),$(call PHASE,$(x),$(MAKE) $(x)) &&) true
+	@$(call PHASE,unit-asan,ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) SANITIZE=address$(,)undefined check)
+	@$(call PHASE,unit,$(MAKE) check)
 
 # --child-silent-after-fork: a command tool's supervisor is a fork that never
 # execs; valgrind would report what only other threads pointed to as lost.
