@@ -213,6 +213,14 @@ void run__applied(struct run *r, int64_t seq)
     r->ops->started(r->arg, r, &s->state, seq);
 }
 
+void run__patch(struct session *s, const struct rx_outcome *o, int64_t seq)
+{
+    struct run *r = s->runs;
+
+    if (r && r->phase == PHASE_LIVE && r->ops->patch)
+        r->ops->patch(r->arg, r, &s->state, o, seq);
+}
+
 void run__settled(struct session *s)
 {
     struct run *r = s->runs;

@@ -50,6 +50,7 @@
 #include "state_machine/rx_state.h"
 
 struct run;
+struct rx_outcome;
 
 enum run_status { RUN_PENDING, RUN_RUNNING, RUN_SUCCESS, RUN_ERROR, RUN_INTERRUPTED };
 
@@ -72,6 +73,14 @@ struct run_ops {
      */
     void (*ended)(void *arg, struct run *r, enum run_status status,
                   const struct rx_state *st, enum rx_reason reason, const char *why);
+    /*
+     * Optional (NULL: not wanted): input `seq` was applied while the run is
+     * running (after `started`), with outcome `o`, making `st`; called as it
+     * is applied, like `started`, so rx_patch_encode(st, o) after started's
+     * state gives every later state in order (AG-UI's STATE_DELTA).
+     */
+    void (*patch)(void *arg, struct run *r, const struct rx_state *st,
+                  const struct rx_outcome *o, int64_t seq);
 };
 
 /*
@@ -110,6 +119,8 @@ void run_shutdown(void);
 
 /* ---- for server/session (lock held) ---- */
 
+/* Input `seq` was applied with outcome `o`: the running run's `patch`, if any. */
+void run__patch(struct session *s, const struct rx_outcome *o, int64_t seq);
 /* One of the run's inputs was applied as input `seq`. */
 void run__applied(struct run *r, int64_t seq);
 /* The session settled: step the running run, end it if idle, start the next. */
