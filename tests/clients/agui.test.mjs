@@ -5,10 +5,12 @@
 // nothing after RUN_FINISHED...), so a run it accepts is a valid AG-UI run.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
 import jsonpatch from 'fast-json-patch';
-import { API, BIN, ROOT, Server, sleep } from '../browser/helpers.mjs';
+import { API, BIN, ROOT, Server, sleep, tempDir } from '../browser/helpers.mjs';
 
 const AGUI = '/api/ag-ui';
 
@@ -271,6 +273,48 @@ describe('ag-ui: approvals', () => {
     const second = await run(a, { resume: [{ interruptId: it.id, status: 'cancelled' }] });
     assert.equal(second.events.at(-1).outcome.type, 'success');
     assert.equal((await native(server, '/sessions/ask-3')).toolCallRecords[0].approval, 'rejected');
+  });
+});
+
+describe('ag-ui: a call in doubt (SPEC 3.7)', () => {
+  const dir = tempDir('agui-ledger');
+  const ledger = path.join(dir, 'ledger.txt');
+  const script = path.join(dir, 'ledger.sh');
+  fs.writeFileSync(script, `#!/bin/sh\nsleep 2\necho ran >> '${ledger}'\necho ok\n`, { mode: 0o755 });
+  const tool = { name: 'ledger', description: 'appends a line', command: ['/bin/sh', script], timeout_ms: 10000 };
+  const server = new Server({ chunkDelayMs: 2, extra: { tools: [tool] } });
+
+  before(async () => { await server.start(); });
+  after(async () => { await stopped(server)(); fs.rmSync(dir, { recursive: true, force: true }); });
+
+  test('cut off by kill -9: an interrupt after the restart, resumed with resolve', async () => {
+    // The first run by hand: the kill cuts its stream, which is all it does here.
+    const running = post(server, { threadId: 'doubt-1', runId: 'r1',
+      messages: [{ id: 'm1', role: 'user', content: '/call ledger {}' }] }).catch(() => {});
+    const st = await until(() => fetch(server.url + API + '/sessions/doubt-1').then((r) => r.json()),
+      (s) => s.toolCallRecords?.[0]?.startedAt);
+    await server.stop('SIGKILL');
+    await running;
+    await server.start();
+    const b = agent(server, { threadId: 'doubt-1' });
+    const join = await run(b);
+    const fin = join.events.at(-1);
+    assert.equal(fin.outcome.type, 'interrupt');
+    const [it] = fin.outcome.interrupts;
+    assert.equal(it.id, st.toolCallRecords[0].id);
+    assert.equal(it.reason, 'tool_call_in_doubt');
+    assert.deepEqual(it.responseSchema.properties.decision.enum, ['retry', 'reject', 'resolve']);
+    refused(await post(server, { threadId: 'doubt-1', runId: 'x', messages: [],
+      resume: [{ interruptId: it.id, status: 'resolved', payload: { decision: 'approve-ish' } }] }), 422, 'invalid_input');
+    refused(await post(server, { threadId: 'doubt-1', runId: 'x', messages: [],
+      resume: [{ interruptId: it.id, status: 'resolved', payload: { decision: 'resolve' } }] }), 422, 'invalid_input');
+    const done = await run(b, { resume: [{ interruptId: it.id, status: 'resolved', payload: { decision: 'resolve', result: 'done by hand' } }] });
+    assert.equal(done.events.at(-1).outcome.type, 'success');
+    const now = await native(server, '/sessions/doubt-1');
+    assert.equal(now.toolCallRecords[0].approval, 'resolved');
+    assert.equal(now.toolCallRecords[0].result.content, 'done by hand');
+    assert.equal(fs.existsSync(ledger), false, 'the tool never ran again');
+    assert.ok(b.messages.some((m) => m.role === 'tool' && m.content === 'done by hand'));
   });
 });
 
