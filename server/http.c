@@ -258,7 +258,8 @@ static const char *under(const char *url, const char *prefix)
 }
 
 /* The client protocols, each under its own prefix (SPEC 4.3). */
-static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door, &agui_door};
+static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door,
+                                               &agui_door};
 
 /* The door `url` goes through, and in *rest what follows its prefix; NULL. */
 static const struct door_ops *door_of(struct http_server *srv, const char *url,

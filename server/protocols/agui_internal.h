@@ -3,8 +3,8 @@
  * the request, resume; agui_run.c: one run streamed as AG-UI events).
  * Private to server/protocols/agui*; http.c uses agui.h.
  *
- * Depends on libmicrohttpd, jansson, server/door, server/session and
- * state_machine/rx_input.
+ * Depends on libmicrohttpd, jansson, server/door, server/session,
+ * state_machine/rx_input and state_machine/rx_state.
  * Ownership: inputs are moved in (left released); strings are borrowed.
  */
 #ifndef AGUI_INTERNAL_H
@@ -37,10 +37,10 @@ enum MHD_Result agui__error(struct MHD_Connection *conn, unsigned status,
 json_t *agui__interrupts(const struct rx_state *st);
 
 /*
- * Stream run `rid` of thread `s` (`n` inputs, moved in; 0: a join that
- * shows the thread and its outcome). `posted`: one input is the user
- * message the client sent (the snapshot of messages is sent only when the
- * thread holds more). MHD's verdict.
+ * Stream run `rid` of thread `s` (`n` inputs, moved in and left released
+ * whatever happens; 0: a join that shows the thread and its outcome).
+ * `posted`: the last input is the user message the client sent (the
+ * MESSAGES_SNAPSHOT goes out only when the thread holds more). MHD's verdict.
  */
 enum MHD_Result agui__run(struct door *srv, struct MHD_Connection *conn,
                           struct session *s, const char *rid, struct rx_input *in,
