@@ -172,6 +172,24 @@ describe('ag-ui: one server', () => {
       const snap = events.find((e) => e.type === 'MESSAGES_SNAPSHOT');
       assert.equal(snap.messages[1].content, `Echo: ${text}`);
       assert.equal(b.messages.at(-1).content, 'Echo: again');
+
+      // The thread deleted under a run: the run ends with RUN_ERROR.
+      const c = agent(slow, { threadId: 'gone-1' });
+      say(c, text);
+      const got = [];
+      let deleted = null;
+      await c.runAgent({}, {
+        onEvent: ({ event }) => { got.push(event); },
+        onTextMessageContentEvent: () => {
+          deleted ??= fetch(slow.url + API + '/sessions/gone-1', { method: 'DELETE' });
+        },
+      }).catch(() => {});
+      assert.ok((await deleted).ok);
+      const last = got.at(-1);
+      assert.equal(last.type, 'RUN_ERROR', JSON.stringify(got.map((e) => e.type)));
+      assert.match(last.message, /deleted/);
+      assert.ok(got.findIndex((e) => e.type === 'TEXT_MESSAGE_END') < got.length - 1,
+        'the open message is closed before the error');
     } finally {
       await slow.stop();
       const bad = slow.cleanExit();
