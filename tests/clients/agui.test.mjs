@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
 import jsonpatch from 'fast-json-patch';
@@ -73,7 +74,8 @@ function stopped(server) {
 }
 
 describe('ag-ui: one server', () => {
-  const server = new Server({ chunkDelayMs: 5 });
+  // A small body bound, so a body past it is sent whole before the 413 (no EPIPE).
+  const server = new Server({ chunkDelayMs: 5, extra: { limits: { body_max: 65536 } } });
 
   before(async () => { await server.start(); });
   after(stopped(server));
@@ -207,8 +209,8 @@ describe('ag-ui: one server', () => {
     refused(await post(server, { threadId: 'no spaces!', runId: 'r', messages: [] }), 422, 'invalid_input');
     refused(await post(server, { threadId: 'blank', runId: 'r', messages: [{ id: 'u', role: 'user', content: '  ' }] }),
       422, 'invalid_input');
-    const big = await post(server, { threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(1100000) }] });
-    assert.equal(big.status, 413);
+    const big = await post(server, { threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(70000) }] });
+    refused(big, 413, 'too_large');
     assert.equal((await fetch(server.url + AGUI)).status, 405);
     assert.equal((await fetch(server.url + AGUI + '/nope', { method: 'POST' })).status, 404);
     const pre = await fetch(server.url + AGUI, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000' } });
@@ -333,6 +335,43 @@ describe('ag-ui: a call in doubt (SPEC 3.7)', () => {
     assert.equal(now.toolCallRecords[0].result.content, 'done by hand');
     assert.equal(fs.existsSync(ledger), false, 'the tool never ran again');
     assert.ok(b.messages.some((m) => m.role === 'tool' && m.content === 'done by hand'));
+  });
+});
+
+describe('ag-ui: reasoning (an OpenAI-compatible brain, the fake)', () => {
+  const FAKE = process.env.FAKE_OPENAI || path.join(path.dirname(BIN), 'tests/fake_openai');
+  let fake;
+  let server;
+
+  before(async () => {
+    fake = spawn(FAKE, ['--exit-on-eof'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const port = await new Promise((resolve, reject) => {
+      let out = '';
+      fake.stdout.on('data', (d) => { out += d; const m = /port (\d+)/.exec(out); if (m) resolve(Number(m[1])); });
+      fake.once('exit', (c) => reject(new Error(`fake_openai exited (${c})`)));
+    });
+    server = new Server({ extra: { brain: { provider: 'openai', openai: {
+      base_url: `http://127.0.0.1:${port}/v1`, model: 'reasoning', api_key: '', retries: 0, backoff_ms: 0 } } } });
+    await server.start();
+  });
+  after(async () => {
+    await stopped(server)();
+    fake.stdin.end();
+    fake.kill('SIGKILL');
+  });
+
+  test('reasoning streams as REASONING_*, closed before the answer', async () => {
+    const a = agent(server, { threadId: 'think-1' });
+    say(a, 'think first');
+    const { events, types } = await run(a);
+    const think = events.filter((e) => e.type === 'REASONING_MESSAGE_CONTENT').map((e) => e.delta).join('');
+    assert.equal(think, 'Let me think.');
+    const order = ['REASONING_START', 'REASONING_MESSAGE_START', 'REASONING_MESSAGE_END', 'REASONING_END',
+      'TEXT_MESSAGE_START', 'TEXT_MESSAGE_END', 'RUN_FINISHED'].map((t) => types.indexOf(t));
+    assert.deepEqual([...order].sort((x, y) => x - y), order, types.join(' '));
+    assert.ok(order[0] > 0);
+    assert.equal(a.messages.find((m) => m.role === 'reasoning').content, 'Let me think.');
+    assert.equal(a.messages.at(-1).content, 'Answer.');
   });
 });
 
