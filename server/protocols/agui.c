@@ -278,42 +278,35 @@ out:
 
 /* ---- the request ---------------------------------------------------------------- */
 
-/* The newest message, when it is a user message: its text and id in *in. */
-static int user_input(json_t *messages, const struct rx_state *st, struct rx_input *in,
-                      bool *posted, struct rx_error *err)
+/*
+ * The newest message, when it is a user message: its text and id (malloc'd;
+ * both NULL when there is none). 0, -EINVAL with `err` (a blank or malformed
+ * message), -ENOMEM. Checked before anything is made, so a refusal changes
+ * nothing.
+ */
+static int newest_user(json_t *messages, char **text, char **id, struct rx_error *err)
 {
     json_t *m = json_array_get(messages, json_array_size(messages) - 1), *wrap;
-    const char *id = json_string_value(json_object_get(m, "id"));
     const char *role = json_string_value(json_object_get(m, "role"));
-    char *text = NULL, *mid = NULL;
     int rc;
 
-    *posted = false;
+    *text = *id = NULL;
     if (!role || strcmp(role, "user"))
         return 0;
-    if (id && rx_state_find_user(st, id))
-        return 0; /* already posted: the client resends the conversation */
-    wrap = json_pack("{s:[{s:s, s:O, s:s*}]}", "messages", "type", "human", "content",
-                     json_object_get(m, "content"), "id", id);
+    /* lg_msg reads LangChain messages, whose text parts are AG-UI's too. */
+    wrap = json_pack("{s:[{s:s, s:O, s:O*}]}", "messages", "type", "human", "content",
+                     json_object_get(m, "content"), "id", json_object_get(m, "id"));
     if (!wrap)
         return -ENOMEM;
-    rc = lg_msg_parse_input(wrap, &text, &mid, err);
+    rc = lg_msg_parse_input(wrap, text, id, err);
     json_decref(wrap);
-    if (rc)
-        return rc;
-    rc = lg_msg_user_input(text, mid, in);
-    free(text);
-    free(mid);
-    *posted = !rc;
     return rc;
 }
 
+/* Whether the thread holds the user message already, read under its lock. */
 struct user_read {
-    json_t *messages;
-    struct rx_input in;
-    bool posted;
-    int err;
-    struct rx_error why;
+    const char *id;
+    bool held;
 };
 
 static void user_read(void *arg, const struct rx_state *st, int64_t seq,
@@ -323,25 +316,30 @@ static void user_read(void *arg, const struct rx_state *st, int64_t seq,
 
     (void)seq;
     (void)entry;
-    u->err = user_input(u->messages, st, &u->in, &u->posted, &u->why);
+    u->held = rx_state_find_user(st, u->id) != NULL;
 }
 
-/* The thread `tid` of `who` (NEW), created on first use; NULL with the answer. */
+/*
+ * The thread `tid` of `who` (NEW), created on first use when `create`;
+ * NULL with the answer in *ret.
+ */
 static struct session *thread_of(struct door *srv, const struct principal *who,
                                  struct MHD_Connection *conn, const char *tid,
-                                 enum MHD_Result *ret)
+                                 bool create, enum MHD_Result *ret)
 {
     struct session *s = session_table_get_as(srv->sessions, tid, who);
-    int err;
+    int err = -ENOENT;
 
     if (s)
         return s;
-    err = session_table_create_session(srv->sessions, tid, who, &s);
+    if (create)
+        err = session_table_create_session(srv->sessions, tid, who, &s);
     if (err == -EEXIST && (s = session_table_get_as(srv->sessions, tid, who)))
         return s; /* created meanwhile by another request of ours */
     switch (err) {
     case 0:
         return s;
+    case -ENOENT:
     case -EEXIST: /* another principal's: answered as an unknown id (SPEC 4.4) */
         *ret = agui__error(conn, 404, "not_found", "thread '%s' not found", tid);
         break;
@@ -375,9 +373,10 @@ static enum MHD_Result run_agent(struct door *srv, const struct principal *who,
     struct rx_input *in = NULL;
     struct session *s = NULL;
     enum MHD_Result ret = MHD_NO;
-    struct rx_error e;
+    char *text = NULL, *mid = NULL;
     const char *tid, *rid;
-    json_t *q = NULL;
+    struct rx_error e;
+    json_t *q = NULL, *messages;
     size_t n = 0;
     int err;
 
@@ -387,30 +386,34 @@ static enum MHD_Result run_agent(struct door *srv, const struct principal *who,
                                             "the body is not JSON: %s", e.text);
     tid = json_string_value(json_object_get(q, "threadId"));
     rid = json_string_value(json_object_get(q, "runId"));
-    u.messages = json_object_get(q, "messages");
+    messages = json_object_get(q, "messages");
     r.entries = json_object_get(q, "resume");
     if (!json_is_object(q) || !tid || !*tid || !rid || !*rid ||
-        !json_is_array(u.messages) || (r.entries && !json_is_array(r.entries))) {
+        !json_is_array(messages) || (r.entries && !json_is_array(r.entries))) {
         ret = agui__error(conn, 422, "invalid_input",
                           "a RunAgentInput is an object with 'threadId' and 'runId' "
                           "(strings), 'messages' (a list) and optionally 'resume' "
                           "(a list)");
         goto out;
     }
-    if (!(s = thread_of(srv, who, conn, tid, &ret)))
+    if ((err = newest_user(messages, &text, &mid, &e))) {
+        ret = err == -ENOMEM ? agui__error(conn, 500, "internal", "out of memory")
+                             : agui__error(conn, 422, "invalid_input", "%s", e.text);
         goto out;
-    if (json_array_size(r.entries)) {
-        if ((err = session_read(s, resume_read, &r)) || r.status) {
-            ret = err ? agui__error(conn, 404, "not_found", "thread '%s' not found", tid)
-                      : agui__error(conn, r.status, r.code, "%s", r.why.text);
-            goto out;
-        }
     }
-    if ((err = session_read(s, user_read, &u)) || u.err) {
-        ret = err || u.err == -ENOMEM
-                  ? agui__error(conn, err ? 404 : 500, err ? "not_found" : "internal",
-                                "%s", err ? "the thread was deleted" : "out of memory")
-                  : agui__error(conn, 422, "invalid_input", "%s", u.why.text);
+    /* A resume names interrupts of a thread that exists: none is made for it. */
+    if (!(s = thread_of(srv, who, conn, tid, !json_array_size(r.entries), &ret)))
+        goto out;
+    if (json_array_size(r.entries) &&
+        ((err = session_read(s, resume_read, &r)) || r.status)) {
+        ret = err ? agui__error(conn, 404, "not_found", "thread '%s' not found", tid)
+                  : agui__error(conn, r.status, r.code, "%s", r.why.text);
+        goto out;
+    }
+    /* Clients resend the conversation: a message the thread holds is not posted. */
+    u.id = mid;
+    if (text && mid && (err = session_read(s, user_read, &u))) {
+        ret = agui__error(conn, 404, "not_found", "thread '%s' not found", tid);
         goto out;
     }
     if (!(in = calloc(r.n + 1, sizeof(*in)))) {
@@ -421,19 +424,22 @@ static enum MHD_Result run_agent(struct door *srv, const struct principal *who,
     for (size_t i = 0; i < r.n; i++)
         in[n++] = r.in[i];
     r.n = 0;
-    if (u.posted) {
-        in[n++] = u.in;
-        u.posted = false;
+    if (text && !u.held && (err = lg_msg_user_input(text, mid, &in[n]))) {
+        for (size_t i = 0; i < n; i++)
+            rx_input_release(&in[i]);
+        ret = agui__error(conn, 500, "internal", "out of memory");
+        goto out;
     }
-    ret = agui__run(srv, conn, s, rid, in, n,
-                    n && in[n - 1].type == RX_IN_USER_SEND_MESSAGE);
+    if (text && !u.held)
+        n++;
+    ret = agui__run(srv, conn, s, rid, in, n, text && !u.held);
 out:
     for (size_t i = 0; i < r.n; i++)
         rx_input_release(&r.in[i]);
     free(r.in);
-    if (u.posted)
-        rx_input_release(&u.in);
     free(in);
+    free(text);
+    free(mid);
     if (s)
         session_unref(s);
     json_decref(q);

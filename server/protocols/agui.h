@@ -7,7 +7,8 @@
  * POST {prefix} (also {prefix}/ and {prefix}/agent) with a RunAgentInput:
  * `threadId` is a session of the principal's, created on first use with it
  * as owner (another principal's id is answered 404, as an unknown one is
- * everywhere else); `runId` names the run in its events; of `messages`, the
+ * everywhere else; a request that is refused, or that only resumes, makes
+ * none); `runId` names the run in its events; of `messages`, the
  * newest one, when it is a user message the thread does not hold yet, is
  * posted as user-send-message under its own id; `resume` entries answer the
  * pending interrupts (user-review-tool-call, as LangGraph's command.resume);

@@ -209,6 +209,11 @@ describe('ag-ui: one server', () => {
     refused(await post(server, { threadId: 'no spaces!', runId: 'r', messages: [] }), 422, 'invalid_input');
     refused(await post(server, { threadId: 'blank', runId: 'r', messages: [{ id: 'u', role: 'user', content: '  ' }] }),
       422, 'invalid_input');
+    refused(await post(server, { threadId: 'fresh', runId: 'r', messages: [],
+      resume: [{ interruptId: 'x', status: 'resolved' }] }), 404, 'not_found');
+    for (const t of ['t', 'blank', 'fresh']) {
+      assert.equal((await fetch(`${server.url}${API}/sessions/${t}`)).status, 404, `a refusal made no thread '${t}'`);
+    }
     const big = await post(server, { threadId: 't', runId: 'r', messages: [{ id: 'u', role: 'user', content: 'x'.repeat(70000) }] });
     refused(big, 413, 'too_large');
     assert.equal((await fetch(server.url + AGUI)).status, 405);
