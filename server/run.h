@@ -84,7 +84,9 @@ struct run_ops {
 };
 
 /*
- * Queue a run of `n` inputs (moved in: `in` is left released) on `s`. 0 and a
+ * Queue a run of `n` inputs (moved in: `in` is left released) on `s`; n may
+ * be 0 (a client that only follows: at its turn it is `started` with the
+ * state, and ends as soon as the session is idle). 0 and a
  * NEW reference in *out; -ENOMEM (the inputs are released), -ENOENT (the
  * session was deleted), -EBUSY (limits.session_queue_max runs already wait
  * in its lane: the inputs are released). ops->ended may come before run_start returns

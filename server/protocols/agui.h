@@ -21,7 +21,8 @@
  * TOOL_CALL_START/ARGS/END and TOOL_CALL_RESULT for the agent's tools, then
  * RUN_FINISHED (outcome success; interrupt with one interrupt per call
  * awaiting a person, its id the call's id; cancelled) or RUN_ERROR. A request
- * with nothing to post or answer joins the thread: snapshots and the outcome.
+ * with nothing to post or answer joins the thread: once the runs before it in
+ * the lane are over, snapshots and the outcome.
  * A client that goes away does not stop the run (the next one sees it).
  * Errors before the stream: the native shape {"error","message"} (400 body
  * not JSON, 422 a RunAgentInput it cannot use, 404 unknown interrupt or

@@ -38,7 +38,8 @@ json_t *agui__interrupts(const struct rx_state *st);
 
 /*
  * Stream run `rid` of thread `s` (`n` inputs, moved in and left released
- * whatever happens; 0: a join that shows the thread and its outcome).
+ * whatever happens; 0: a join, which waits for the runs before it in the
+ * lane, then shows the thread and its outcome).
  * `posted`: the last input is the user message the client sent (the
  * MESSAGES_SNAPSHOT goes out only when the thread holds more). MHD's verdict.
  */

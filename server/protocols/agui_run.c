@@ -462,19 +462,6 @@ static const struct run_ops agui_run_ops = {
     .patch = on_patch,
 };
 
-/* ---- a join: the thread as it is, at once -------------------------------------- */
-
-static void join_read(void *arg, const struct rx_state *st, int64_t seq,
-                      const struct event_session *entry)
-{
-    struct agui_run *a = arg;
-
-    (void)entry;
-    on_started(a, NULL, st, seq);
-    finish(a, RUN_SUCCESS, st, RX_REASON_NONE, NULL);
-    sse_channel_close_all(&a->ch);
-}
-
 /* ---- starting ------------------------------------------------------------------ */
 
 static struct agui_run *agui_run_create(struct door *srv, struct session *s,
@@ -539,9 +526,7 @@ enum MHD_Result agui__run(struct door *srv, struct MHD_Connection *conn,
         resp = sse_channel_subscribe(&a->ch, conn, &first, 1, false);
     if (first)
         sse_frame_unref(first);
-    if (resp && !n) {
-        err = session_read(s, join_read, a);
-    } else if (resp) {
+    if (resp) {
         __atomic_add_fetch(&a->refs, 1, __ATOMIC_RELAXED); /* the callbacks' */
         err = run_start(s, in, n, &agui_run_ops, a, &a->run);
         if (err)

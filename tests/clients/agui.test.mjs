@@ -165,6 +165,11 @@ describe('ag-ui: one server', () => {
       });
       await cut.catch(() => {});
       assert.ok(seen >= 2 && seen < 10, `the stream was cut early (${seen} deltas)`);
+      // A client joining with nothing to post waits for the run, then has all of it.
+      const joiner = agent(slow, { threadId: 'cut-1' });
+      const joined = await run(joiner);
+      assert.deepEqual(joined.types, ['RUN_STARTED', 'MESSAGES_SNAPSHOT', 'STATE_SNAPSHOT', 'RUN_FINISHED']);
+      assert.equal(joiner.messages.at(-1).content, `Echo: ${text}`);
       const st = await until(() => native(slow, '/sessions/cut-1'),
         (s) => s.assistantMessages.length === 1 && s.assistantMessages[0].status === 'complete');
       assert.equal(st.assistantMessages[0].content, `Echo: ${text}`);
