@@ -353,17 +353,22 @@ static void on_patch(void *arg, struct run *r, const struct rx_state *st,
 {
     struct agui_run *a = arg;
     struct rx_buf *b = &a->scratch;
+    size_t at;
 
     (void)r;
     (void)seq;
     rx_buf_reset(b);
-    if (rx_buf_puts(b, "{\"type\":\"STATE_DELTA\",\"delta\":") ||
-        rx_patch_encode(st, o, b) || rx_buf_putc(b, '}')) {
+    if (rx_buf_puts(b, "{\"type\":\"STATE_DELTA\",\"delta\":")) {
+        emit_state(a, st);
+        return;
+    }
+    at = b->len;
+    if (rx_patch_encode(st, o, b) || rx_buf_putc(b, '}')) {
         /* The client's copy would drift: a snapshot puts it right. */
         emit_state(a, st);
         return;
     }
-    if (!strstr(b->data, "\"delta\":[]"))
+    if (b->len - at > 3) /* not "[]}": an input that changed nothing shows nothing */
         publish(a, b->data, b->len);
 }
 
