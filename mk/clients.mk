@@ -1,6 +1,7 @@
 # The client protocols (SPEC 4.3) spoken to by the real client libraries from
-# npm (openai, @langchain/langgraph-sdk; package-lock.json pins them), against
-# the real binary on 127.0.0.1.
+# npm (openai, @langchain/langgraph-sdk, @ag-ui/client; package-lock.json pins
+# them), against the real binary on 127.0.0.1 (AG-UI's reasoning test also runs
+# the fake OpenAI server as the brain).
 #
 #   make clients-test     tests/clients/*.test.mjs (REFLEXOR_BIN: the binary)
 #   make clients-test-asan  the same against the ASan/UBSan build
@@ -8,8 +9,9 @@
 
 .PHONY: clients-test
 
-clients-test: $(BUILD)/reflexor node_modules/.package-lock.json
-	REFLEXOR_BIN=$(BUILD)/reflexor node --test --test-concurrency=1 tests/clients/
+clients-test: $(BUILD)/reflexor $(BUILD)/tests/fake_openai node_modules/.package-lock.json
+	REFLEXOR_BIN=$(BUILD)/reflexor FAKE_OPENAI=$(BUILD)/tests/fake_openai \
+	  node --test --test-concurrency=1 tests/clients/
 
 # make test runs them against the ASan/UBSan build only (clients-test-asan, below):
 # the same assertions, plus the sanitizers, in the time of one run.

@@ -18,6 +18,7 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/cluster.h"
+#include "server/protocols/agui.h"
 #include "server/protocols/lg.h"
 #include "server/protocols/oai.h"
 #include "server/park.h"
@@ -257,7 +258,8 @@ static const char *under(const char *url, const char *prefix)
 }
 
 /* The client protocols, each under its own prefix (SPEC 4.3). */
-static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door};
+static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door,
+                                               &agui_door};
 
 /* The door `url` goes through, and in *rest what follows its prefix; NULL. */
 static const struct door_ops *door_of(struct http_server *srv, const char *url,

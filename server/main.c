@@ -67,6 +67,7 @@ static const char usage[] =
     "Besides the native API (api_prefix, /api/reflexor) the server speaks the\n"
     "OpenAI chat completions API under /v1 and the LangGraph Agent Server API\n"
     "under /api/langgraph (config: openai.prefix, langgraph.prefix; \"\" = off).\n"
+    "AG-UI clients POST their runs to /api/ag-ui (config: agui.prefix).\n"
     "SIGINT or SIGTERM stop the server gracefully; SIGHUP re-reads the config\n"
     "(the auth token, limits and mcpServers apply to new work; a bad file keeps\n"
     "the old one).\n";

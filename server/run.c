@@ -213,6 +213,14 @@ void run__applied(struct run *r, int64_t seq)
     r->ops->started(r->arg, r, &s->state, seq);
 }
 
+void run__patch(struct session *s, const struct rx_outcome *o, int64_t seq)
+{
+    struct run *r = s->runs;
+
+    if (r && r->phase == PHASE_LIVE && r->ops->patch)
+        r->ops->patch(r->arg, r, &s->state, o, seq);
+}
+
 void run__settled(struct session *s)
 {
     struct run *r = s->runs;
@@ -302,11 +310,35 @@ static void input_answered(void *arg, int err, const struct submit_result *res)
     run_unref(r);
 }
 
+/*
+ * A run of no inputs (a client that only follows the session): it starts
+ * with the state its turn found, and ends as soon as the session is idle.
+ */
+static void run_follow(struct run *r)
+{
+    struct session *s = r->s;
+
+    pthread_mutex_lock(&s->lock);
+    if (r->phase == PHASE_KICKED) {
+        r->phase = PHASE_LIVE;
+        __atomic_store_n(&r->status, RUN_RUNNING, __ATOMIC_RELAXED);
+        r->ops->started(r->arg, r, &s->state, s->applied);
+        if (!s->pending && session_idle(s))
+            run_end(s, r, final_status(s, r), RX_REASON_NONE, NULL);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Submit a kicked run's inputs, in order, each as a client's. */
 static void run_submit(struct run *r)
 {
     struct session *s = r->s;
     struct submit_result res;
+
+    if (!r->n) {
+        run_follow(r);
+        return;
+    }
 
     for (size_t i = 0; i < r->n; i++) {
         int err;

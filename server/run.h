@@ -50,6 +50,7 @@
 #include "state_machine/rx_state.h"
 
 struct run;
+struct rx_outcome;
 
 enum run_status { RUN_PENDING, RUN_RUNNING, RUN_SUCCESS, RUN_ERROR, RUN_INTERRUPTED };
 
@@ -72,10 +73,20 @@ struct run_ops {
      */
     void (*ended)(void *arg, struct run *r, enum run_status status,
                   const struct rx_state *st, enum rx_reason reason, const char *why);
+    /*
+     * Optional (NULL: not wanted): input `seq` was applied while the run is
+     * running (after `started`), with outcome `o`, making `st`; called as it
+     * is applied, like `started`, so rx_patch_encode(st, o) after started's
+     * state gives every later state in order (AG-UI's STATE_DELTA).
+     */
+    void (*patch)(void *arg, struct run *r, const struct rx_state *st,
+                  const struct rx_outcome *o, int64_t seq);
 };
 
 /*
- * Queue a run of `n` inputs (moved in: `in` is left released) on `s`. 0 and a
+ * Queue a run of `n` inputs (moved in: `in` is left released) on `s`; n may
+ * be 0 (a client that only follows: at its turn it is `started` with the
+ * state, and ends as soon as the session is idle). 0 and a
  * NEW reference in *out; -ENOMEM (the inputs are released), -ENOENT (the
  * session was deleted), -EBUSY (limits.session_queue_max runs already wait
  * in its lane: the inputs are released). ops->ended may come before run_start returns
@@ -110,6 +121,8 @@ void run_shutdown(void);
 
 /* ---- for server/session (lock held) ---- */
 
+/* Input `seq` was applied with outcome `o`: the running run's `patch`, if any. */
+void run__patch(struct session *s, const struct rx_outcome *o, int64_t seq);
 /* One of the run's inputs was applied as input `seq`. */
 void run__applied(struct run *r, int64_t seq);
 /* The session settled: step the running run, end it if idle, start the next. */

@@ -549,6 +549,9 @@ static int submit_start(struct session *s, struct rx_input *in,
 
     s->applied++;
     res->seq = s->applied;
+    /* Before run__applied: the run it starts shows this state whole. */
+    if (s->runs)
+        run__patch(s, &out, s->applied);
     if (run)
         run__applied(run, s->applied); /* before anything of it is published */
     /* Chunks may stream before the start is durable: the buffer is there. */
