@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "server/protocols/lg_msg.h"
+#include "server/relay.h"
 #include "server/reply.h"
 #include "server/session_table.h"
 #include "state_machine/rx_json.h"
@@ -366,8 +367,10 @@ static struct session *thread_of(struct door *srv, const struct principal *who,
 
 /* POST: one RunAgentInput. */
 static enum MHD_Result run_agent(struct door *srv, const struct principal *who,
-                                 struct MHD_Connection *conn, const struct rx_buf *body)
+                                 struct MHD_Connection *conn, const char *path,
+                                 const struct rx_buf *body, struct park **slot)
 {
+    char url[1024];
     struct resume r = {0};
     struct user_read u = {0};
     struct rx_input *in = NULL;
@@ -403,6 +406,10 @@ static enum MHD_Result run_agent(struct door *srv, const struct principal *who,
     }
     /* A resume names interrupts of a thread that exists: none is made for it. */
     if (!(s = thread_of(srv, who, conn, tid, !json_array_size(r.entries), &ret)))
+        goto out;
+    /* A run lives where its thread's inputs are applied (SPEC 6.1). */
+    snprintf(url, sizeof(url), "%s%s", srv->cfg->agui_prefix, path);
+    if (relay_route(srv, who, conn, tid, "POST", url, body, slot, &ret))
         goto out;
     if (json_array_size(r.entries) &&
         ((err = session_read(s, resume_read, &r)) || r.status)) {
@@ -453,7 +460,6 @@ static enum MHD_Result agui_route(struct door *srv, const struct principal *who,
                                   const char *path, const struct rx_buf *body,
                                   struct park **slot)
 {
-    (void)slot;
     if (strcmp(path, "") && strcmp(path, "/") && strcmp(path, "/agent"))
         return agui__error(conn, 404, "not_found", "no such route: POST the prefix");
     if (!strcmp(method, "OPTIONS"))
@@ -462,7 +468,7 @@ static enum MHD_Result agui_route(struct door *srv, const struct principal *who,
         return reply_method_not_allowed(conn, "POST, OPTIONS");
     if (door_is_stopping(srv))
         return agui__error(conn, 503, "unavailable", "the server is stopping");
-    return run_agent(srv, who, conn, body);
+    return run_agent(srv, who, conn, path, body, slot);
 }
 
 static const char *agui_prefix(const struct config *cfg)

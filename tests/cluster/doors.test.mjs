@@ -16,6 +16,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@langchain/langgraph-sdk';
 import OpenAI from 'openai';
+import { HttpAgent } from '@ag-ui/client';
 import { API, Cluster, Node, PgTmp, request, sleep, tempDir } from './harness.mjs';
 import path from 'node:path';
 
@@ -157,7 +158,49 @@ const lgDoor = {
   },
 };
 
-export const DOORS = [sessionApi, v1, lgDoor];
+/* An AG-UI run through HttpAgent (its own validation accepts the stream): its events. */
+async function aguiRun(base, threadId, params = {}, say = null) {
+  const a = new HttpAgent({ url: `${base}/api/ag-ui`, threadId });
+  if (say) a.addMessage({ id: crypto.randomUUID(), role: 'user', content: say });
+  const events = [];
+  await a.runAgent(params, { onEvent: ({ event }) => { events.push(event); } });
+  return events;
+}
+
+const aguiDoor = {
+  name: 'AG-UI',
+  async create(base) {
+    const sid = `agui-${crypto.randomUUID()}`;
+    const events = await aguiRun(base, sid, {}, QUESTION);
+    assert.equal(events.at(-1).outcome.type, 'interrupt');
+    return { sid };
+  },
+  async view(base, made) {
+    // A run with nothing new joins the thread: the snapshot and the outcome.
+    const events = await aguiRun(base, made.sid);
+    const fin = events.at(-1);
+    assert.equal(fin.type, 'RUN_FINISHED');
+    if (fin.outcome.type === 'interrupt') {
+      assert.equal(fin.outcome.interrupts[0].metadata.name ?? 'calculator', 'calculator');
+      return 'pending';
+    }
+    const snap = events.find((e) => e.type === 'MESSAGES_SNAPSHOT');
+    const tool = snap.messages.filter((m) => m.role === 'tool').at(-1);
+    if (!tool) return 'none';
+    return tool.content === '42' ? 'approved' : /rejected|not approved/.test(tool.content) ? 'rejected' : tool.content;
+  },
+  async answer(base, made) {
+    const join = await aguiRun(base, made.sid);
+    const [it] = join.at(-1).outcome.interrupts;
+    const events = await aguiRun(base, made.sid,
+      { resume: [{ interruptId: it.id, status: 'resolved', payload: { decision: 'approve' } }] });
+    assert.equal(events.find((e) => e.type === 'TOOL_CALL_RESULT')?.content, '42');
+    assert.equal(events.at(-1).outcome.type, 'success');
+    return 'approved';
+  },
+};
+
+export const DOORS = [sessionApi, v1, lgDoor, aguiDoor];
 
 /* ---- the table -------------------------------------------------------------- */
 
