@@ -6,6 +6,7 @@
 // other pair of doors.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { HttpAgent } from '@ag-ui/client';
 import { Client } from '@langchain/langgraph-sdk';
 import { Server, launch, ui } from './helpers.mjs';
 
@@ -57,6 +58,26 @@ describe('one approval, the web UI and the other doors', () => {
     assert.equal(thread.status, 'idle');
     const state = await lg.threads.getState(t.thread_id);
     assert.equal(state.values.messages.filter((m) => m.type === 'tool').at(-1).content, '42');
+  });
+
+  test('made through AG-UI (HttpAgent), approved in the page: a join sees the run finished', T, async () => {
+    const tid = `agui-${crypto.randomUUID()}`;
+    const a = new HttpAgent({ url: `${server.url}/api/ag-ui`, threadId: tid });
+    a.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'what is 6*7?' });
+    const events = [];
+    await a.runAgent({}, { onEvent: ({ event }) => { events.push(event); } });
+    assert.equal(events.at(-1).outcome.type, 'interrupt');
+    await open(tid);
+    const c = card();
+    await c.waitFor({ timeout: 20000 });
+    await c.getByRole('button', { name: 'Approve', exact: true }).click();
+    await answerShows(/6\*7 = 42/);
+    const join = [];
+    await new HttpAgent({ url: `${server.url}/api/ag-ui`, threadId: tid })
+      .runAgent({}, { onEvent: ({ event }) => { join.push(event); } });
+    assert.equal(join.at(-1).outcome.type, 'success');
+    const snap = join.find((e) => e.type === 'MESSAGES_SNAPSHOT');
+    assert.equal(snap.messages.filter((m) => m.role === 'tool').at(-1).content, '42');
   });
 
   test('made in the page, answered through LangGraph: the page\'s card is answered live', T, async () => {
