@@ -6,6 +6,8 @@
 #   make clients-test     tests/clients/*.test.mjs (REFLEXOR_BIN: the binary)
 #   make clients-test-asan  the same against the ASan/UBSan build
 #   make bench-protocols  their overhead over the native API (bench/protocols.sh)
+#   make bench-streams    AG-UI's and A2A's token streams against the native SSE
+#                         (bench/streams.sh)
 
 .PHONY: clients-test
 
@@ -22,6 +24,13 @@ bench-protocols: $(BUILD)/reflexor node_modules/.package-lock.json
 	BENCH_BUILD=$(BUILD) bench/protocols.sh
 
 BENCH_RUN += bench-protocols
+
+# AG-UI's and A2A's streaming against the session API's own SSE (issue 32).
+.PHONY: bench-streams
+bench-streams: $(BUILD)/reflexor node_modules/.package-lock.json
+	BENCH_BUILD=$(BUILD) bench/streams.sh
+
+BENCH_RUN += bench-streams
 
 # The same against the sanitizer build: the tests check the server's exit and log.
 .PHONY: clients-test-asan
