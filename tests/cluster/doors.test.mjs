@@ -18,6 +18,7 @@ import { Client } from '@langchain/langgraph-sdk';
 import OpenAI from 'openai';
 import { HttpAgent } from '@ag-ui/client';
 import { API, Cluster, Node, PgTmp, request, sleep, tempDir } from './harness.mjs';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const LG = '/api/langgraph';
@@ -51,11 +52,20 @@ async function until(get, ok, what, ms = 15000) {
   }
 }
 
-/* "pending", "approved" or "rejected", from an approval and its result. */
+/* "pending", "approved", "rejected" or "resolved", from an approval. */
 function word(call) {
   if (!call) return 'none';
   if (call.approval === 'pending' || call.approval === 'in-doubt') return 'pending';
   return call.approval;
+}
+
+/* What a tool message's text says of its call (the protocols show no approval field). */
+const RESOLVED = 'done by hand';
+function said(content) {
+  if (content === '42') return 'approved';
+  if (content === RESOLVED) return 'resolved';
+  if (/rejected|not approved|not run again/.test(content)) return 'rejected';
+  return content;
 }
 
 /* ---- the doors ------------------------------------------------------------ */
@@ -83,6 +93,14 @@ const sessionApi = {
       { type: 'user-review-tool-call', toolCallId: call.id, decision: 'approve' });
     assert.equal(r.status, 200, r.text);
     return 'approved';
+  },
+  async settle(base, made) {
+    const call = await lastCall(base, made.sid);
+    assert.equal(call.approval, 'in-doubt');
+    const r = await request('POST', `${base}${API}/sessions/${made.sid}/moorex`,
+      { type: 'user-review-tool-call', toolCallId: call.id, decision: 'resolve', result: RESOLVED });
+    assert.equal(r.status, 200, r.text);
+    return 'resolved';
   },
 };
 
@@ -116,6 +134,9 @@ const v1 = {
     assert.equal(response.headers.get('x-reflexor-session'), made.sid);
     return 'rejected';
   },
+  async settle(base, made) {
+    return this.answer(base, made);
+  },
 };
 
 function langgraph(base) {
@@ -136,13 +157,13 @@ const lgDoor = {
     const thread = await lg.threads.get(made.sid);
     if (thread.status === 'interrupted') {
       const [intr] = Object.values(thread.interrupts)[0];
-      assert.equal(intr.value.action_requests[0].name, 'calculator');
+      assert.ok(['calculator', 'ledger'].includes(intr.value.action_requests[0].name));
       return 'pending';
     }
     const state = await lg.threads.getState(made.sid);
     const tool = state.values.messages.filter((m) => m.type === 'tool').at(-1);
     if (!tool) return 'none';
-    return tool.status === 'success' ? 'approved' : /rejected|not approved/.test(tool.content) ? 'rejected' : tool.content;
+    return said(tool.content);
   },
   async answer(base, made) {
     // Streamed: on two nodes the stream comes from the owner through this node.
@@ -155,6 +176,13 @@ const lgDoor = {
     assert.equal(last.__interrupt__, undefined);
     assert.equal(last.messages.filter((m) => m.type === 'tool').at(-1).content, '42');
     return 'approved';
+  },
+  async settle(base, made) {
+    const lg = langgraph(base);
+    const [intr] = Object.values((await lg.threads.get(made.sid)).interrupts)[0];
+    assert.deepEqual(intr.value.review_configs[0].allowed_decisions, ['retry', 'reject', 'resolve']);
+    await lg.runs.wait(made.sid, 'agent', { command: { resume: { decisions: [{ type: 'resolve', result: RESOLVED }] } } });
+    return 'resolved';
   },
 };
 
@@ -187,7 +215,7 @@ const aguiDoor = {
     const snap = events.find((e) => e.type === 'MESSAGES_SNAPSHOT');
     const tool = snap.messages.filter((m) => m.role === 'tool').at(-1);
     if (!tool) return 'none';
-    return tool.content === '42' ? 'approved' : /rejected|not approved/.test(tool.content) ? 'rejected' : tool.content;
+    return said(tool.content);
   },
   async answer(base, made) {
     const join = await aguiRun(base, made.sid);
@@ -197,6 +225,19 @@ const aguiDoor = {
     assert.equal(events.find((e) => e.type === 'TOOL_CALL_RESULT')?.content, '42');
     assert.equal(events.at(-1).outcome.type, 'success');
     return 'approved';
+  },
+  async settle(base, made) {
+    const join = await aguiRun(base, made.sid);
+    const [it] = join.at(-1).outcome.interrupts;
+    assert.equal(it.reason, 'tool_call_in_doubt');
+    const events = await aguiRun(base, made.sid,
+      { resume: [{ interruptId: it.id, status: 'resolved', payload: { decision: 'resolve', result: RESOLVED } }] });
+    // The resume carries the result itself: the run's snapshot already holds it.
+    const snap = events.find((e) => e.type === 'MESSAGES_SNAPSHOT');
+    const shown = events.find((e) => e.type === 'TOOL_CALL_RESULT')?.content ??
+      snap?.messages.filter((m) => m.role === 'tool').at(-1)?.content;
+    assert.equal(shown, RESOLVED);
+    return 'resolved';
   },
 };
 
@@ -293,6 +334,54 @@ describe('one approval, every door', () => {
         await node.start();
       });
       print('across a restart', DOORS, cells);
+      failed = false;
+    } finally {
+      await node.stop();
+      if (!failed) node.cleanup();
+    }
+  });
+
+  test('calls in doubt after kill -9 (SPEC 3.7): each answered through another door, all show it', async () => {
+    const dir = tempDir('doubt');
+    const script = path.join(dir, 'ledger.sh');
+    fs.writeFileSync(script, '#!/bin/sh\nsleep 5\necho ok\n', { mode: 0o755 });
+    const tools = [...CONFIG.tools, { name: 'ledger', description: 'appends to a ledger', command: ['/bin/sh', script], timeout_ms: 20000 }];
+    const node = new Node({ index: 0, dbUrl: path.join(dir, 'reflexor.db'), config: { ...CONFIG, tools } });
+    let failed = true;
+    try {
+      await node.start();
+      const made = [];
+      for (const d of DOORS) {
+        const { sid } = await sessionApi.create(node.url); // a calculator call waits...
+        await until(() => lastCall(node.url, sid), (c) => word(c) === 'pending', 'the calculator waiting');
+        await sessionApi.answer(node.url, { sid }); // ...and is approved; then the ledger starts
+        await until(() => lastCall(node.url, sid), (c) => c.result, 'the calculator answered');
+        const r = await request('POST', `${node.url}${API}/sessions/${sid}/moorex`, { type: 'user-send-message', content: '/call ledger {}' });
+        assert.equal(r.status, 200, r.text);
+        made.push({ door: d, sid });
+      }
+      for (const m of made) {
+        await until(() => lastCall(node.url, m.sid), (c) => c.name === 'ledger' && c.startedAt, 'the ledger started');
+      }
+      await node.kill9();
+      await node.start();
+      for (const m of made) {
+        await until(() => lastCall(node.url, m.sid), (c) => c.approval === 'in-doubt', 'the ledger in doubt');
+        for (const d of DOORS) {
+          const v = await d.view(node.url, m);
+          assert.ok(v === null || v === 'pending', `${d.name} shows the call in doubt as ${v}`);
+        }
+      }
+      const lines = ['doors: calls in doubt after kill -9, answered through'];
+      for (const m of made) {
+        m.decision = await m.door.settle(node.url, m);
+        await until(() => lastCall(node.url, m.sid), (x) => word(x) === m.decision && x.result, `${m.door.name}: ${m.decision}`);
+        for (const d of DOORS) {
+          await until(() => d.view(node.url, m), (x) => x === null || x === m.decision, `${d.name} to show ${m.decision}`);
+        }
+        lines.push(`doors:   ${m.door.name.padEnd(12)} ${m.decision}, shown so by every door`);
+      }
+      console.log(lines.join('\n'));
       failed = false;
     } finally {
       await node.stop();
