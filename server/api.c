@@ -14,6 +14,7 @@
 #include "effects/log.h"
 #include "effects/toolkit.h"
 #include "server/metrics.h"
+#include "server/relay.h"
 #include "server/reply.h"
 #include "server/session.h"
 #include "server/session_follow.h"
@@ -225,6 +226,13 @@ static enum MHD_Result submit_parked(struct door *srv, struct MHD_Connection *co
     return MHD_YES;
 }
 
+enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,
+                                const char *msg)
+{
+    return reply_json_retry(conn, 503,
+                            json_pack("{s:s, s:s}", "error", code, "message", msg), 1);
+}
+
 /*
  * POST of one input. The request is counted as parked before the stopping
  * check, so a shutdown that passes park_drain can never meet a POST that
@@ -237,6 +245,7 @@ static enum MHD_Result submit_input(struct door *srv, const struct principal *wh
 {
     bool suspended = false;
     enum MHD_Result ret;
+    char url[512];
 
     /* One user's work may not take the whole effect pool. */
     if (!session_table_may_work(srv->sessions, who))
@@ -248,7 +257,9 @@ static enum MHD_Result submit_input(struct door *srv, const struct principal *wh
             1);
     park_enter();
     /* In a cluster, a session another node owns: its owner answers. */
-    if (!api__forward(srv, conn, s, body, slot, &suspended, &ret))
+    snprintf(url, sizeof(url), "%s/sessions/%s/moorex", srv->cfg->prefix, session_id(s));
+    if (!relay_to_owner(srv, who, conn, session_id(s), "POST", url, body, slot,
+                        &suspended, &ret))
         ret = submit_parked(srv, conn, s, body, slot, &suspended);
     if (!suspended)
         park_leave();

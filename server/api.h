@@ -5,7 +5,7 @@
  *
  * Depends on server/door (the door it is), session, session_table,
  * session_follow, session_import, cluster, reply, sse and metrics,
- * effects/toolkit, effects/log, libcurl (api_forward.c) and state_machine/;
+ * effects/toolkit, effects/log, server/relay and state_machine/;
  * never on server/http, which knows it only through api_door.
  * Called by server/http once the request's body is read and the client is
  * authorized; `path` is the URL after the prefix.

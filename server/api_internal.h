@@ -34,21 +34,9 @@ enum MHD_Result api__store_error(struct MHD_Connection *conn, int err);
 void *api__attach_stream(void *conn, struct sse_channel *ch, struct sse_frame **first,
                          size_t n, bool closed);
 
-/* ---- api_forward.c ---- */
+/* ---- api.c, for the other api_*.c ---- */
 
 struct park;
-/*
- * An input for session `s` that another node owns (server/cluster): relayed
- * to the owner's .../sessions/<sid>/moorex and answered with its answer,
- * or a 503 with Retry-After when it cannot be; 1 with *ret (and *slot,
- * *suspended as a parked request sets them). 0 when this node applies it:
- * no cluster, this node owns it, or it just claimed it. The caller has
- * counted the request (park_enter).
- */
-int api__forward(struct door *srv, struct MHD_Connection *conn, struct session *s,
-                 const struct rx_buf *body, struct park **slot, bool *suspended,
-                 enum MHD_Result *ret);
-
 /* 503 with Retry-After: 1 and {"error": code, "message": msg}: the client
    (or nginx) tries again, soon. */
 enum MHD_Result api__retry_soon(struct MHD_Connection *conn, const char *code,

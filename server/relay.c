@@ -457,21 +457,24 @@ int relay_to_owner(struct door *d, const struct principal *who,
     struct cluster *c = __atomic_load_n(&d->cluster, __ATOMIC_ACQUIRE);
     struct session *s;
     char *owner = NULL;
-    bool follower;
+    bool follower, relayed;
     int err = -ENOENT;
 
-    if (!c || MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Reflexor-Forwarded"))
-        return 0;
-    if (!(s = session_table_get_as(d->sessions, sid, who)))
+    if (!c || !(s = session_table_get_as(d->sessions, sid, who)))
         return 0;
     follower = session_is_follower(s);
     session_unref(s);
     if (!follower)
         return 0;
+    /* Relayed here, yet owned elsewhere (it moved meanwhile): claimed if
+       nobody's, never relayed again. */
+    relayed = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Reflexor-Forwarded");
     for (int tries = 0; tries < 2 && err != 0; tries++) {
-        err = cluster_owner_url(c, sid, &owner);
+        err = relayed ? -ENOENT : cluster_owner_url(c, sid, &owner);
         if (err == -ENOENT && !(err = cluster_claim(c, sid)))
             return 0; /* nobody's: this node's now */
+        if (relayed)
+            break;
     }
     if (err) {
         *ret = reply_json_retry(

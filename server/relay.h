@@ -42,7 +42,8 @@
  * `body`) to the owner, set *ret and return 1. 0: go on here (no cluster,
  * the session is this node's, is nobody's and was claimed now, or is not
  * `who`'s: the caller answers as for any unknown id). A request relayed
- * already is answered here. The caller has counted the request
+ * here already is never relayed again: the session is claimed if it is
+ * nobody's (then 0), else answered 503. The caller has counted the request
  * (park_enter); *suspended is set when the park was suspended.
  */
 int relay_to_owner(struct door *d, const struct principal *who,
