@@ -415,7 +415,7 @@ static enum MHD_Result send_message(struct call *c, bool stream)
     if (stream)
         ret = a2a_task_stream(t, c->conn, c->rpc_id, c->v03);
     else if (wait)
-        ret = a2a_task_wait(t, c->d, c->conn, c->rpc_id, c->v03, c->slot);
+        ret = a2a_task_wait(t, c->d, c->conn, c->rpc_id, c->v03, true, c->slot);
     else
         ret =
             a2a__result(c->conn, c->rpc_id, task_result(a2a_task_view(t, NULL), c->v03));
@@ -443,7 +443,10 @@ static enum MHD_Result get_task(struct call *c)
         json_array_remove(h, 0);
     session_unref(s);
     a2a_task_unref(t);
-    return a2a__result(c->conn, c->rpc_id, task_result(view, c->v03));
+    /* GetTask's result is the Task itself, in either version. */
+    h = c->v03 ? a2a_wire_v03(view, "task") : json_incref(view);
+    json_decref(view);
+    return a2a__result(c->conn, c->rpc_id, h);
 }
 
 static enum MHD_Result cancel_task(struct call *c)
@@ -486,7 +489,7 @@ static enum MHD_Result cancel_task(struct call *c)
         ret = a2a__error(c->conn, c->rpc_id, A2A_INTERNAL_ERROR,
                          "the cancel cannot be run (%s)", strerror(-err));
     else
-        ret = a2a_task_wait(t, c->d, c->conn, c->rpc_id, c->v03, c->slot);
+        ret = a2a_task_wait(t, c->d, c->conn, c->rpc_id, c->v03, false, c->slot);
     a2a_task_unref(t);
     return ret;
 }

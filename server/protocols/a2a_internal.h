@@ -98,10 +98,13 @@ json_t *a2a_task_view(struct a2a_task *t, struct session *s);
  */
 enum MHD_Result a2a_task_stream(struct a2a_task *t, struct MHD_Connection *conn,
                                 const char *rpc_id, bool v03);
-/* Answer with the task once its run is over (parked meanwhile). */
+/*
+ * Answer with the task once its run is over (parked meanwhile): 1.0's
+ * SendMessage result {"task": ...} with `wrap`, else the Task (CancelTask).
+ */
 enum MHD_Result a2a_task_wait(struct a2a_task *t, struct door *srv,
                               struct MHD_Connection *conn, const char *rpc_id, bool v03,
-                              struct park **slot);
+                              bool wrap, struct park **slot);
 /* Drop every task (shutdown). */
 void a2a_task_shutdown(void);
 

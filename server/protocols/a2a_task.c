@@ -594,7 +594,7 @@ struct a2a_waiter {
     int refs; /* atomic */
     struct a2a_task *t;
     char *rpc_id;
-    bool v03, listed;
+    bool v03, wrap, listed;
     struct a2a_waiter *next;
 };
 
@@ -624,12 +624,15 @@ static void finish_waiters_locked(struct a2a_task *t)
 
 static enum MHD_Result waiter_reply(struct a2a_waiter *w, struct MHD_Connection *conn)
 {
-    json_t *v = a2a_task_view(w->t, NULL);
+    json_t *v = a2a_task_view(w->t, NULL), *r;
 
     if (!v)
         return a2a__error(conn, w->rpc_id, A2A_INTERNAL_ERROR, "out of memory");
-    return a2a__result(conn, w->rpc_id,
-                       w->v03 ? a2a_wire_v03(v, "task") : json_pack("{s:O}", "task", v));
+    r = w->v03    ? a2a_wire_v03(v, "task")
+        : w->wrap ? json_pack("{s:O}", "task", v)
+                  : json_incref(v);
+    json_decref(v);
+    return a2a__result(conn, w->rpc_id, r);
 }
 
 static enum MHD_Result waiter_answer(struct park *p, struct door *srv,
@@ -663,7 +666,7 @@ static const struct park_ops waiter_ops = {waiter_answer, waiter_release};
 
 enum MHD_Result a2a_task_wait(struct a2a_task *t, struct door *srv,
                               struct MHD_Connection *conn, const char *rpc_id, bool v03,
-                              struct park **slot)
+                              bool wrap, struct park **slot)
 {
     struct a2a_waiter *w = calloc(1, sizeof(*w));
     enum MHD_Result ret;
@@ -675,6 +678,7 @@ enum MHD_Result a2a_task_wait(struct a2a_task *t, struct door *srv,
     }
     w->refs = 1;
     w->v03 = v03;
+    w->wrap = wrap;
     task_ref(t);
     w->t = t;
     park_init(&w->park, &waiter_ops, conn);
