@@ -278,7 +278,8 @@ struct a2a_task *a2a_task_create(const struct config *cfg, const char *ctx,
         return NULL;
     t->state = A2A_SUBMITTED;
     t->created_ms = t->updated_ms = now_wall_ms();
-    info = (struct a2a_task_info){t->id, t->ctx, t->umid, t->state, NULL, t->updated_ms};
+    info = (struct a2a_task_info){t->id, t->ctx,        t->umid, t->state,
+                                  NULL,  t->updated_ms, false};
     /* Before the session has it: the message as the client sent it. */
     t->view = a2a_wire_task(NULL, &info);
     if (!t->view ||
@@ -347,7 +348,8 @@ static void publish_status_locked(struct a2a_task *t)
 /* Rebuild the view from `st` (task's lock held). */
 static void rebuild_locked(struct a2a_task *t, const struct rx_state *st)
 {
-    struct a2a_task_info info = {t->id, t->ctx, t->umid, t->state, t->why, t->updated_ms};
+    struct a2a_task_info info = {t->id,  t->ctx,        t->umid, t->state,
+                                 t->why, t->updated_ms, !t->busy};
     json_t *v = a2a_wire_task(st, &info);
 
     if (!v) {
@@ -356,6 +358,10 @@ static void rebuild_locked(struct a2a_task *t, const struct rx_state *st)
     }
     json_decref(t->view);
     t->view = v;
+    /* Idle, its view may have moved on (a call answered through another door). */
+    if (!t->busy)
+        t->state = a2a_state_parse(
+            json_string_value(json_object_get(json_object_get(v, "status"), "state")));
 }
 
 /* ---- the engine's callbacks (session's lock held) ------------------------------ */

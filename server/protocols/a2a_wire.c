@@ -48,6 +48,7 @@ struct stretch {
     struct rx_buf answer; /* their text, joined */
     const struct rx_tool_call **awaiting;
     size_t n_awaiting, max_awaiting;
+    bool answered; /* its last item is a complete answer, every call answered */
 };
 
 static json_t *text_message(const char *id, const char *role, const char *text,
@@ -81,6 +82,7 @@ static int walk(const struct rx_state *st, const struct a2a_task_info *t,
         if (it.kind == TIMELINE_ASSISTANT) {
             const char *c = it.msg->content ? it.msg->content : "";
 
+            s->answered = it.msg->status == RX_STATUS_COMPLETE;
             if (!*c)
                 continue;
             if (s->history &&
@@ -92,6 +94,7 @@ static int walk(const struct rx_state *st, const struct a2a_task_info *t,
                 return -ENOMEM;
             continue;
         }
+        s->answered = false;
         for (size_t i = 0; i < it.n_calls; i++)
             if (rx_tool_call_is_awaiting(&it.calls[i])) {
                 if (s->n_awaiting < s->max_awaiting)
@@ -189,11 +192,12 @@ json_t *a2a_wire_task(const struct rx_state *st, const struct a2a_task_info *t)
         goto out;
     if (s.n_awaiting > A2A_AWAIT_MAX)
         s.n_awaiting = A2A_AWAIT_MAX;
-    /* Answered through another door meanwhile: the agent goes on. */
-    if (st && shown.state == A2A_INPUT_REQUIRED && !s.n_awaiting)
-        shown.state = A2A_WORKING;
-    if (st && !a2a_state_terminal(shown.state) && s.n_awaiting)
-        shown.state = A2A_INPUT_REQUIRED;
+    /* Answered through another door meanwhile (SPEC 4.3, one approval, every
+       door): the agent went on, and may have answered already. */
+    if (st && t->idle && !a2a_state_terminal(shown.state))
+        shown.state = s.n_awaiting ? A2A_INPUT_REQUIRED
+                      : s.answered ? A2A_COMPLETED
+                                   : A2A_WORKING;
     if (!(msg = status_message(&shown, &s)))
         goto out;
     lg_msg_iso(t->updated_ms, when);

@@ -60,12 +60,14 @@ struct a2a_task_info {
     enum a2a_state state;
     const char *why; /* a failure's reason, or NULL */
     int64_t updated_ms;
+    bool idle; /* no run of it in flight: what it shows follows the session */
 };
 
 /*
  * NEW: the 1.0 Task of `t` over `st` (NULL: the session is gone, no
- * history). An input-required state with nothing awaiting any more (answered
- * through another door) shows as working.
+ * history). An idle task that is not over follows the session: a call
+ * that waits makes it input-required; once answered (through any door)
+ * it is working, then completed when its last item is a complete answer.
  */
 json_t *a2a_wire_task(const struct rx_state *st, const struct a2a_task_info *t);
 /* The calls awaiting a person in the task opened by `umid`: up to `max` in *out. */

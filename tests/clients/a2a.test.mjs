@@ -195,6 +195,27 @@ for (const v03 of [false, true]) {
       assert.equal(ev2.at(-1).value.status?.state ?? ev2.at(-1).value.status?.state, S.COMPLETED);
     });
 
+    test('one approval, every door: answered through the native API, the task goes on', async () => {
+      const task = await a2a.sendMessage(req({ text: 'what is 6*7?' }));
+      assert.equal(task.status.state, S.INPUT_REQUIRED);
+      const [call] = dataOf(task.status.message).awaiting;
+      const r = await fetch(`${server.url}/api/reflexor/sessions/${task.contextId}/moorex`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ type: 'user-review-tool-call', toolCallId: call.toolCallId, decision: 'approve' }),
+      });
+      assert.ok(r.ok, `${r.status}`);
+      let got;
+      for (let i = 0; i < 200; i++) {
+        got = await a2a.getTask({ id: task.id, tenant: '' });
+        if (got.status.state === S.COMPLETED) break;
+        await sleep(25);
+      }
+      assert.equal(got.status.state, S.COMPLETED);
+      assert.match(answer(got), /42/);
+      await rpcError(a2a.sendMessage(req({ data: { decision: 'approve' }, taskId: task.id })), -32004);
+    });
+
     test('an input-required task can be canceled', async () => {
       const task = await a2a.sendMessage(req({ text: 'what is 6*7?' }));
       assert.equal(task.status.state, S.INPUT_REQUIRED);
