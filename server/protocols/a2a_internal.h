@@ -14,8 +14,9 @@
  * Locks: the registry's lock, then a task's lock; the engine calls back with
  * the session's lock held and takes the task's lock under it, so no
  * session_* or run_* call is made with a task's lock held.
- * Depends on server/run, server/park, server/sse, server/records,
- * server/protocols/a2a_wire and libmicrohttpd.
+ * Depends on server/door, server/session, server/run, server/park,
+ * server/sse, server/records, server/protocols/a2a_wire, state_machine/rx_input
+ * and libmicrohttpd.
  * Ownership: tasks are refcounted (a2a_task_unref); functions that hand one
  * out give a NEW reference. json_t results are NEW; `rpc_id` (the request's
  * id as JSON text) is copied.

@@ -5,7 +5,7 @@
  * at its end), the requests that wait for its end, and the task's durable
  * record. See a2a_internal.h.
  */
-#include "server/protocols/a2a_internal.h"
+#include "server/protocols/a2a_task_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,41 +24,12 @@
 #include "store/store.h"
 
 /* One SSE response following the task: its request's id and version. */
-struct a2a_stream {
-    struct sse_channel ch;
-    char *rpc_id;
-    bool v03;
-    struct a2a_stream *next;
-};
-
-struct a2a_waiter;
-
-struct a2a_task {
-    int refs;             /* atomic */
-    pthread_mutex_t lock; /* guards what follows the ids */
-    char id[RX_UUID_LEN];
-    char ctx[SESSION_ID_MAX + 1];
-    char umid[RX_ID_MAX + 1];
-    const struct config *cfg;
-    enum a2a_state state;
-    char *why; /* a failure's reason */
-    int64_t created_ms, updated_ms;
-    struct run *run;   /* the run in flight, or NULL */
-    bool busy, cancel; /* a run in flight; it was asked to cancel */
-    bool chunked;      /* an artifact chunk of this run was sent */
-    unsigned gen;      /* counts the runs started */
-    json_t *view;      /* the 1.0 Task as last built */
-    struct a2a_stream *streams;
-    struct a2a_waiter *waiters;
-    struct a2a_task *prev, *next; /* the registry, newest first */
-    bool listed;
-};
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct a2a_task *reg_head;
 static size_t reg_len;
 
-static void task_ref(struct a2a_task *t)
+void a2a_task__ref(struct a2a_task *t)
 {
     __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
 }
@@ -135,7 +106,7 @@ static struct a2a_task *reg_add(struct a2a_task *t)
 {
     struct a2a_task *old = NULL, *o;
 
-    task_ref(t);
+    a2a_task__ref(t);
     pthread_mutex_lock(&reg_lock);
     t->next = reg_head;
     if (reg_head)
@@ -164,7 +135,7 @@ static struct a2a_task *reg_find(const char *id)
     for (t = reg_head; t && strcmp(t->id, id); t = t->next)
         ;
     if (t)
-        task_ref(t);
+        a2a_task__ref(t);
     pthread_mutex_unlock(&reg_lock);
     return t;
 }
@@ -410,8 +381,6 @@ static void on_step(void *arg, struct run *r, const struct rx_state *st, int64_t
     pthread_mutex_unlock(&t->lock);
 }
 
-static void finish_waiters_locked(struct a2a_task *t);
-
 static void on_ended(void *arg, struct run *r, enum run_status status,
                      const struct rx_state *st, enum rx_reason reason, const char *why)
 {
@@ -457,7 +426,7 @@ static void on_ended(void *arg, struct run *r, enum run_status status,
     t->cancel = false;
     __atomic_store_n(&t->busy, false, __ATOMIC_RELEASE);
     persist_locked(t);
-    finish_waiters_locked(t);
+    a2a_task__finish_waiters_locked(t);
     pthread_mutex_unlock(&t->lock);
     if (mine)
         run_unref(mine); /* ours, from run_start */
@@ -490,7 +459,7 @@ int a2a_task_start(struct a2a_task *t, struct session *s, struct rx_input *in, s
     t->chunked = false;
     gen = ++t->gen;
     pthread_mutex_unlock(&t->lock);
-    task_ref(t); /* the engine's, until `ended` */
+    a2a_task__ref(t); /* the engine's, until `ended` */
     if ((err = run_start(s, in, n, &task_ops, t, &r))) {
         pthread_mutex_lock(&t->lock);
         __atomic_store_n(&t->busy, false, __ATOMIC_RELEASE);
@@ -546,168 +515,4 @@ json_t *a2a_task_view(struct a2a_task *t, struct session *s)
     v = json_incref(t->view);
     pthread_mutex_unlock(&t->lock);
     return v;
-}
-
-/* ---- streams and waiters -------------------------------------------------------- */
-
-enum MHD_Result a2a_task_stream(struct a2a_task *t, struct MHD_Connection *conn,
-                                const char *rpc_id, bool v03)
-{
-    struct a2a_stream *s = calloc(1, sizeof(*s));
-    struct MHD_Response *resp = NULL;
-    struct sse_frame *first = NULL;
-    json_t *w = NULL;
-    char *text = NULL;
-
-    if (!s || !(s->rpc_id = strdup(rpc_id))) {
-        free(s);
-        return a2a__error(conn, rpc_id, A2A_INTERNAL_ERROR, "out of memory");
-    }
-    s->v03 = v03;
-    sse_channel_init(&s->ch, (size_t)t->cfg->sse_queue_max);
-    sse_channel_set_queue_bytes(
-        &s->ch, __atomic_load_n(&t->cfg->sse_queue_bytes, __ATOMIC_RELAXED));
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
-    /* Under the lock the events are published with: the task as it is, then
-       what follows, nothing lost in between. */
-    pthread_mutex_lock(&t->lock);
-    w = v03 ? a2a_wire_v03(t->view, "task") : json_pack("{s:O}", "task", t->view);
-    text = w ? a2a__envelope(rpc_id, w) : NULL;
-    first = text ? sse_frame_event(-1, text, strlen(text)) : NULL;
-    if (first)
-        resp = sse_channel_subscribe(&s->ch, conn, &first, 1, !t->busy);
-    if (resp) {
-        s->next = t->streams;
-        t->streams = s;
-    }
-    pthread_mutex_unlock(&t->lock);
-    if (first)
-        sse_frame_unref(first);
-    json_decref(w);
-    free(text);
-    if (!resp) {
-        sse_channel_release(&s->ch);
-        free(s->rpc_id);
-        free(s);
-        return a2a__error(conn, rpc_id, A2A_INTERNAL_ERROR, "out of memory");
-    }
-    return reply_stream(conn, resp);
-}
-
-/* A request parked until the run ends. Two references while listed. */
-struct a2a_waiter {
-    struct park park;
-    int refs; /* atomic */
-    struct a2a_task *t;
-    char *rpc_id;
-    bool v03, wrap, listed;
-    struct a2a_waiter *next;
-};
-
-static void waiter_unref(struct a2a_waiter *w)
-{
-    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL))
-        return;
-    a2a_task_unref(w->t);
-    park_destroy(&w->park);
-    free(w->rpc_id);
-    free(w);
-}
-
-static void finish_waiters_locked(struct a2a_task *t)
-{
-    struct a2a_waiter *w = t->waiters, *next;
-
-    t->waiters = NULL;
-    for (; w; w = next) {
-        next = w->next;
-        w->next = NULL;
-        w->listed = false;
-        park_finish(&w->park);
-        waiter_unref(w); /* the list's; the engine's reference keeps t */
-    }
-}
-
-static enum MHD_Result waiter_reply(struct a2a_waiter *w, struct MHD_Connection *conn)
-{
-    json_t *v = a2a_task_view(w->t, NULL), *r;
-
-    if (!v)
-        return a2a__error(conn, w->rpc_id, A2A_INTERNAL_ERROR, "out of memory");
-    r = w->v03    ? a2a_wire_v03(v, "task")
-        : w->wrap ? json_pack("{s:O}", "task", v)
-                  : json_incref(v);
-    json_decref(v);
-    return a2a__result(conn, w->rpc_id, r);
-}
-
-static enum MHD_Result waiter_answer(struct park *p, struct door *srv,
-                                     struct MHD_Connection *conn)
-{
-    (void)srv;
-    return waiter_reply((struct a2a_waiter *)p, conn);
-}
-
-static void waiter_release(struct park *p)
-{
-    struct a2a_waiter *w = (struct a2a_waiter *)p, **pp;
-    bool unlisted = false;
-
-    pthread_mutex_lock(&w->t->lock);
-    if (w->listed) {
-        for (pp = &w->t->waiters; *pp && *pp != w; pp = &(*pp)->next)
-            ;
-        if (*pp)
-            *pp = w->next;
-        w->listed = false;
-        unlisted = true;
-    }
-    pthread_mutex_unlock(&w->t->lock);
-    if (unlisted)
-        waiter_unref(w);
-    waiter_unref(w);
-}
-
-static const struct park_ops waiter_ops = {waiter_answer, waiter_release};
-
-enum MHD_Result a2a_task_wait(struct a2a_task *t, struct door *srv,
-                              struct MHD_Connection *conn, const char *rpc_id, bool v03,
-                              bool wrap, struct park **slot)
-{
-    struct a2a_waiter *w = calloc(1, sizeof(*w));
-    enum MHD_Result ret;
-    bool listed;
-
-    if (!w || !(w->rpc_id = strdup(rpc_id))) {
-        free(w);
-        return a2a__error(conn, rpc_id, A2A_INTERNAL_ERROR, "out of memory");
-    }
-    w->refs = 1;
-    w->v03 = v03;
-    w->wrap = wrap;
-    task_ref(t);
-    w->t = t;
-    park_init(&w->park, &waiter_ops, conn);
-    park_enter();
-    if (door_is_stopping(srv)) {
-        park_leave();
-        waiter_unref(w);
-        return a2a__error(conn, rpc_id, A2A_INTERNAL_ERROR, "the server is stopping");
-    }
-    pthread_mutex_lock(&t->lock);
-    if ((listed = t->busy)) {
-        w->refs++;
-        w->listed = true;
-        w->next = t->waiters;
-        t->waiters = w;
-    }
-    pthread_mutex_unlock(&t->lock);
-    if (listed && park_suspend(&w->park)) {
-        *slot = &w->park;
-        return MHD_YES;
-    }
-    park_leave();
-    ret = waiter_reply(w, conn);
-    waiter_unref(w);
-    return ret;
 }
