@@ -10,6 +10,27 @@
 
 #include "server/reply.h"
 
+/*
+ * Let go of the streams whose clients are all gone (exact under the task's
+ * lock, which subscribers take), so a task followed many times keeps only
+ * the streams still read.
+ */
+static void prune_locked(struct a2a_task *t)
+{
+    struct a2a_stream **pp = &t->streams, *s;
+
+    while ((s = *pp)) {
+        if (sse_channel_has_clients(&s->ch)) {
+            pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        sse_channel_release(&s->ch);
+        free(s->rpc_id);
+        free(s);
+    }
+}
+
 enum MHD_Result a2a_task_stream(struct a2a_task *t, struct MHD_Connection *conn,
                                 const char *rpc_id, bool v03)
 {
@@ -31,6 +52,7 @@ enum MHD_Result a2a_task_stream(struct a2a_task *t, struct MHD_Connection *conn,
     /* Under the lock the events are published with: the task as it is, then
        what follows, nothing lost in between. */
     pthread_mutex_lock(&t->lock);
+    prune_locked(t);
     w = v03 ? a2a_wire_v03(t->view, "task") : json_pack("{s:O}", "task", t->view);
     text = w ? a2a__envelope(rpc_id, w) : NULL;
     first = text ? sse_frame_event(-1, text, strlen(text)) : NULL;

@@ -219,6 +219,13 @@ for (const v03 of [false, true]) {
     test('an input-required task can be canceled', async () => {
       const task = await a2a.sendMessage(req({ text: 'what is 6*7?' }));
       assert.equal(task.status.state, S.INPUT_REQUIRED);
+      // Following a task that waits: its state, and the stream ends (twice: the
+      // first stream, read to its end, is let go when the second comes).
+      for (let i = 0; i < 2; i++) {
+        const events = await collect(a2a.resubscribeTask({ id: task.id, tenant: '' }));
+        assert.equal(events.length, 1);
+        assert.equal(events[0].value.status.state, S.INPUT_REQUIRED);
+      }
       const c = await a2a.cancelTask({ id: task.id, tenant: '' });
       assert.equal(c.status.state, S.CANCELED);
     });
