@@ -4,7 +4,8 @@
  * callbacks) and a2a_task_wait.c (streams and waiting requests); the rest
  * of the door uses a2a_internal.h.
  * Depends on server/protocols/a2a_internal.h, server/run and server/sse.
- * Locks and ownership as in a2a_internal.h; a task owns its view, its
+ * Locks as in a2a_internal.h.
+ * Ownership: as in a2a_internal.h; a task owns its view, its
  * reason, its streams and one reference to its run in flight.
  */
 #ifndef A2A_TASK_INTERNAL_H
