@@ -18,6 +18,7 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/cluster.h"
+#include "server/protocols/a2a.h"
 #include "server/protocols/agui.h"
 #include "server/protocols/lg.h"
 #include "server/protocols/oai.h"
@@ -258,8 +259,8 @@ static const char *under(const char *url, const char *prefix)
 }
 
 /* The client protocols, each under its own prefix (SPEC 4.3). */
-static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door,
-                                               &agui_door};
+static const struct door_ops *const doors[] = {&api_door, &oai_door, &lg_door, &agui_door,
+                                               &a2a_door};
 
 /* The door `url` goes through, and in *rest what follows its prefix; NULL. */
 static const struct door_ops *door_of(struct http_server *srv, const char *url,
@@ -293,6 +294,9 @@ static enum MHD_Result route(struct http_server *srv, struct MHD_Connection *con
 
     if (req->too_big)
         return too_large(srv, conn, url, req->body.max);
+    /* Agent discovery: open, like /client.json; it shows nothing private. */
+    if (!strcmp(url, A2A_CARD_PATH))
+        return a2a_card(&srv->door, conn, method);
     if ((d = door_of(srv, url, &rest))) {
         struct principal who;
         enum MHD_Result ret;

@@ -20,6 +20,7 @@
 #include "base/now.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/protocols/a2a.h"
 #include "server/protocols/lg.h"
 #include "server/protocols/oai.h"
 #include "server/run.h"
@@ -68,6 +69,8 @@ static const char usage[] =
     "OpenAI chat completions API under /v1 and the LangGraph Agent Server API\n"
     "under /api/langgraph (config: openai.prefix, langgraph.prefix; \"\" = off).\n"
     "AG-UI clients POST their runs to /api/ag-ui (config: agui.prefix).\n"
+    "A2A (JSON-RPC, 1.0 and 0.3) is under /api/a2a, its agent card at\n"
+    "/.well-known/agent-card.json (config: a2a.prefix; \"\" = off).\n"
     "SIGINT or SIGTERM stop the server gracefully; SIGHUP re-reads the config\n"
     "(the auth token, limits and mcpServers apply to new work; a bad file keeps\n"
     "the old one).\n";
@@ -620,6 +623,7 @@ int main(int argc, char **argv)
     run_shutdown();
     oai_shutdown();
     lg_shutdown();
+    a2a_shutdown();
     records_stop(); /* what ended runs and chats queued, stored */
     session_table_destroy(sessions);
     sessions = NULL;

@@ -664,3 +664,16 @@ int lg_msg_parse_resume(json_t *command, const struct rx_state *st, struct rx_in
     *n = waiting;
     return 0;
 }
+
+int lg_msg_review_one(json_t *decision, const struct rx_tool_call *c, struct rx_input *in,
+                      struct rx_error *err)
+{
+    const char *field;
+    json_t *j = NULL;
+    int rc = review_json(decision, c, &j, err);
+
+    if (!rc && (rc = rx_input_parse(j, in, &field, err)) == -EINVAL)
+        rx_error_set(err, -EINVAL, "the decision's '%s' is invalid", field);
+    json_decref(j);
+    return rc;
+}

@@ -97,5 +97,13 @@ int lg_msg_user_input(const char *text, const char *id, struct rx_input *in) RX_
  */
 int lg_msg_parse_resume(json_t *command, const struct rx_state *st, struct rx_input **out,
                         size_t *n, struct rx_error *err) RX_WUR;
+/*
+ * One decision (borrowed, a decision of command.resume's shapes) on the one
+ * call `c` awaiting a person: the user-review-tool-call input in *in. For
+ * protocols that answer calls one at a time (A2A). 0; -EINVAL with `err`;
+ * -ENOMEM.
+ */
+int lg_msg_review_one(json_t *decision, const struct rx_tool_call *c, struct rx_input *in,
+                      struct rx_error *err) RX_WUR;
 
 #endif
