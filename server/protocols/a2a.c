@@ -14,6 +14,7 @@
 
 #include "base/idgen.h"
 #include "server/protocols/lg_msg.h"
+#include "server/relay.h"
 #include "server/reply.h"
 #include "server/session_table.h"
 #include "state_machine/rx_json.h"
@@ -86,6 +87,7 @@ struct call {
     json_t *params;     /* an object */
     bool v03;
     struct park **slot;
+    const struct rx_buf *body; /* the whole request, for a relay */
 };
 
 /* A task the caller may see and its session (both NEW), or the error answered. */
@@ -286,6 +288,75 @@ static void message_id(const char *mid, char out[RX_ID_MAX + 1])
     snprintf(out, RX_ID_MAX + 1, "a2a-%s", uuid);
 }
 
+/* The context's newest user message: its id and text, copied. */
+struct last_user {
+    char *id, *text;
+};
+
+static void last_user_read(void *arg, const struct rx_state *st, int64_t seq,
+                           const struct event_session *e)
+{
+    const struct rx_message *m = a2a_wire_last_user(st);
+    struct last_user *u = arg;
+
+    (void)seq;
+    (void)e;
+    if (m) {
+        u->id = strdup(m->id);
+        u->text = strdup(m->content ? m->content : "");
+    }
+}
+
+/*
+ * A decision sent to a context, with no taskId (SPEC 4.3, one approval,
+ * every door): the calls that wait there, made to wait through any door,
+ * answered as a new task that opens at the context's newest user message.
+ */
+static enum MHD_Result send_context_decision(struct call *c, struct a2a_msg *m,
+                                             struct a2a_task **out)
+{
+    struct session *s = session_table_get_as(c->d->sessions, m->context_id, c->who);
+    struct last_user u = {NULL, NULL};
+    struct decide x = {.data = m->data};
+    struct a2a_task *t = NULL;
+    enum MHD_Result ret = MHD_YES;
+    int err;
+
+    if (!s)
+        return a2a__error(c->conn, c->rpc_id, A2A_INVALID_PARAMS,
+                          "contextId '%s' not found", m->context_id);
+    if ((err = session_read(s, last_user_read, &u)) || !u.id || !u.text) {
+        ret = a2a__error(c->conn, c->rpc_id, A2A_INVALID_PARAMS,
+                         "nothing in context '%s' waits for a decision", m->context_id);
+        goto out;
+    }
+    x.umid = u.id;
+    if ((err = session_read(s, decide_read, &x)) || (err = x.err)) {
+        ret = err == -ENOMEM
+                  ? a2a__error(c->conn, c->rpc_id, A2A_INTERNAL_ERROR, "out of memory")
+                  : a2a__error(c->conn, c->rpc_id, A2A_INVALID_PARAMS, "context %s: %s",
+                               m->context_id, *x.why.text ? x.why.text : "it is gone");
+        goto out;
+    }
+    if (!(t = a2a_task_create(c->d->cfg, session_id(s), u.id, u.text))) {
+        ret = a2a__error(c->conn, c->rpc_id, A2A_INTERNAL_ERROR, "out of memory");
+        for (size_t i = 0; i < x.n; i++)
+            rx_input_release(&x.in[i]);
+    } else if ((err = a2a_task_start(t, s, x.in, x.n, false))) {
+        ret = a2a__error(c->conn, c->rpc_id, A2A_INTERNAL_ERROR,
+                         "the decision cannot be run (%s)", strerror(-err));
+        a2a_task_unref(t);
+        t = NULL;
+    }
+    *out = t;
+out:
+    free(x.in);
+    free(u.id);
+    free(u.text);
+    session_unref(s);
+    return ret;
+}
+
 /* A message opening a new task. */
 static enum MHD_Result send_new(struct call *c, struct a2a_msg *m, struct a2a_task **out)
 {
@@ -296,10 +367,13 @@ static enum MHD_Result send_new(struct call *c, struct a2a_msg *m, struct a2a_ta
     char umid[RX_ID_MAX + 1];
     int err;
 
+    if ((!m->text || !m->text[strspn(m->text, " \t\r\n")]) && m->context_id &&
+        json_is_string(json_object_get(m->data, "decision")))
+        return send_context_decision(c, m, out);
     if (!m->text || !m->text[strspn(m->text, " \t\r\n")])
         return a2a__error(c->conn, c->rpc_id, A2A_INVALID_PARAMS,
                           "the message has no text (a decision goes on the task that "
-                          "waits for it: set its taskId)");
+                          "waits for it, or on its contextId)");
     if (!(s = context_of(c, m->context_id, &ret)))
         return ret;
     message_id(m->mid, umid);
@@ -470,8 +544,33 @@ static const struct {
     {"SubscribeToTask", "tasks/resubscribe", M_SUBSCRIBE},
 };
 
+/*
+ * A call for a session another node owns (its contextId, or its task's):
+ * passed to the owner, where the task's runs live (SPEC 6.1). True with
+ * *ret answered.
+ */
+static bool relayed(struct call *c, bool message, enum MHD_Result *ret)
+{
+    json_t *m = json_object_get(c->params, "message");
+    const char *ctx = message ? json_string_value(json_object_get(m, "contextId")) : NULL;
+    const char *tid = message ? json_string_value(json_object_get(m, "taskId"))
+                              : json_string_value(json_object_get(c->params, "id"));
+    struct a2a_task *t = NULL;
+    bool done;
+
+    if (!__atomic_load_n(&c->d->cluster, __ATOMIC_ACQUIRE))
+        return false;
+    if (!ctx && tid && (t = a2a_task_get(c->d->cfg, tid)))
+        ctx = a2a_task_context(t);
+    done = ctx && relay_route(c->d, c->who, c->conn, ctx, "POST", c->d->cfg->a2a_prefix,
+                              c->body, c->slot, ret);
+    a2a_task_unref(t);
+    return done;
+}
+
 static enum MHD_Result dispatch(struct call *c, json_t *req, const char *version)
 {
+    enum MHD_Result ret;
     const char *name = json_string_value(json_object_get(req, "method"));
     json_t *params = json_object_get(req, "params");
     size_t i, n = sizeof(methods) / sizeof(*methods);
@@ -493,6 +592,8 @@ static enum MHD_Result dispatch(struct call *c, json_t *req, const char *version
         return a2a__error(c->conn, c->rpc_id, A2A_INVALID_PARAMS,
                           "'params' must be an object");
     c->params = params;
+    if (relayed(c, methods[i].m == M_SEND || methods[i].m == M_STREAM, &ret))
+        return ret;
     switch (methods[i].m) {
     case M_SEND:
         return send_message(c, false);
@@ -512,7 +613,7 @@ static enum MHD_Result a2a_route(struct door *d, const struct principal *who,
                                  const char *path, const struct rx_buf *body,
                                  struct park **slot)
 {
-    struct call c = {d, who, conn, "null", NULL, false, slot};
+    struct call c = {d, who, conn, "null", NULL, false, slot, body};
     const char *version =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "A2A-Version");
     json_t *req = NULL, *id;

@@ -48,7 +48,8 @@ struct stretch {
     struct rx_buf answer; /* their text, joined */
     const struct rx_tool_call **awaiting;
     size_t n_awaiting, max_awaiting;
-    bool answered; /* its last item is a complete answer, every call answered */
+    bool answered;   /* its last item is a complete answer, every call answered */
+    bool superseded; /* a newer user message follows it */
 };
 
 static json_t *text_message(const char *id, const char *role, const char *text,
@@ -68,8 +69,10 @@ static int walk(const struct rx_state *st, const struct a2a_task_info *t,
 
     while (timeline_next(st, &pos, &it)) {
         if (it.kind == TIMELINE_USER) {
-            if (found)
+            if (found) {
+                s->superseded = true;
                 break;
+            }
             found = !strcmp(it.msg->id, t->umid);
             if (found && s->history &&
                 json_array_append_new(s->history, text_message(it.msg->id, "ROLE_USER",
@@ -103,6 +106,18 @@ static int walk(const struct rx_state *st, const struct a2a_task_info *t,
             }
     }
     return 0;
+}
+
+const struct rx_message *a2a_wire_last_user(const struct rx_state *st)
+{
+    struct timeline_pos pos = {0, 0, 0};
+    const struct rx_message *last = NULL;
+    struct timeline_item it;
+
+    while (timeline_next(st, &pos, &it))
+        if (it.kind == TIMELINE_USER)
+            last = it.msg;
+    return last;
 }
 
 size_t a2a_wire_awaiting(const struct rx_state *st, const char *umid,
@@ -194,10 +209,12 @@ json_t *a2a_wire_task(const struct rx_state *st, const struct a2a_task_info *t)
         s.n_awaiting = A2A_AWAIT_MAX;
     /* Answered through another door meanwhile (SPEC 4.3, one approval, every
        door): the agent went on, and may have answered already. */
+    /* A newer message ended it unanswered (SPEC 3.6: it refused what waited). */
     if (st && t->idle && !a2a_state_terminal(shown.state))
-        shown.state = s.n_awaiting ? A2A_INPUT_REQUIRED
-                      : s.answered ? A2A_COMPLETED
-                                   : A2A_WORKING;
+        shown.state = s.n_awaiting   ? A2A_INPUT_REQUIRED
+                      : s.answered   ? A2A_COMPLETED
+                      : s.superseded ? A2A_CANCELED
+                                     : A2A_WORKING;
     if (!(msg = status_message(&shown, &s)))
         goto out;
     lg_msg_iso(t->updated_ms, when);

@@ -70,6 +70,8 @@ struct a2a_task_info {
  * it is working, then completed when its last item is a complete answer.
  */
 json_t *a2a_wire_task(const struct rx_state *st, const struct a2a_task_info *t);
+/* The session's newest user message (borrowed from `st`), or NULL. */
+const struct rx_message *a2a_wire_last_user(const struct rx_state *st);
 /* The calls awaiting a person in the task opened by `umid`: up to `max` in *out. */
 size_t a2a_wire_awaiting(const struct rx_state *st, const char *umid,
                          const struct rx_tool_call **out, size_t max);

@@ -17,6 +17,8 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@langchain/langgraph-sdk';
 import OpenAI from 'openai';
 import { HttpAgent } from '@ag-ui/client';
+import { SendMessageRequest } from '@a2a-js/sdk';
+import { AgentCardResolver, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { API, Cluster, Node, PgTmp, request, sleep, tempDir } from './harness.mjs';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -241,7 +243,56 @@ const aguiDoor = {
   },
 };
 
-export const DOORS = [sessionApi, v1, lgDoor, aguiDoor];
+/* An A2A client built from the node's agent card (A2A 1.0). */
+async function a2aClient(base) {
+  const card = await AgentCardResolver.default.resolve(base);
+  const opts = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({})] });
+  return new ClientFactory(opts).createFromAgentCard(card);
+}
+const A2A_INPUT_REQUIRED = 6;
+const A2A_COMPLETED = 3;
+const A2A_CANCELED = 5; // a newer message ended the task: it refused what waited (SPEC 3.6)
+const a2aMessage = (parts, { contextId, taskId } = {}) => SendMessageRequest.fromJSON({
+  message: { messageId: `m-${crypto.randomUUID()}`, role: 'ROLE_USER', parts, contextId, taskId },
+});
+const a2aAnswer = (task) => (task.artifacts[0]?.parts ?? [])
+  .filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join('');
+
+// A2A shows a call only on a task: the one that made it wait. A decision sent
+// to a context (no taskId) answers whatever waits there, made through any door.
+const a2aDoor = {
+  name: 'A2A',
+  async create(base) {
+    const task = await (await a2aClient(base)).sendMessage(a2aMessage([{ text: QUESTION }]));
+    assert.equal(task.status.state, A2A_INPUT_REQUIRED);
+    return { sid: task.contextId, taskId: task.id };
+  },
+  async view(base, made) {
+    if (!made.taskId) return null;
+    const task = await (await a2aClient(base)).getTask({ id: made.taskId, tenant: '' });
+    if (task.status.state === A2A_INPUT_REQUIRED) return 'pending';
+    const text = a2aAnswer(task);
+    if (/= 42/.test(text)) return 'approved';
+    if (text.includes(RESOLVED)) return 'resolved';
+    if (/rejected|not approved|not run again/.test(text) || task.status.state === A2A_CANCELED) return 'rejected';
+    return `${task.status.state}: ${text}`;
+  },
+  async decide(base, made, data) {
+    const task = await (await a2aClient(base)).sendMessage(a2aMessage([{ data }], { contextId: made.sid }));
+    assert.equal(task.status.state, A2A_COMPLETED, JSON.stringify(task.status));
+    return task;
+  },
+  async answer(base, made) {
+    assert.match(a2aAnswer(await this.decide(base, made, { decision: 'approve' })), /6\*7 = 42/);
+    return 'approved';
+  },
+  async settle(base, made) {
+    await this.decide(base, made, { decision: 'resolve', result: RESOLVED });
+    return 'resolved';
+  },
+};
+
+export const DOORS = [sessionApi, v1, lgDoor, aguiDoor, a2aDoor];
 
 /* ---- the table -------------------------------------------------------------- */
 
