@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { HttpAgent } from '@ag-ui/client';
 import { Client } from '@langchain/langgraph-sdk';
+import { SendMessageRequest } from '@a2a-js/sdk';
+import { AgentCardResolver, ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { Server, launch, ui } from './helpers.mjs';
 
 const T = { timeout: 60000 };
@@ -78,6 +80,42 @@ describe('one approval, the web UI and the other doors', () => {
     assert.equal(join.at(-1).outcome.type, 'success');
     const snap = join.find((e) => e.type === 'MESSAGES_SNAPSHOT');
     assert.equal(snap.messages.filter((m) => m.role === 'tool').at(-1).content, '42');
+  });
+
+  async function a2a() {
+    const card = await AgentCardResolver.default.resolve(server.url);
+    const opts = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({})] });
+    return new ClientFactory(opts).createFromAgentCard(card);
+  }
+  const msg = (parts, contextId) => SendMessageRequest.fromJSON({
+    message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts, contextId },
+  });
+
+  test('made through A2A (input-required), approved in the page: the task completes', T, async () => {
+    const client = await a2a();
+    const task = await client.sendMessage(msg([{ text: 'what is 6*7?' }]));
+    assert.equal(task.status.state, 6, 'input-required');
+    await open(task.contextId);
+    const c = card();
+    await c.waitFor({ timeout: 20000 });
+    await c.getByRole('button', { name: 'Approve', exact: true }).click();
+    await answerShows(/6\*7 = 42/);
+    const done = await client.getTask({ id: task.id, tenant: '' });
+    assert.equal(done.status.state, 3, 'completed');
+    assert.equal(done.artifacts[0].parts[0].content.value, '6*7 = 42');
+  });
+
+  test('made in the page, answered through A2A (a decision on its context): the card is answered live', T, async () => {
+    const r = await server.api('POST', '/sessions', '');
+    const sid = r.body.id;
+    await open(sid);
+    await ui.send(page, 'what is 6*7?');
+    await card().waitFor({ timeout: 20000 });
+    const task = await (await a2a()).sendMessage(msg([{ data: { decision: 'approve' } }], sid));
+    assert.equal(task.status.state, 3);
+    await answerShows(/6\*7 = 42/);
+    await page.waitForFunction(() => !document.querySelector('.approval[data-name="calculator"] [data-act="approve"]'),
+      null, { timeout: 10000 });
   });
 
   test('made in the page, answered through LangGraph: the page\'s card is answered live', T, async () => {
