@@ -198,12 +198,24 @@ async function agui() {
   return { ttft: first - t0, relay: relayOf(door, nat) };
 }
 
-/* A2A 1.0 SendStreamingMessage: the answer as artifact updates (appended text). */
+/* The id of the answer streaming in session `sid` (read from its state). */
+async function streamingAnswer(sid) {
+  const r = await json('GET', `/api/reflexor/sessions/${sid}`);
+  return r.body?.assistantMessages?.find((m) => m.status === 'streaming')?.id;
+}
+
+/*
+ * A2A 1.0 SendStreamingMessage: the answer as artifact updates, chunks
+ * appended, then the whole artifact once more (lastChunk: not timed). Its
+ * events name the context, not the answer: the answer's native stream is
+ * found from the session's state at the first chunk.
+ */
 async function a2a() {
   const door = new Map();
   let len = 0;
   let first = null;
   let nat = null;
+  let finding = null;
   let text = '';
   let ctx = null;
   const t0 = now();
@@ -214,22 +226,22 @@ async function a2a() {
     const r = data.result || {};
     ctx ??= r.task?.contextId || r.statusUpdate?.contextId || r.artifactUpdate?.contextId;
     const u = r.artifactUpdate;
-    if (u) {
-      if (!nat && u.metadata?.['io.reflexor/messageId']) nat = nativeTokens(ctx, u.metadata['io.reflexor/messageId']);
-      for (const p of u.artifact?.parts || []) {
-        if (typeof p.text !== 'string' || !p.text) continue;
-        if (!u.append) { len = 0; text = ''; }
-        len += p.text.length;
-        text += p.text;
-        door.set(len, t);
-        first ??= t;
-      }
+    if (!u) return false;
+    const chunk = (u.artifact?.parts || []).map((p) => p.text || '').join('');
+    if (u.lastChunk) {
+      text = chunk;
+      return false;
     }
+    finding ??= streamingAnswer(ctx).then((mid) => { if (mid) nat = nativeTokens(ctx, mid); });
+    len += chunk.length;
+    door.set(len, t);
+    first ??= t;
     return false;
   });
-  if (st !== 200 || !text.includes(WANT)) throw new Error(`a2a: ${st} ${JSON.stringify(text).slice(0, 200)}`);
+  if (st !== 200 || text !== WANT) throw new Error(`a2a: ${st} ${JSON.stringify(text).slice(0, 200)}`);
+  await finding;
   if (nat) await nat.done;
-  if (ctx) await json('DELETE', `/api/reflexor/sessions/${ctx}`);
+  await json('DELETE', `/api/reflexor/sessions/${ctx}`);
   return { ttft: first - t0, relay: nat ? relayOf(door, nat) : [] };
 }
 
