@@ -109,4 +109,31 @@ enum MHD_Result a2a_task_wait(struct a2a_task *t, struct door *srv,
 /* Drop every task (shutdown). */
 void a2a_task_shutdown(void);
 
+/* ---- a2a.c and a2a_decide.c: the methods ---- */
+
+/* What every method is given: the request, read. */
+struct call {
+    struct door *d;
+    const struct principal *who;
+    struct MHD_Connection *conn;
+    const char *rpc_id; /* the id as JSON text */
+    json_t *params;     /* an object */
+    bool v03;
+    struct park **slot;
+    const struct rx_buf *body; /* the whole request, for a relay */
+};
+
+/*
+ * A task the caller may see and its session (both NEW): 0, or the error
+ * answered in *ret (-EINVAL no id, -ENOENT unknown or another's).
+ */
+int a2a__task_of(struct call *c, const char *id, struct a2a_task **t, struct session **s,
+                 enum MHD_Result *ret);
+/* A message on an existing task: the decision it carries; *started once it runs. */
+enum MHD_Result a2a__send_decision(struct call *c, struct a2a_msg *m,
+                                   struct a2a_task **out, bool *started);
+/* A decision sent to a context with no taskId: a new task answering what waits. */
+enum MHD_Result a2a__send_context_decision(struct call *c, struct a2a_msg *m,
+                                           struct a2a_task **out);
+
 #endif
