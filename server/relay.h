@@ -18,8 +18,9 @@
  * libcurl does the HTTP, on a thread of its own while the request is parked
  * (server/park): no MHD thread waits.
  *
- * Depends on libcurl, libmicrohttpd, server/cluster, server/park,
- * server/session_table, server/session_follow and server/sse.
+ * Depends on libcurl, libmicrohttpd, server/door, server/principal,
+ * server/cluster, server/park, server/session_table, server/session_follow,
+ * server/sse and state_machine/rx_buf.
  * Ownership: the relay keeps copies of everything it sends; the park holds
  * one reference, the thread another.
  */
