@@ -320,9 +320,10 @@ const struct toolkit *session_table_tools(struct session_table *t)
  * pending tools run again, unanswered messages are answered and
  * interrupted answers resume under their id. The rest load on first touch.
  * In a cluster none is loaded here: the ones in flight are the orphan
- * scan's (cluster_run, before the first request), which loads only those
- * this node claims. Loading them all here made every node read every
- * session in flight, those other nodes own included, before it listened
+ * scan's (the lease thread's first turn, once the node listens), which
+ * loads only those this node claims. Loading them all here made every node
+ * read every session in flight, those other nodes own included, before it
+ * listened
  * (bench/scale_pg.sh, 100 000 chats, 100 in flight: each of three nodes
  * loaded all 100 and listened after 0.85-0.93 s, one on nothing in 66 ms).
  */
