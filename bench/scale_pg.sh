@@ -6,7 +6,7 @@
 # A throwaway PostgreSQL (scripts/pgtmp.sh) under SCALE_PG_DIR (default
 # /var/tmp: the million takes tens of GB, more than /tmp should hold). For each
 # N of SCALE_PG_NS (default "10000 100000", some 5 minutes; SCALE_PG_NS=1000000
-# on request: about 35 minutes of fill at some 480 chats a second, 22 GB):
+# on request: about 35 minutes of fill at some 500 chats a second, 21 GB):
 #   fill      build/bench/scale_fill through the store API with PostgreSQL's
 #             fsync off (restarted with fsync on for what follows): N chats
 #             of 20 messages, every BUSY-th (default 1000) ending on a message
@@ -17,7 +17,8 @@
 #   baseline  one node on an empty database of the same server
 #   three     three nodes started at once on the filled one
 # and for each node (config: resident_sessions 1000, resident_bytes 64 MiB,
-# lease_ms 2000, the builtin brain with the shipped pacing):
+# the default lease (cluster.lease_ms 5 s), the builtin brain with the shipped
+# pacing):
 #   listen    exec to its "listening" line (polled every 5 ms)
 #   idle RSS  VmRSS 1 s after the last of the three listens (or once the
 #             chats in flight are all claimed, if that takes longer)
@@ -25,8 +26,10 @@
 #             from /metrics at that moment: what it read at start
 #   in flight the owners rows of the chats that were busy: each must name one
 #             of the three live nodes (a row per session: claimed once), how
-#             many each node claimed, ms from the start until all were, and
-#             whether each was answered exactly once (its message count)
+#             many each node claimed, ms from the start until none was left
+#             in flight without a live owner, whether each was answered
+#             exactly once (its message count), and how many times a node's
+#             lease lapsed meanwhile (it then comes back as a new node)
 #   touch     TOUCH cold, unowned, idle chats per node (distinct), each GET
 #             /sessions/<id> once through that node (scale_probe): p50/p99 ms
 #   claimed   of those, how many the owners table then gives the node that
@@ -98,7 +101,7 @@ sql() { "$PSQL" "$1" -qAt -v ON_ERROR_STOP=1 -c "$2" 2>>"$LOGS/scale-pg-sql.err"
 BUILTIN=$(awk '/"builtin"[ \t]*:[ \t]*\{/ { f = 1; sub(/.*"builtin"[ \t]*:[ \t]*\{/, "") }
     f { s = s $0 } f && /\}/ { sub(/\}.*/, "", s); print s; exit }' "$ROOT/config/reflexor.json" | tr -d " \t")
 CONF=$OUT/scale-pg-server.json
-printf '{"web_root":"/nonexistent","limits":{"max_connections":4096,"session_queue_max":1024,"resident_sessions":%d,"resident_bytes":%d},"cluster":{"lease_ms":2000},"brain":{"provider":"builtin","builtin":{%s}}}\n' \
+printf '{"web_root":"/nonexistent","limits":{"max_connections":4096,"session_queue_max":1024,"resident_sessions":%d,"resident_bytes":%d},"brain":{"provider":"builtin","builtin":{%s}}}\n' \
     "$RESIDENT" "$RBYTES" "$BUILTIN" >"$CONF"
 
 # rec LABEL CMD... : one measuring command, its key=value line kept under LABEL.
@@ -200,14 +203,17 @@ for n in $NS; do
     # Every chat in flight owned by a live node: how long from exec until it is.
     claim_ms=
     for _ in $(seq $((CLAIM_WAIT_S * 10))); do
-        left=$(sql "$db" "SELECT count(*) FROM bench_busy b WHERE NOT EXISTS (SELECT 1 FROM owners o JOIN nodes v ON v.id = o.node WHERE o.session_id = b.id AND v.expires_at > clock_timestamp())")
+        # Still in flight and no live owner (one answered by an owner since gone
+        # is nobody's work: the scan rightly leaves it).
+        left=$(sql "$db" "SELECT count(*) FROM bench_busy b JOIN sessions s USING (id) WHERE s.busy AND NOT EXISTS (SELECT 1 FROM owners o JOIN nodes v ON v.id = o.node WHERE o.session_id = b.id AND v.expires_at > clock_timestamp())")
         if [ "$left" = 0 ]; then
             claim_ms=$((($(date +%s%N) - T0) / 1000000))
             break
         fi
         sleep 0.1
     done
-    sleep "$(calc "t = 1 - ($(date +%s%N) - $T1) / 1e9; t > 0 ? t : 0")"
+    t=$(calc "1 - ($(date +%s%N) - $T1) / 1e9")
+    over "$t" 0 && sleep "$t"
     for x in a b c; do node_figures "start_${n}_$x" "$x"; done
     # ... and answered: none busy, each with its one answer more.
     for _ in $(seq $((CLAIM_WAIT_S * 10))); do
@@ -217,9 +223,11 @@ for n in $NS; do
     claims=""
     for x in a b c; do
         pv="PORT_$x"
-        claims="$claims claimed_$x=$(sql "$db" "SELECT count(*) FROM bench_busy b JOIN owners o ON o.session_id = b.id JOIN nodes v ON v.id = o.node WHERE v.url = 'http://127.0.0.1:${!pv}'")"
+        claims="$claims claimed_$x=$(sql "$db" "SELECT count(*) FROM bench_busy b JOIN owners o ON o.session_id = b.id JOIN nodes v ON v.id = o.node WHERE v.url = 'http://127.0.0.1:${!pv}' AND v.expires_at > clock_timestamp()")"
     done
-    note "inflight_$n busy=$(sql "$db" "SELECT count(*) FROM bench_busy") all_claimed_ms=${claim_ms:-} unclaimed=${left:-}$claims answered_once=$(sql "$db" "SELECT count(*) FROM sessions s JOIN bench_busy b USING (id) WHERE NOT s.busy AND s.messages = b.messages + 1") answered_other=$(sql "$db" "SELECT count(*) FROM sessions s JOIN bench_busy b USING (id) WHERE s.busy OR s.messages <> b.messages + 1")"
+    # A node whose lease lapsed comes back as a new one: its sessions are orphans.
+    claims="$claims lapses=$(cat "$LOGS"/scale-pg-[abc].err | grep -c "lease lapsed")"
+    note "inflight_$n busy=$(sql "$db" "SELECT count(*) FROM bench_busy")${claim_ms:+ all_claimed_ms=$claim_ms} unclaimed=${left:-}$claims answered_once=$(sql "$db" "SELECT count(*) FROM sessions s JOIN bench_busy b USING (id) WHERE NOT s.busy AND s.messages = b.messages + 1") answered_other=$(sql "$db" "SELECT count(*) FROM sessions s JOIN bench_busy b USING (id) WHERE s.busy OR s.messages <> b.messages + 1")"
 
     # ---- cold, unowned, idle chats touched through each node -----------------------
     # Distinct ones per node, none of those in flight (seeded: the same each run).
@@ -258,7 +266,7 @@ ratio() { calc "$(max3 "start_$1" listen_ms) / $(med start0 listen_ms)"; }
 mb() { [ -n "$1" ] && calc "$1 / 1024"; }
 echo
 echo "Sessions beyond memory on PostgreSQL $PGV, three nodes  (rev $REV$(git -C "$ROOT" diff --quiet 2>/dev/null || echo '+changes'), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ))"
-echo "  fill with fsync off, nodes with fsync on; resident_sessions $RESIDENT, resident_bytes $((RBYTES >> 20)) MiB, lease 2 s;"
+echo "  fill with fsync off, nodes with fsync on; resident_sessions $RESIDENT, resident_bytes $((RBYTES >> 20)) MiB, default lease;"
 echo "  one chat in $BUSY in flight; $([ "${SCALE_PG_OWNERS:-1}" = 1 ] && echo "every chat owned by a node long gone" || echo "no owners rows"); $TOUCH cold touches per node"
 echo "  one node, empty database: listening in $(f0 "$(med start0 listen_ms)") ms, $(f1 "$(mb "$(med start0 idle_rss_kb)")") MB idle, $(med start0 loaded) loaded"
 echo
@@ -277,9 +285,10 @@ done
 echo "  (x 1: the slowest of the three to listen over the one node on an empty database;"
 echo "   loaded: reflexor_sessions_loaded_total 1 s after all listen; in flight: the chats in flight"
 echo "   each node owns / all of them, every one owned by exactly one live node (a row each),"
-echo "   all ms: from exec until all were; claimed: touched chats whose owner is the node touched)"
+echo "   all ms: from exec until none in flight lacked a live owner; claimed: touched chats whose"
+echo "   owner is the node touched)"
 for n in $DONE; do
-    echo "  $n: in flight answered once $(med "inflight_$n" answered_once) of $(med "inflight_$n" busy), otherwise $(med "inflight_$n" answered_other); unclaimed after ${CLAIM_WAIT_S} s: $(med "inflight_$n" unclaimed)"
+    echo "  $n: in flight answered once $(med "inflight_$n" answered_once) of $(med "inflight_$n" busy), otherwise $(med "inflight_$n" answered_other); in flight with no live owner after ${CLAIM_WAIT_S} s: $(med "inflight_$n" unclaimed); lease lapses: $(med "inflight_$n" lapses)"
 done
 echo
 echo "figures: $JSON (raw runs: $RAW)"
@@ -293,11 +302,12 @@ num() { [ -n "$1" ] && echo "$1" || echo null; }
     echo "  \"runs\": ["
     sep=""
     for n in $DONE; do
-        printf '%s    {"sessions": %s, "fill_seconds": %s, "fill_sessions_per_s": %s, "db_mb": %s, "three_over_one_empty": %s, "in_flight": %s, "all_claimed_ms": %s, "unclaimed": %s, "answered_once": %s, "answered_otherwise": %s, "nodes": [' \
+        printf '%s    {"sessions": %s, "fill_seconds": %s, "fill_sessions_per_s": %s, "db_mb": %s, "three_over_one_empty": %s, "in_flight": %s, "all_claimed_ms": %s, "unclaimed": %s, "answered_once": %s, "answered_otherwise": %s, "lease_lapses": %s, "nodes": [' \
             "$sep" "$n" "$(num "$(med "fill_$n" seconds)")" "$(num "$(med "fill_$n" sessions_per_s)")" \
             "$(num "$(med "db_$n" mb)")" "$(num "$(ratio "$n")")" "$(num "$(med "inflight_$n" busy)")" \
             "$(num "$(med "inflight_$n" all_claimed_ms)")" "$(num "$(med "inflight_$n" unclaimed)")" \
-            "$(num "$(med "inflight_$n" answered_once)")" "$(num "$(med "inflight_$n" answered_other)")"
+            "$(num "$(med "inflight_$n" answered_once)")" "$(num "$(med "inflight_$n" answered_other)")" \
+            "$(num "$(med "inflight_$n" lapses)")"
         s2=""
         for x in a b c; do
             printf '%s{"node": "%s", "listen_ms": %s, "idle_rss_kb": %s, "loaded_at_start": %s, "resident_at_start": %s, "in_flight_claimed": %s, "touch_p50_ms": %s, "touch_p99_ms": %s, "touched": %s, "touched_claimed": %s, "errors": %s}' \

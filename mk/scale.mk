@@ -14,7 +14,7 @@
 #   make bench-scale-pg  bench/scale_pg.sh (in make bench): the same on a
 #                      throwaway PostgreSQL under /var/tmp, three nodes: for
 #                      each N of SCALE_PG_NS (default "10000 100000";
-#                      1000000 on request: some 35 minutes of fill, 22 GB)
+#                      1000000 on request: some 35 minutes of fill, 21 GB)
 #                      a database of N chats, one in 1000 in flight and every
 #                      one owned by a node long gone; one node on an empty
 #                      database against three started at once on the filled
