@@ -319,12 +319,12 @@ out_version:
 /*
  * The index the cluster's scan reads its own sessions by (SELECT session_id
  * FROM owners WHERE node = $1, every lease_ms / 4 on every node): without
- * it each scan read every owners row, one per session ever owned, 14-22 ms
- * at 100 000 chats and ten times that at a million (bench/scale_pg.sh).
+ * it each scan read every owners row, one per session ever owned, 7-22 ms
+ * at 100 000 chats, 50-105 ms at a million (bench/scale_pg.sh).
  * Created at open when missing, in a database of any schema version, as the
  * records table is: only when missing, since DDL on a live database takes
- * locks the nodes' commits wait for (the build blocks claims for its
- * duration, about a second at a million rows, once).
+ * locks the nodes' commits wait for (the build blocks claims while it
+ * runs, once; not measured at a million rows).
  */
 static const char owners_index_sql[] =
     "BEGIN;"
