@@ -65,15 +65,16 @@ struct store;
 int cluster_start(const struct config *cfg, struct store *st, struct cluster **out,
                   struct rx_error *err) RX_WUR;
 /*
- * Start the threads on the loaded table: first claim the orphans (so a node
- * alone serves its sessions from its first request), then follow the log.
- * 0 or -ENOMEM.
+ * Start following the log on the loaded table; from here a touch claims a
+ * session no live node owns. 0 or -ENOMEM.
  */
 int cluster_run(struct cluster *c, struct session_table *t) RX_WUR;
 /*
  * Advertise this node at cfg->cluster_advertise or http://127.0.0.1:`port`
  * (once it listens): where the others relay inputs for its sessions. Until
- * then they answer 503 and the client retries. 0 or -ENOMEM.
+ * then they answer 503 and the client retries. Then start the lease thread,
+ * whose first turn claims the orphans in flight at once (not before the
+ * node listens: it loads each it claims). 0 or -ENOMEM.
  */
 int cluster_advertise(struct cluster *c, int port) RX_WUR;
 /* Stop the threads, give up the leases (others take over at once), free. NULL ok. */

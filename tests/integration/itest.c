@@ -100,8 +100,8 @@ static void psql_path(char *buf, size_t n)
     }
 }
 
-/* One SQL statement on the cluster's `postgres` database; its output in out. */
-static int pg_sql(const char *sql, char *out, size_t n)
+/* One SQL statement on database `db` of the cluster; its output in out. */
+static int pg_sql_on(const char *db, const char *sql, char *out, size_t n)
 {
     char psql[PATH_MAX], host[PATH_MAX];
     char *argv[] = {psql,
@@ -110,7 +110,7 @@ static int pg_sql(const char *sql, char *out, size_t n)
                     (char *)"-U",
                     (char *)"postgres",
                     (char *)"-d",
-                    (char *)"postgres",
+                    (char *)db,
                     (char *)"-qAt",
                     (char *)"-v",
                     (char *)"ON_ERROR_STOP=1",
@@ -124,6 +124,12 @@ static int pg_sql(const char *sql, char *out, size_t n)
     if (!realpath(getenv("RX_PG_DIR"), host))
         return -1;
     return itest_run(argv, out, n);
+}
+
+/* One SQL statement on the cluster's `postgres` database; its output in out. */
+static int pg_sql(const char *sql, char *out, size_t n)
+{
+    return pg_sql_on("postgres", sql, out, n);
 }
 
 /* The URL of database `name` in the cluster (as scripts/pgtmp.sh prints it). */
@@ -827,6 +833,16 @@ static void fill_path(char *buf, size_t n)
         snprintf(buf, n, "%.*s/bench/scale_fill", (int)(slash - server), server);
     else
         snprintf(buf, n, "bench/scale_fill");
+}
+
+int itest_pg_sql(const char *path, const char *sql, char *out, size_t n)
+{
+    char name[64];
+
+    if (!itest_on_postgres())
+        return -1;
+    pg_name_for_file(path, name, sizeof(name));
+    return pg_sql_on(name, sql, out, n);
 }
 
 int itest_fill(const char *path, const char *const *args)

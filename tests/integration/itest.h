@@ -145,6 +145,9 @@ int itest_fill(const char *path, const char *const *args);
 
 /* True when $RX_PG_DIR makes every server run on PostgreSQL. */
 bool itest_on_postgres(void);
+/* With RX_PG_DIR: one SQL statement on the database that stands for `path`,
+ * its output (psql -At) in out (may be NULL). 0, or -1 (also off PostgreSQL). */
+int itest_pg_sql(const char *path, const char *sql, char *out, size_t n);
 /* Say on stderr that `test` does not run on PostgreSQL, and why. */
 void itest_skip(const char *test, const char *why);
 
