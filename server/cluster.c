@@ -343,6 +343,21 @@ static void owned_free(struct owned *o)
     o->n = 0;
 }
 
+/*
+ * During a long scan: renew once half the lease is gone, as the lease
+ * thread's loop would (ctl_lock held). False when the lease lapsed: this
+ * node owns nothing now, the others claim what it claimed.
+ */
+static bool keep_lease(struct cluster *c)
+{
+    int rc;
+
+    if (lease_left(c) > c->cfg->cluster_lease_ms / 2)
+        return true;
+    rc = node_renew(c);
+    return rc > 0 || (rc < 0 && lease_left(c) > 0); /* slow, not lapsed: go on */
+}
+
 /* Claim orphans (no owner, or one whose lease lapsed), then align the table. */
 static void scan(struct cluster *c)
 {
@@ -365,8 +380,10 @@ static void scan(struct cluster *c)
     r = cluster__call(c, &c->ctl, "SELECT session_id FROM owners WHERE node = $1", 1,
                       (const char *[]){node}, PGRES_TUPLES_OK, scan_deadline(c));
     if (r && !rows_strings(r, &mine)) {
-        /* Sessions this node now owns but has not heard of: read them first. */
-        for (size_t i = 0; i < orphans.n; i++) {
+        /* Sessions this node now owns but has not heard of: read them first,
+           the lease kept meanwhile (a batch of loads from a large store can
+           take longer than it lasts). */
+        for (size_t i = 0; i < orphans.n && keep_lease(c); i++) {
             struct session *s;
 
             if (!bsearch(&orphans.ids[i], mine.ids, mine.n, sizeof(char *), cmp_str))

@@ -294,7 +294,8 @@ static void raise_fd_limit(int connections)
  * interval_ms it pings every open stream so proxies keep idle ones open; once
  * an hour it applies the retention policy. It also starts again the effects
  * a session could not start (out of memory: session_table_reconcile_due),
- * and evicts idle sessions from memory (session_table_evict, SPEC 6.2).
+ * evicts idle sessions from memory (session_table_evict, SPEC 6.2), and on
+ * a shared store reads the sessions' count once, after start-up.
  */
 #define HOUSEKEEPING_TICK_MS 1000
 
@@ -334,6 +335,7 @@ static void housekeeping(struct pinger *p)
     sweep_if_due(p);
     session_table_reconcile_due(p->sessions);
     session_table_text_due(p->sessions);
+    session_table_count_due(p->sessions);
     session_table_evict(p->sessions);
 }
 

@@ -118,7 +118,8 @@ struct session_table {
     pthread_cond_t loaded;         /* broadcast when a load ends */
     size_t bytes;                  /* atomic: the resident sessions' `bytes` */
     int64_t stored;                /* atomic: sessions in the store, as counted here */
-    int64_t loads, evictions;      /* atomic: totals, for /metrics */
+    bool count_due;           /* atomic: a shared store's count is still to be read */
+    int64_t loads, evictions; /* atomic: totals, for /metrics */
     /* id -> session: a POST finds its session in O(1) among 100 000 (chained,
        grown to keep at most about two sessions a bucket). */
     struct session **buckets;

@@ -337,7 +337,10 @@ int session_table_load(struct session_table *t)
 
     if (!t->env.store)
         return 0;
-    if ((err = store_sessions_count(t->env.store, &stored)) ||
+    /* On a shared store nothing waits for the count: it is read after. */
+    if (t->env.cluster)
+        __atomic_store_n(&t->count_due, true, __ATOMIC_RELEASE);
+    if ((!t->env.cluster && (err = store_sessions_count(t->env.store, &stored))) ||
         (!t->env.cluster && (err = store_sessions_busy(t->env.store, &busy)))) {
         store_last_error(t->env.store, &why);
         log_error("cannot read the sessions: %s",
@@ -352,14 +355,27 @@ int session_table_load(struct session_table *t)
         session_unref(s);
     }
     if (t->env.cluster)
-        log_info("%lld session(s) stored; those with work in flight are claimed by the"
-                 " cluster's scan",
-                 (long long)stored);
+        log_info("sessions with work in flight are claimed by the cluster's scan");
     else
         log_info("%lld session(s) stored; %zu with work in flight resumed",
                  (long long)stored, resumed);
     store_list_release(&busy);
     return 0;
+}
+
+void session_table_count_due(struct session_table *t)
+{
+    int64_t stored = 0;
+
+    if (!__atomic_exchange_n(&t->count_due, false, __ATOMIC_ACQ_REL))
+        return;
+    if (store_sessions_count(t->env.store, &stored)) {
+        __atomic_store_n(&t->count_due, true, __ATOMIC_RELEASE); /* the next second */
+        return;
+    }
+    /* Creates and deletes since the start moved it already: added to them. */
+    __atomic_add_fetch(&t->stored, stored, __ATOMIC_RELAXED);
+    log_info("%lld session(s) stored", (long long)stored);
 }
 
 int session_table_fork(struct session_table *t, const char *sid, int64_t at,

@@ -177,6 +177,13 @@ void session_table_reconcile_due(struct session_table *t);
  */
 void session_table_text_due(struct session_table *t);
 /*
+ * Count the stored sessions once, after start-up, when the store is shared
+ * (PostgreSQL): the count of a million rows is most of a node's start, and
+ * nothing needs it before the first /metrics. The housekeeping thread calls
+ * it every second; it reads the store once. No lock held.
+ */
+void session_table_count_due(struct session_table *t);
+/*
  * Rename: `title` (borrowed; session_title_is_valid) is stored, then shown,
  * and never replaced by the title from the first message. 0, -ENOENT, -ENOMEM,
  * or the store's -ENOSPC / -EIO (nothing changed).
