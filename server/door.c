@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 bool door_is_stopping(const struct door *d)
 {
@@ -21,4 +23,26 @@ long long door_parse_count(const char *v)
     errno = 0;
     n = strtoll(v, &end, 10);
     return *end || errno || n < 0 ? -1 : n;
+}
+
+const char *door_local_origin(struct MHD_Connection *conn)
+{
+    static const char *const hosts[] = {"http://localhost",
+                                        "https://localhost",
+                                        "http://127.0.0.1",
+                                        "https://127.0.0.1",
+                                        "http://[::1]",
+                                        "https://[::1]",
+                                        NULL};
+    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+
+    for (size_t i = 0; o && hosts[i]; i++) {
+        size_t n = strlen(hosts[i]);
+
+        if (!strncasecmp(o, hosts[i], n) &&
+            (!o[n] || (o[n] == ':' && o[n + 1] &&
+                       strspn(o + n + 1, "0123456789") == strlen(o + n + 1))))
+            return o;
+    }
+    return NULL;
 }

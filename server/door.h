@@ -44,6 +44,14 @@ struct door {
 
 /* True once the server began to stop (any thread may ask): routes answer 503. */
 bool door_is_stopping(const struct door *d);
+/*
+ * The request's Origin when it is a page on this machine (localhost,
+ * 127.0.0.1 or [::1], any port): the browser clients a protocol answers
+ * CORS for (agent-chat-ui, CopilotKit in development). Any other site gets
+ * no CORS header, so it cannot read a local server's threads from a
+ * visitor's browser. Borrowed, or NULL.
+ */
+const char *door_local_origin(struct MHD_Connection *conn);
 /* A non-negative decimal integer (a query value, Last-Event-ID), or -1. */
 long long door_parse_count(const char *v);
 

@@ -21,37 +21,10 @@
 
 /* ---- answers ------------------------------------------------------------------ */
 
-/*
- * A page served from this machine (a CopilotKit app on localhost:3000) may
- * call the door: its origin is echoed back. Any other site gets no CORS
- * header, so it cannot drive a local agent from a visitor's browser.
- */
-static const char *local_origin(struct MHD_Connection *conn)
-{
-    static const char *const hosts[] = {"http://localhost",
-                                        "https://localhost",
-                                        "http://127.0.0.1",
-                                        "https://127.0.0.1",
-                                        "http://[::1]",
-                                        "https://[::1]",
-                                        NULL};
-    const char *o = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-
-    for (size_t i = 0; o && hosts[i]; i++) {
-        size_t n = strlen(hosts[i]);
-
-        if (!strncasecmp(o, hosts[i], n) &&
-            (!o[n] || (o[n] == ':' && o[n + 1] &&
-                       strspn(o + n + 1, "0123456789") == strlen(o + n + 1))))
-            return o;
-    }
-    return NULL;
-}
-
 enum MHD_Result agui__queue(struct MHD_Connection *conn, unsigned status,
                             struct MHD_Response *r)
 {
-    const char *origin = local_origin(conn);
+    const char *origin = door_local_origin(conn);
 
     if (r && origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
@@ -93,7 +66,7 @@ static enum MHD_Result preflight(struct MHD_Connection *conn)
 
     if (!r)
         return MHD_NO;
-    if (local_origin(conn)) {
+    if (door_local_origin(conn)) {
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "POST, OPTIONS");
         MHD_add_response_header(r, "Access-Control-Allow-Headers",
                                 "Content-Type, Authorization, X-Api-Key, Accept");
