@@ -332,18 +332,21 @@ static const char owners_index_sql[] =
     "CREATE INDEX IF NOT EXISTS owners_node ON owners(node);"
     "COMMIT";
 
-static int owners_index(struct pg_store *pg, char *why, size_t n)
+int pg_store__ensure(struct pg_store *pg, const char *relation, const char *sql,
+                     const char *what, char *why, size_t n)
 {
-    PGresult *r = PQexec(pg->a.c, "SELECT to_regclass('owners_node') IS NOT NULL");
+    const char *name[1] = {relation};
+    PGresult *r = PQexecParams(pg->a.c, "SELECT to_regclass($1) IS NOT NULL", 1, NULL,
+                               name, NULL, NULL, 0);
     bool there = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) &&
                  !strcmp(PQgetvalue(r, 0, 0), "t");
 
     PQclear(r);
     if (there)
         return 0;
-    r = PQexec(pg->a.c, owners_index_sql);
+    r = PQexec(pg->a.c, sql);
     if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-        snprintf(why, n, "creating the owners' index: %s",
+        snprintf(why, n, "creating %s: %s", what,
                  r ? PQresultErrorMessage(r) : PQerrorMessage(pg->a.c));
         PQclear(r);
         pg_store__rollback(pg, &pg->a);
@@ -351,6 +354,12 @@ static int owners_index(struct pg_store *pg, char *why, size_t n)
     }
     PQclear(r);
     return 0;
+}
+
+static int owners_index(struct pg_store *pg, char *why, size_t n)
+{
+    return pg_store__ensure(pg, "owners_node", owners_index_sql, "the owners' index", why,
+                            n);
 }
 
 /* Connect `pc` at open: the database unreachable at start-up is an error. */

@@ -274,6 +274,13 @@ extern const char pg_store__index_sql[];
 
 /* ---- pg_store_records.c: the records of store.h ---- */
 
+/*
+ * Run `sql` (a transaction that makes `relation`) unless `relation` exists:
+ * a table or index added after the schema's version, made at open. 0, or
+ * -EIO with "creating <what>: ..." in why. The admin connection.
+ */
+int pg_store__ensure(struct pg_store *pg, const char *relation, const char *sql,
+                     const char *what, char *why, size_t n);
 /* The records table when missing, on `a` at open. 0 or -EIO with why. */
 int pg_store__records_schema(struct pg_store *pg, char *why, size_t n);
 int pg_store_record_put(struct store *st, const char *kind, const char *key,

@@ -37,23 +37,8 @@ static const char records_schema_sql[] =
 
 int pg_store__records_schema(struct pg_store *pg, char *why, size_t n)
 {
-    PGresult *r = PQexec(pg->a.c, "SELECT to_regclass('records') IS NOT NULL");
-    bool there = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) &&
-                 !strcmp(PQgetvalue(r, 0, 0), "t");
-
-    PQclear(r);
-    if (there)
-        return 0;
-    r = PQexec(pg->a.c, records_schema_sql);
-    if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-        snprintf(why, n, "creating the records table: %s",
-                 r ? PQresultErrorMessage(r) : PQerrorMessage(pg->a.c));
-        PQclear(r);
-        pg_store__rollback(pg, &pg->a);
-        return -EIO;
-    }
-    PQclear(r);
-    return 0;
+    return pg_store__ensure(pg, "records", records_schema_sql, "the records table", why,
+                            n);
 }
 
 /* Rows a command touched. */
